@@ -1,0 +1,1 @@
+"""Demo and test data generators."""

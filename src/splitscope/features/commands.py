@@ -1,0 +1,3 @@
+"""CLI verbs of this layer (registered by splitscope.cli)."""
+
+COMMANDS: list = []

@@ -1,0 +1,12 @@
+"""Audit records (METHODS §6.1): every finding of every layer as one structured record."""
+
+from splitscope.records.model import (
+    STATUSES,
+    AuditRecord,
+    LayerResult,
+    Uncertainty,
+    file_fingerprint,
+    software_versions,
+)
+
+__all__ = ["STATUSES", "AuditRecord", "LayerResult", "Uncertainty", "file_fingerprint", "software_versions"]
