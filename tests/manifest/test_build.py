@@ -35,13 +35,20 @@ def test_split_class_layout_recognises_split_names_case_insensitively(tmp_path):
 
 
 def test_class_layout_without_split_and_hidden_files_listed(tmp_path):
-    _touch(tmp_path, "yes/Y1.jpg", "no/N1.jpg", "no/.DS_Store", "yes/ü n.jpg")
+    _touch(tmp_path, "yes/Y1.jpg", "no/N1.jpg", "no/.DS_Store", "yes/ü n.jpg", "README.txt")
     m = read_folder(tmp_path, corpus="c3")
     assert len(m) == 3
     assert m["split"].isna().all()
     assert set(m["label"]) == {"yes", "no"}
     assert (m["corpus"] == "c3").all()
-    assert m.attrs["excluded"] == [{"path": "no/.DS_Store", "reason": "hidden file"}]
+    assert [e["path"] for e in m.attrs["excluded"]] == ["no/.DS_Store", "README.txt"]
+
+
+def test_flat_folder_is_unlabelled(tmp_path):
+    _touch(tmp_path, "a.png", "b.png")
+    m = read_folder(tmp_path)
+    assert m["path"].tolist() == ["a.png", "b.png"] and m["label"].isna().all()
+    assert m.attrs["inputs"][0]["layout"] == "flat"
 
 
 def test_folder_errors(tmp_path):

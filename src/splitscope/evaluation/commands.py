@@ -1,3 +1,363 @@
-"""CLI verbs of this layer (registered by splitscope.cli)."""
+"""CLI verbs of the evaluation layer: ``metrics``, ``rescore``, ``effects``, ``pools``.
 
-COMMANDS: list = []
+Each prints a compact table, ``--json`` prints the same result as JSON on stdout (stable keys),
+and ``--out DIR`` writes CSV/JSON exports.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+import numpy as np
+import pandas as pd
+
+from splitscope.errors import InputError
+
+_KINDS = click.Choice(["probability", "logit", "score"])
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(width=160)
+
+
+def _fmt(v, digits: int = 4) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, (float, np.floating)):
+        return "—" if not math.isfinite(float(v)) else f"{float(v):.{digits}f}"
+    if v is pd.NA:
+        return "—"
+    return str(v)
+
+
+def _table(title: str, frame: pd.DataFrame, columns: list[str]):
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    cols = [c for c in columns if c in frame.columns]
+    for c in cols:
+        t.add_column(c, overflow="fold")
+    for _, r in frame[cols].iterrows():
+        t.add_row(*[_fmt(r[c]) for c in cols])
+    return t
+
+
+def _dump(obj) -> str:
+    from splitscope.evaluation.rescore import _clean
+
+    return json.dumps(_clean(obj), indent=2, sort_keys=True, default=str)
+
+
+def _truth(path: str, classes: str | None, query: str | None, sheet):
+    from splitscope.evaluation.audit import _truth_from
+    from splitscope.evaluation.predictions import read_truth
+
+    cls = [c.strip() for c in classes.split(",")] if classes else None
+    if query:
+        from splitscope.manifest import build_manifest
+
+        return _truth_from(build_manifest(path), cls, query)
+    return read_truth(Path(path), cls, sheet=sheet)
+
+
+def _kinds(default: str, per_entry: tuple[str, ...]):
+    if not per_entry:
+        return default
+    mapping = {"*": default}
+    for item in per_entry:
+        if "=" not in item:
+            raise InputError(f"--score-kind-for {item!r}: write ENTRY=KIND")
+        name, kind = item.rsplit("=", 1)
+        if kind not in ("probability", "logit", "score"):
+            raise InputError(f"--score-kind-for {item!r}: kind must be probability, logit or "
+                             f"score")
+        mapping[name] = kind
+    return mapping
+
+
+_truth_options = [
+    click.option("--truth", "truth_path", required=True, type=click.Path(exists=True),
+                 help="Truth list: one-hot class columns or a label column (CSV/Parquet/XLSX)."),
+    click.option("--classes", default=None,
+                 help="Comma-separated class list in order (default: from the truth)."),
+    click.option("--query", default=None,
+                 help="Selector of truth rows when the truth is a manifest list (e.g. 'val')."),
+    click.option("--view", "views", multiple=True,
+                 help="Extra view NAME=KIND:ARG (where:SELECTOR, exclude:FILE, include:FILE, "
+                      "without:SOURCE); repeatable."),
+    click.option("--path-mode", type=click.Choice(["exact", "basename"]), default="exact",
+                 show_default=True,
+                 help="Path alignment; 'basename' is an opt-in repair, recorded in results."),
+    click.option("--seed", default=0, show_default=True, type=int),
+    click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
+    click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+                 help="Folder for CSV/JSON exports."),
+]
+
+
+def _with(options):
+    def deco(f):
+        for opt in reversed(options):
+            f = opt(f)
+        return f
+    return deco
+
+
+@click.command("metrics")
+@click.argument("predictions", type=click.Path(exists=True, dir_okay=False))
+@_with(_truth_options)
+@click.option("--score-kind", type=_KINDS, default="score", show_default=True,
+              help="What the class columns hold (declared, never guessed).")
+@click.option("--layout", type=click.Choice(["wide", "long"]), default="wide", show_default=True)
+@click.option("--bootstrap", "n_boot", default=2000, show_default=True, type=int,
+              help="Percentile bootstrap resamples over cases (0: none).")
+def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed, as_json,
+                out_dir, score_kind, layout, n_boot):
+    """Metrics of one prediction file on every view, with bootstrap intervals."""
+    from splitscope.evaluation.predictions import read_predictions
+    from splitscope.evaluation.scoreability import check_scoreability
+    from splitscope.evaluation.uncertainty import bootstrap_metrics
+    from splitscope.evaluation.views import official_view, parse_view, score_view
+
+    truth = _truth(truth_path, classes, query, None)
+    pred = read_predictions(predictions, score_kind=score_kind, layout=layout)
+    verdict, aligned = check_scoreability(pred, truth, path_mode)
+    result = {"entry": pred.name, "verdict": verdict.to_dict(), "views": []}
+    if aligned is not None:
+        vlist = [official_view(truth)] + [parse_view(truth, v, path_mode=path_mode)
+                                          for v in views]
+        for view in vlist:
+            m = score_view(truth, aligned, view, score_kind, per_class=True)
+            m["definition"] = view.to_dict()
+            if n_boot and view.n:
+                m["bootstrap"] = bootstrap_metrics(truth.labels[view.rows], aligned[view.rows],
+                                                   n_boot=n_boot, seed=seed)
+            result["views"].append(m)
+    if out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "metrics.json").write_text(_dump(result))
+        rows = [{k: v for k, v in m.items() if not isinstance(v, (dict, list))}
+                for m in result["views"]]
+        pd.DataFrame(rows).to_csv(out / "metrics.csv", index=False)
+    if as_json:
+        click.echo(_dump(result))
+        return
+    con = _console()
+    con.print(f"[bold]{pred.name}[/bold]: {'scoreable' if verdict.scoreable else 'NOT scoreable'}"
+              f" (path mode {path_mode}, scores declared {score_kind})")
+    for r in verdict.reasons:
+        con.print(f"  reason: {r}")
+    for r in verdict.notes:
+        con.print(f"  note: {r}")
+    if result["views"]:
+        rows = []
+        for m in result["views"]:
+            b = m.get("bootstrap", {})
+            row = {"view": m["view"], "rows": m["rows"]}
+            for k in ("balanced_accuracy", "macro_auc", "organizer_score"):
+                iv = b.get(k)
+                row[k] = (f"{_fmt(m[k])} [{_fmt(iv['low'])}, {_fmt(iv['high'])}]" if iv
+                          else _fmt(m[k]))
+            row.update(accuracy=m["accuracy"], ece=m["ece"], brier=m["brier"], nll=m["nll"])
+            rows.append(row)
+        con.print(_table("metrics per view ([low, high] = 95% percentile bootstrap over "
+                         "cases)", pd.DataFrame(rows), list(rows[0])))
+        for m in result["views"]:
+            for key in ("balanced_accuracy_reason", "macro_auc_skipped", "probability_reason"):
+                if m.get(key):
+                    label = "AUC classes skipped" if key == "macro_auc_skipped" else key
+                    con.print(f"  {m['view']}: {label}: {m[key]}")
+
+
+@click.command("rescore")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@_with(_truth_options)
+@click.option("--score-kind", type=_KINDS, default="score", show_default=True,
+              help="Declared score kind for every entry.")
+@click.option("--score-kind-for", "kind_for", multiple=True,
+              help="Per-entry score kind ENTRY=KIND (repeatable).")
+@click.option("--reported", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="CSV of reported scores (entry, balanced_accuracy/mean_auc/...).")
+@click.option("--final-folder", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Folder of the final (e.g. test) submissions for the final ranking.")
+@click.option("--final-truth", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--final-path-mode", type=click.Choice(["exact", "basename"]), default="exact",
+              show_default=True)
+@click.option("--final-scores", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="CSV with entry, final_score (instead of --final-folder).")
+@click.option("--exclude", multiple=True, help="Entry left out of scores and ranks (repeatable).")
+@click.option("--rank-metric", type=click.Choice(["organizer_score", "balanced_accuracy",
+                                                   "macro_auc"]), default="organizer_score",
+              show_default=True)
+@click.option("--bootstrap", "n_boot", default=0, show_default=True, type=int,
+              help="Bootstrap resamples per entry and view (0: none).")
+def rescore_cmd(folder, truth_path, classes, query, views, path_mode, seed, as_json, out_dir,
+                score_kind, kind_for, reported, final_folder, final_truth, final_path_mode,
+                final_scores, exclude, rank_metric, n_boot):
+    """Re-score a folder of submissions on evaluation views: verdicts, scores, ranks, Spearman."""
+    from splitscope.evaluation.predictions import read_truth
+    from splitscope.evaluation.rescore import final_ranking, rescore
+    from splitscope.evaluation.views import parse_view
+
+    truth = _truth(truth_path, classes, query, None)
+    vlist = [parse_view(truth, v, path_mode=path_mode) for v in views]
+    kinds = _kinds(score_kind, kind_for)
+    final = None
+    if final_folder:
+        if not final_truth:
+            raise InputError("--final-folder needs --final-truth")
+        ftruth = read_truth(Path(final_truth), truth.classes)
+        final = final_ranking(final_folder, ftruth, score_kind=kinds, path_mode=final_path_mode,
+                              metric=rank_metric)
+    elif final_scores:
+        from splitscope.manifest import read_table
+
+        final = read_table(Path(final_scores))
+        if "final_score" in final.columns:
+            final["final_score"] = pd.to_numeric(final["final_score"], errors="coerce")
+    res = rescore(folder, truth, vlist, score_kind=kinds, path_mode=path_mode,
+                  reported=reported, final=final, exclude=exclude, rank_metric=rank_metric,
+                  bootstrap=n_boot, seed=seed)
+    if out_dir:
+        res.write(out_dir)
+        if final_folder:
+            final.write(Path(out_dir) / "final")
+    payload = res.to_json()
+    if final_folder:
+        payload["final_verdicts"] = final.to_json()["verdicts"]
+    if as_json:
+        click.echo(_dump(payload))
+        return
+    con = _console()
+    v = res.verdicts
+    con.print(_table(f"scoreability ({int(v['scoreable'].sum())} of {len(v)} scoreable; path "
+                     f"mode {path_mode})", v, ["entry", "scoreable", "excluded", "reasons"]))
+    wide = res.ranks.pivot(index="entry", columns="view", values=[rank_metric, "rank",
+                                                                  "rank_change"])
+    rows = []
+    for entry in wide.index:
+        r = {"entry": entry}
+        for view in [x["name"] for x in res.views]:
+            r[f"{view}"] = (f"{_fmt(wide.loc[entry, (rank_metric, view)])} "
+                            f"#{_fmt(wide.loc[entry, ('rank', view)])}"
+                            f" ({_fmt(wide.loc[entry, ('rank_change', view)])})")
+        rows.append(r)
+    if rows:
+        con.print(_table(f"{rank_metric} #rank (rank change vs official) per view",
+                         pd.DataFrame(rows), list(rows[0])))
+    con.print(_table("Spearman ρ per view", res.spearman, list(res.spearman.columns)))
+    if res.reported is not None:
+        con.print(_table("reported vs recomputed", res.reported, list(res.reported.columns)))
+
+
+@click.command("effects")
+@click.argument("runs", type=click.Path(exists=True, dir_okay=False))
+@click.option("--metric", default="balanced_accuracy", show_default=True)
+@click.option("--component", "components", multiple=True,
+              default=("policy", "threshold", "calibration"), show_default=True,
+              help="Protocol component columns to contrast (repeatable).")
+@click.option("--baseline", "baselines", multiple=True,
+              help="COMPONENT=LEVEL baseline of a component (default: first level).")
+@click.option("--official", default="official", show_default=True)
+@click.option("--deduplicated", default="deduplicated", show_default=True)
+@click.option("--external", default="external", show_default=True)
+@click.option("--did", "did_table", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Per-row true-class probabilities (arm, seed, exposed, p_true) for the DiD.")
+@click.option("--treated", default="local", show_default=True)
+@click.option("--control", default="distant", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None)
+def effects_cmd(runs, metric, components, baselines, official, deduplicated, external, did_table,
+                treated, control, as_json, out_dir):
+    """Protocol effects from a run-records table: Δarch, component |Δ|, dedup, transfer, DiD."""
+    from splitscope.evaluation.effects import did_true_class_probability, protocol_effects
+
+    base = {}
+    for b in baselines:
+        if "=" not in b:
+            raise InputError(f"--baseline {b!r}: write COMPONENT=LEVEL")
+        k, v = b.split("=", 1)
+        base[k] = v
+    res = protocol_effects(runs, metric, components=components, baselines=base,
+                           official=official, deduplicated=deduplicated, external=external)
+    if did_table:
+        from splitscope.manifest import read_table
+
+        t = read_table(Path(did_table))
+        t["p_true"] = pd.to_numeric(t["p_true"], errors="coerce") if "p_true" in t else t.get(
+            "p_true")
+        res.contrasts.append(did_true_class_probability(t, treated=treated, control=control))
+    if out_dir:
+        res.write(out_dir)
+    if as_json:
+        click.echo(_dump(res.to_json()))
+        return
+    con = _console()
+    if len(res.delta_arch):
+        con.print(_table(f"Δarch ({metric}): range over models of the seed mean",
+                         res.delta_arch, list(res.delta_arch.columns)))
+    if len(res.components):
+        con.print(_table(f"component effects ({metric})", res.components,
+                         list(res.components.columns)))
+    rows = []
+    for c in res.contrasts:
+        iv = c.get("interval", {})
+        rows.append({"contrast": c["contrast"], "runs/seeds": c.get("runs", c.get("seeds")),
+                     "mean": c.get("summary_mean"), "sd": c.get("summary_sd"),
+                     "paired-t 95%": (f"[{_fmt(iv.get('low'))}, {_fmt(iv.get('high'))}]"
+                                      if iv else "—")})
+    if rows:
+        con.print(_table("contrasts (mean ± SD over runs; paired-t interval)", pd.DataFrame(rows),
+                         list(rows[0])))
+    for s in res.params["skipped"]:
+        con.print(f"skipped: {s}")
+
+
+@click.command("pools")
+@click.argument("manifest", type=click.Path(exists=True))
+@click.option("--train", default="train", show_default=True,
+              help="Selector of the training population.")
+@click.option("--drop-source", default=None, help="Source dropped for the Source-only pool.")
+@click.option("--flagged", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="List of screen-positive rows (paths or row ids) for the Removal pool.")
+@click.option("--batch-size", default=128, show_default=True, type=int)
+@click.option("--no-drop-last", is_flag=True, help="Count a final partial minibatch.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--draw-order", type=click.Choice(["class-name", "release", "size-desc"]),
+              default="class-name", show_default=True,
+              help="Order in which classes are drawn from the seeded generator.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None)
+def pools_cmd(manifest, train, drop_source, flagged, batch_size, no_drop_last, seed, draw_order,
+              as_json, out_dir):
+    """Training-pool controls from a manifest, exported as row lists."""
+    from splitscope.evaluation.pools import training_pools
+    from splitscope.manifest import build_manifest
+
+    m = build_manifest(manifest)
+    res = training_pools(m, train=train, drop_source=drop_source, flagged=flagged, seed=seed,
+                         batch_size=batch_size, drop_last=not no_drop_last,
+                         draw_order=draw_order)
+    if out_dir:
+        res.write(out_dir, m)
+    if as_json:
+        click.echo(_dump(res.to_json()))
+        return
+    con = _console()
+    con.print(_table(f"training pools (batch {batch_size}, "
+                     f"{'drop-last' if not no_drop_last else 'keep last'}; seed {seed}, draw "
+                     f"order {draw_order})", res.summary,
+                     ["pool", "rows", "unique_rows", "minibatches_per_epoch", "definition"]))
+    cc = res.class_counts.reset_index().rename(columns={"index": "pool"})
+    con.print(_table("class counts", cc, list(cc.columns)))
+    sc = res.source_counts.reset_index().rename(columns={"index": "pool"})
+    con.print(_table("source counts", sc, list(sc.columns)))
+
+
+COMMANDS: list = [metrics_cmd, rescore_cmd, effects_cmd, pools_cmd]

@@ -1,1 +1,60 @@
-"""features layer."""
+"""The feature layer: one pass per unique file (bytes read once, decoded at most once) into a
+cached feature table and a memory-mapped thumbnail array.
+
+- :func:`scan` / :func:`load_scan` / :class:`Scan` — manifest + features through the workspace
+  cache (:mod:`splitscope.features.scan`, :mod:`splitscope.features.workspace`);
+- :class:`FeatureParams`, :func:`extract_files` — per-file extraction
+  (:mod:`splitscope.features.extract`);
+- :func:`image_features`, :func:`to_gray8`, :func:`phash64`, :func:`dhash64`,
+  :func:`thumbnail` — pixel features of one image (:mod:`splitscope.features.imaging`);
+- :func:`header_fields` — header features without decoding pixels
+  (:mod:`splitscope.features.header`);
+- executors (:mod:`splitscope.features.executor`) — where the per-file stage runs.
+
+Names other than the scan API are imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Bound eagerly: the function ``scan`` shares its name with the submodule ``scan``; importing
+# it here (after the submodule is loaded) makes ``splitscope.features.scan`` the function.
+from splitscope.features.scan import Scan, load_scan, scan
+
+_EXPORTS = {
+    "scan": "splitscope.features.scan",
+    "load_scan": "splitscope.features.scan",
+    "Scan": "splitscope.features.scan",
+    "FeatureParams": "splitscope.features.extract",
+    "extract_files": "splitscope.features.extract",
+    "image_features": "splitscope.features.imaging",
+    "to_gray8": "splitscope.features.imaging",
+    "phash64": "splitscope.features.imaging",
+    "dhash64": "splitscope.features.imaging",
+    "thumbnail": "splitscope.features.imaging",
+    "header_fields": "splitscope.features.header",
+    "Executor": "splitscope.features.executor",
+    "SerialExecutor": "splitscope.features.executor",
+    "ProcessExecutor": "splitscope.features.executor",
+}
+
+__all__ = [  # noqa: RUF022 - grouped by module, like _EXPORTS
+    "scan", "load_scan", "Scan", "FeatureParams", "extract_files", "image_features",
+    "to_gray8", "phash64", "dhash64", "thumbnail", "header_fields", "Executor",
+    "SerialExecutor", "ProcessExecutor",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'splitscope.features' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

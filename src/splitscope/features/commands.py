@@ -1,3 +1,140 @@
-"""CLI verbs of this layer (registered by splitscope.cli)."""
+"""CLI verbs of this layer (registered by splitscope.cli): ``scan``."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import json
+
+import click
+
+from splitscope.errors import InputError
+
+
+def _n(count: int, unit: str) -> str:
+    return f"{count:,} {unit}{'' if count == 1 else 's'}"
+
+
+def summary_line(summary: dict) -> str:
+    """One line a user reads first, e.g. ``5,840 rows, 5,840 unique files, 0 failures;
+    0 extracted, 5,840 reused from cache (0.4 s)``; failures are counted as unique files, with
+    the manifest rows they affect in parentheses."""
+    files = summary["failures"]["files"]["total"]
+    rows = summary["failures"]["rows"]["total"]
+    failures = "0 failures" if files == rows == 0 else (
+        f"{_n(files, 'failed file')} ({_n(rows, 'row')})")
+    return (
+        f"{_n(summary['rows'], 'row')}, {_n(summary['unique_files'], 'unique file')}, "
+        f"{failures}; "
+        f"{summary['extracted']:,} extracted, {summary['reused']:,} reused from cache "
+        f"({summary['seconds']:.1f} s)"
+    )
+
+
+def _print_summary(summary: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(soft_wrap=True)
+    console.print(summary_line(summary), highlight=False)
+    params = summary.get("params") or {}
+    console.print(
+        f"workspace {summary['workspace']} · features {summary.get('key')} "
+        f"(thumb {params.get('thumb_size')}, {params.get('interpolation')}, {params.get('mode')})"
+    )
+
+    counts = summary["counts"]
+    labels = sorted({label for per in counts.values() for label in per})
+    table = Table(title="rows per split × label", title_justify="left")
+    table.add_column("split")
+    for label in labels:
+        table.add_column(label, justify="right")
+    table.add_column("total", justify="right")
+    for split, per in counts.items():
+        table.add_row(split, *[f"{per.get(label, 0):,}" for label in labels],
+                      f"{sum(per.values()):,}")
+    console.print(table)
+
+    files = summary["failures"]["files"]
+    rows = summary["failures"]["rows"]
+    if files["total"] or rows["total"]:
+        fail = Table(title="failures by reason", title_justify="left")
+        fail.add_column("reason")
+        fail.add_column("unique files", justify="right")
+        fail.add_column("manifest rows", justify="right")
+        for reason in sorted(set(files["by_reason"]) | set(rows["by_reason"])):
+            fail.add_row(reason, f"{files['by_reason'].get(reason, 0):,}",
+                         f"{rows['by_reason'].get(reason, 0):,}")
+        console.print(fail)
+        per_split = ", ".join(
+            f"{split}: {_n(sum(v.values()), 'row')}" for split, v in rows["by_split"].items()
+        )
+        console.print(f"failed rows per split: {per_split}")
+    groups = summary.get("groups") or {}
+    if groups.get("group_key"):
+        console.print(
+            f"groups: {groups['rows_with_group']:,} of {summary['rows']:,} rows carry a group "
+            f"({groups['unique_groups']:,} distinct)"
+        )
+    if summary.get("excluded"):
+        console.print(f"{summary['excluded']:,} hidden file(s) left out of the folder scan")
+
+
+@click.command("scan")
+@click.argument("inputs", nargs=-1, required=True, metavar="ROOT|LIST...")
+@click.option("--workspace", "-w", type=click.Path(file_okay=False), default=None,
+              help="Workspace folder (default ./splitscope-workspace); never inside the data.")
+@click.option("--thumb-size", type=int, default=96, show_default=True,
+              help="Thumbnail side S for NCC/SSIM.")
+@click.option("--mode", type=click.Choice(["exact", "fast"]), default="exact",
+              show_default=True, help="Feature extraction mode.")
+@click.option("--interpolation", default="bicubic", show_default=True,
+              help="Thumbnail resize filter.")
+@click.option("--workers", type=int, default=None,
+              help="Worker processes (default: all cores; 1 runs in-process).")
+@click.option("--group-regex", default=None,
+              help="Regex with a named group 'group' (and optionally 'frame') over the "
+                   "file name, e.g. 'person(?P<group>\\d+)_'.")
+@click.option("--path-column", default=None, help="List column holding the paths.")
+@click.option("--label-column", default=None, help="List column holding the labels.")
+@click.option("--split-column", default=None, help="List column holding the splits.")
+@click.option("--source-column", default=None, help="List column holding the sources.")
+@click.option("--group-column", default=None, help="List column holding group ids.")
+@click.option("--root", "list_root", type=click.Path(file_okay=False), default=None,
+              help="Folder the listed paths are relative to (default: the list's folder).")
+@click.option("--split", "constant_split", default=None,
+              help="One split for every row of a list that is a single split.")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar on stderr (default: when stderr is a terminal).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, group_regex,
+                 path_column, label_column, split_column, source_column, group_column,
+                 list_root, constant_split, progress, as_json) -> None:
+    """Scan a release (folder or list file): write its manifest and per-file features
+    (hashes, header fields, thumbnails) to the workspace, reusing what is cached, and print
+    a summary."""
+    from splitscope.features.scan import scan
+
+    columns = {role: name for role, name in (
+        ("path", path_column), ("label", label_column), ("split", split_column),
+        ("source", source_column), ("group", group_column)) if name}
+    list_options = {}
+    if columns:
+        list_options["columns"] = columns
+    if list_root:
+        list_options["root"] = list_root
+    if constant_split:
+        list_options["split"] = constant_split
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers must be at least 1; got {workers}")
+    result = scan(
+        list(inputs), workspace, thumb_size=thumb_size, mode=mode, interpolation=interpolation,
+        workers=workers, group_regex=group_regex,
+        progress=False if as_json else progress, **list_options,
+    )
+    summary = result.summary()
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    else:
+        _print_summary(summary)
+
+
+COMMANDS: list = [scan_command]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import pandas as pd
 
@@ -135,7 +135,7 @@ def _finish(frame: pd.DataFrame, corpus: str) -> pd.DataFrame:
     else:
         out["frame"] = pd.array([pd.NA] * n, dtype="Int64")
     out["basename"] = pd.array(
-        [PurePosixPath(p).name if isinstance(p, str) else pd.NA for p in out["path"]],
+        [p.rsplit("/", 1)[-1] if isinstance(p, str) else pd.NA for p in out["path"]],
         dtype="string",
     )
     return out[MANIFEST_COLUMNS]
@@ -146,7 +146,9 @@ def read_folder(root: str | Path, corpus: str | None = None) -> pd.DataFrame:
 
     ``ROOT/<split>/<class>/file`` when every top-level folder is a split name (recognised
     case-insensitively: train/training, val/valid/validation, test/testing), else
-    ``ROOT/<class>/file``. Rows are sorted by released path (code-point order) so the manifest
+    ``ROOT/<class>/file``; a folder with no subfolders is a flat list of unlabelled files.
+    Files directly under ROOT beside the layout's folders (a README, an answer key) are left
+    out and listed in ``attrs['excluded']``. Rows are sorted by released path (code-point order) so the manifest
     is the same on every machine. Hidden files (names starting with ``.``) are left out and
     listed in ``attrs['excluded']``; every other file is a row, image or not, so that the
     feature stage can record what it could not read.
@@ -154,37 +156,43 @@ def read_folder(root: str | Path, corpus: str | None = None) -> pd.DataFrame:
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"not a folder: {root}")
-    files: list[str] = []
+    files: list[str] = []  # plain strings: pathlib per file costs more than the walk itself
     excluded: list[dict] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        rel_dir = Path(dirpath).relative_to(root)
+        prefix = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        prefix = "" if prefix == "." else prefix + "/"
         for name in filenames:
-            rel = (rel_dir / name).as_posix()
             if name.startswith("."):
-                excluded.append({"path": rel, "reason": "hidden file"})
-                continue
-            files.append(rel)
+                excluded.append({"path": prefix + name, "reason": "hidden file"})
+            else:
+                files.append(prefix + name)
     files.sort()
     if not files:
         raise InputError(f"folder {root} holds no files")
-    top = {PurePosixPath(f).parts[0] for f in files if len(PurePosixPath(f).parts) > 1}
+    parts = [f.split("/") for f in files]
+    top = {p[0] for p in parts if len(p) > 1}
     split_layout = bool(top) and all(name.lower() in _SPLIT_ALIASES for name in top)
+    if top:  # files beside the split/class folders (README, answer keys) are not released rows
+        excluded += [{"path": f, "reason": "file at the root, outside the folder layout"}
+                     for f, p in zip(files, parts) if len(p) == 1]
+        kept = [i for i, p in enumerate(parts) if len(p) > 1]
+        files, parts = [files[i] for i in kept], [parts[i] for i in kept]
+    base = os.path.abspath(root) + os.sep
     rows = []
-    for rel in files:
-        parts = PurePosixPath(rel).parts
+    for rel, p in zip(files, parts):
         split = label = pd.NA
         if split_layout:
-            split = parts[0] if len(parts) > 1 else pd.NA
-            label = parts[1] if len(parts) > 2 else pd.NA
-        elif len(parts) > 1:
-            label = parts[0]
+            split = p[0]
+            label = p[1] if len(p) > 2 else pd.NA
+        elif len(p) > 1:
+            label = p[0]
         rows.append({"path": rel, "split_released": split, "label": label,
-                     "file": os.path.abspath(root / rel)})
+                     "file": base + rel.replace("/", os.sep)})
     manifest = _finish(pd.DataFrame(rows), corpus or root.name)
     manifest.attrs = {
         "inputs": [{"kind": "folder", "path": str(root), "layout":
-                    "split/class/file" if split_layout else "class/file"}],
+                    "split/class/file" if split_layout else "class/file" if top else "flat"}],
         "excluded": excluded,
     }
     return manifest

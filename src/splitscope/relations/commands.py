@@ -1,3 +1,192 @@
-"""CLI verbs of this layer (registered by splitscope.cli)."""
+"""CLI verbs of this layer (registered by splitscope.cli): ``duplicates``."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from splitscope.errors import InputError
+from splitscope.relations.controls import DEFAULT_CONTROL_BOUND
+from splitscope.relations.hashes import DEFAULT_RADIUS
+from splitscope.relations.ncc import DEFAULT_TAU
+
+
+def summary_payload(result) -> dict:
+    """The verb's result as a JSON-ready dict with stable keys (also what ``--json`` prints)."""
+    predicates = []
+    sweeps = []
+    transforms = {}
+    for rec in result.records:
+        d = rec.details or {}
+        if rec.id.startswith("near_duplicate.transform_sensitivity."):
+            transforms[rec.predicate.get("name")] = d.get("pass_rates", {})
+            continue
+        control = d.get("control") or {}
+        predicates.append({
+            "id": rec.id, "layer": rec.layer, "boundary": (rec.boundary or {}).get("name"),
+            "predicate": rec.predicate.get("name"), "params": rec.predicate.get("params", {}),
+            "unit": rec.unit, "numerator": rec.numerator, "denominator": rec.denominator,
+            "rate": rec.estimate, "not_assessed": d.get("not_assessed"), "status": rec.status,
+            "control_rate": control.get("rate"), "unreliable": control.get("unreliable"),
+        })
+        if rec.predicate.get("name") == "ncc_nearest":
+            sweeps.append({"boundary": (rec.boundary or {}).get("name"),
+                           "sweep": d.get("sweep", [])})
+    payload = {"predicates": predicates, "sweeps": sweeps, "transforms": transforms,
+               "records": [r.to_dict() for r in result.records]}
+    from splitscope.records.model import _clean
+    return _clean(payload)
+
+
+def _fmt_rate(x) -> str:
+    return "—" if x is None else f"{100 * x:.2f}%"
+
+
+def print_summary(payload: dict) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True)
+    boundaries = list(dict.fromkeys(str(p["boundary"]) for p in payload["predicates"]))
+    unreliable_seen = False
+    for name in boundaries:
+        table = Table(title=f"{name}: affected query rows", title_justify="left",
+                      box=None, pad_edge=False)
+        for col in ("predicate", "affected", "rows", "rate", "n/a", "control"):
+            table.add_column(col, justify="left" if col == "predicate" else "right",
+                             no_wrap=True)
+        notes = []
+        for p in payload["predicates"]:
+            if str(p["boundary"]) != name:
+                continue
+            control = "—" if p["control_rate"] is None else (
+                _fmt_rate(p["control_rate"]) + (" ✗" if p["unreliable"] else ""))
+            unreliable_seen |= bool(p["unreliable"])
+            table.add_row(escape(str(p["predicate"])), f"{int(p['numerator'] or 0):,}",
+                          f"{int(p['denominator'] or 0):,}", _fmt_rate(p["rate"]),
+                          str(p["not_assessed"]) if p["not_assessed"] is not None else "—",
+                          control)
+            if p["status"] != "completed":
+                notes.append(f"{p['predicate']}: {p['status']}")
+        console.print(table)
+        for note in notes:
+            console.print(escape(f"  {note}"))
+    if unreliable_seen:
+        console.print("✗ control rate above the bound: predicate unreliable on this modality")
+    if payload.get("transforms"):
+        tt = Table(title="transform sensitivity: pass rate per predicate", title_justify="left",
+                   box=None, pad_edge=False)
+        preds = list(payload["transforms"])
+        tt.add_column("transform", no_wrap=True)
+        for p in preds:
+            tt.add_column(p.replace("hash_", "").replace("ncc_nearest", "ncc"), justify="right")
+        names = list(next(iter(payload["transforms"].values())))
+        for name in names:
+            tt.add_row(name, *[_fmt_rate(payload["transforms"][p][name]["pass_rate"])
+                               for p in preds])
+        console.print(tt)
+    for s in payload["sweeps"]:
+        sweep = Table(title=f"NCC sweep (nearest rule), {s['boundary']}", title_justify="left")
+        for col in ("τ", "affected", "assessed", "rate"):
+            sweep.add_column(col, justify="right")
+        for row in s["sweep"]:
+            sweep.add_row(f"{row['tau']:g}", f"{row['affected']:,}", f"{row['assessed']:,}",
+                          _fmt_rate(row["rate"]))
+        console.print(sweep)
+
+
+def _parse_fail_on(items) -> list[str]:
+    return [i.strip() for i in items if i.strip()]
+
+
+@click.command("duplicates")
+@click.argument("inputs", nargs=-1, required=True, metavar="ROOT|LIST...")
+@click.option("--query", "-q", default=None, help="Query population selector (e.g. test).")
+@click.option("--reference", "-r", default=None,
+              help="Reference population selector (e.g. train). Default: test → train and "
+                   "val → train, or every row against itself when there are no splits.")
+@click.option("--boundary", "boundaries", multiple=True,
+              help="Boundary 'QUERY->REFERENCE' (repeatable), e.g. 'corpus=B->corpus=A'.")
+@click.option("--control", "control_root", default=None, type=click.Path(exists=True),
+              help="A release known to be clean (negative control): its own test → train "
+                   "(or the boundary given by --control-boundary).")
+@click.option("--control-boundary", default=None,
+              help="Boundary on the control release, 'QUERY->REFERENCE'; with no --control, "
+                   "a boundary on the audited release used as the control.")
+@click.option("--control-bound", type=float, default=DEFAULT_CONTROL_BOUND, show_default=True,
+              help="Control flag rate above which a predicate is marked unreliable.")
+@click.option("--tau", type=float, default=DEFAULT_TAU, show_default=True,
+              help="NCC threshold τ.")
+@click.option("--radius", type=int, default=DEFAULT_RADIUS, show_default=True,
+              help="Hash radius k.")
+@click.option("--dihedral", is_flag=True, help="Also match rotated (90°) and flipped copies.")
+@click.option("--thumb-size", type=int, default=96, show_default=True,
+              help="Thumbnail side S (part of the NCC predicate).")
+@click.option("--interpolation", default="bicubic", show_default=True,
+              help="Thumbnail resize filter (part of the NCC predicate).")
+@click.option("--workspace", "-w", type=click.Path(file_okay=False), default=None,
+              help="Workspace for the feature cache (default ./splitscope-workspace).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Write contaminated lists, deduplicated splits and the pair table here.")
+@click.option("--workers", type=int, default=None, help="Worker processes/threads.")
+@click.option("--transforms", "transform_sample", type=int, default=0, show_default=True,
+              help="Transform sensitivity on this many reference images (0: skip).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the transform-sensitivity sample.")
+@click.option("--fail-on", "fail_on", multiple=True,
+              help="Exit 1 when this predicate (e.g. sha256, ncc_nearest) flags any query row "
+                   "(repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def duplicates_command(inputs, query, reference, boundaries, control_root, control_boundary,
+                       control_bound, tau, radius, dihedral, thumb_size, interpolation,
+                       workspace, out_dir, workers, transform_sample, seed, fail_on,
+                       as_json) -> None:
+    """Byte, name, pixel, hash and NCC relationships across boundaries (METHODS §1–2):
+    prints each predicate's affected query rows / denominator / rate and the NCC sweep."""
+    from splitscope.features.scan import scan
+    from splitscope.relations.audit import audit_duplicates
+
+    if (query is None) != (reference is None):
+        raise InputError("give both --query and --reference (or neither)")
+    bounds: list = list(boundaries)
+    if query is not None:
+        bounds.insert(0, (query, reference))
+    ws = Path(workspace) if workspace else Path("splitscope-workspace")
+    audited = scan(list(inputs), ws, thumb_size=thumb_size, interpolation=interpolation,
+                   workers=workers, progress=False)
+    control = None
+    if control_root is not None:
+        cscan = scan(control_root, ws.parent / f"{ws.name}-control", thumb_size=thumb_size,
+                     interpolation=interpolation, workers=workers, progress=False)
+        control = (cscan, control_boundary) if control_boundary else cscan
+    elif control_boundary:
+        control = (audited, control_boundary)
+    result = audit_duplicates(audited, bounds or None, control=control, tau=tau, radius=radius,
+                              dihedral=dihedral, out_dir=out_dir, control_bound=control_bound,
+                              workers=workers, transform_sample=transform_sample, seed=seed)
+    payload = summary_payload(result)
+    if as_json:
+        click.echo(json.dumps(payload, sort_keys=True))
+    else:
+        print_summary(payload)
+        if out_dir:
+            click.echo(f"exports written to {out_dir}")
+    known = {p["predicate"] for p in payload["predicates"]}
+    held = []
+    for name in _parse_fail_on(fail_on):
+        if name not in known:
+            raise InputError(f"--fail-on {name!r}: no such predicate; measured: "
+                             f"{', '.join(sorted(known))}")
+        if any(p["predicate"] == name and (p["numerator"] or 0) > 0
+               for p in payload["predicates"]):
+            held.append(name)
+    if held:
+        if not as_json:
+            click.echo(f"--fail-on held: {', '.join(held)}", err=True)
+        raise SystemExit(1)
+
+
+COMMANDS: list = [duplicates_command]

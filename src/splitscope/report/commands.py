@@ -1,3 +1,220 @@
-"""CLI verbs of this layer (registered by splitscope.cli)."""
+"""CLI verbs of the report layer: ``audit`` (every layer, one command) and ``demo`` (make the
+demo benchmark and audit it). Registered by :mod:`splitscope.cli`."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import click
+
+from splitscope.errors import InputError
+
+def _fail_on_help() -> str:
+    from splitscope.report.audit import METRICS
+
+    return (
+        "Exit with code 1 when METRIC OP VALUE holds (repeatable), e.g. "
+        "'byte_identical_rate>0', 'ncc_rate>0.01', 'header_probe_ba>0.7'; ops > >= < <= == !=; "
+        "a value may end in %. The metric is its largest value over the audited boundaries; a "
+        "metric no layer measured does not hold (gate on 'layers_not_assessed>0' too). "
+        "Metrics: " + ", ".join(METRICS) + "."
+    )
+
+
+_FAIL_ON_HELP = _fail_on_help()
+
+
+def _size(path: Path) -> str:
+    n = path.stat().st_size
+    return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+def summary_payload(result) -> dict:
+    """The CLI's result (also the ``--json`` output): stable keys."""
+    doc = result.document
+    return {
+        "exit_code": result.exit_code,
+        "out_dir": str(result.out_dir),
+        "audit_json": str(result.audit_json),
+        "report_html": str(result.report),
+        "report_bytes": result.report.stat().st_size,
+        "duration_s": doc["run"]["duration_s"],
+        "verdicts": doc["summary"]["verdicts"],
+        "notes": doc["summary"]["lines"],
+        "layers": doc["layers"],
+        "fail_on": doc["fail_on"],
+        "scorecard": [{"key": s["key"], "status": s["status"]} for s in doc["scorecard"]],
+        "records": {"total": len(doc["records"]),
+                    "by_status": _by_status(doc["records"])},
+    }
+
+
+def _by_status(records) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in records:
+        out[r["status"]] = out.get(r["status"], 0) + 1
+    return dict(sorted(out.items()))
+
+
+def print_summary(result, extra_lines: list[str] | None = None) -> None:
+    """Verdicts first (one line per boundary and finding), then layers, conditions, files."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True)
+    doc = result.document
+    for line in doc["summary"]["verdicts"]:
+        console.print(escape(line))
+    for line in extra_lines or []:
+        console.print(escape(line))
+    table = Table(title=None, show_edge=False, pad_edge=False, box=None)
+    for col in ("layer", "status", "records", "seconds", "reason"):
+        table.add_column(col)
+    for layer in doc["layers"]:
+        reason = str(layer.get("reason") or "")
+        table.add_row(escape(layer["layer"]), escape(layer["status"]), str(layer["records"]),
+                      f"{layer['duration_s']:.1f}",
+                      escape(reason if len(reason) < 100 else reason[:99] + "…"))
+    console.print(table)
+    for cond in doc["fail_on"]:
+        value = "not measured" if cond["value"] is None else f"{cond['value']:.4g}"
+        state = "HELD" if cond["held"] else "not held"
+        console.print(escape(f"--fail-on {cond['condition']}: {value} → {state}"))
+    lists = result.out_dir / "lists"
+    n_lists = sum(1 for p in lists.rglob("*") if p.is_file()) if lists.is_dir() else 0
+    console.print(escape(
+        f"Wrote {result.audit_json} ({_size(result.audit_json)}), {result.report} "
+        f"({_size(result.report)}), {n_lists} files in {lists}/, artifacts.json "
+        f"[{doc['run']['duration_s']:.1f} s]"))
+    if result.exit_code == 3:
+        console.print("A layer failed: see the layers table and audit.json (exit code 3).")
+
+
+def _layer_names(text: str | None) -> list[str] | None:
+    from splitscope.report.audit import LAYERS
+
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in LAYERS]
+    if unknown:
+        raise InputError(f"--layers: unknown layer(s) {', '.join(unknown)}; "
+                         f"choose from {', '.join(LAYERS)}")
+    return names
+
+
+def _command_line(verb: str, args: list[str], ctx: click.Context) -> str:
+    """The command as it would be typed again: arguments, then the options given."""
+    parts = ["splitscope", verb, *map(str, args)]
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name not in ctx.params:
+            continue
+        value = ctx.params[param.name]
+        if value in (None, False, ()) or value == param.default:
+            continue
+        flag = param.opts[0]
+        if param.is_flag:
+            parts.append(flag)
+        else:
+            for v in value if isinstance(value, tuple) else (value,):
+                parts.extend([flag, str(v)])
+    return shlex.join(parts)
+
+
+def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) -> None:
+    if as_json:
+        payload = summary_payload(result)
+        if extra:
+            payload.update(extra)
+        click.echo(json.dumps(payload, indent=1, ensure_ascii=False, default=str))
+    else:
+        print_summary(result, extra_lines)
+    if result.exit_code:
+        raise SystemExit(result.exit_code)
+
+
+@click.command("audit")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--control", type=click.Path(exists=True), default=None,
+              help="A release known to be clean (negative control): the same predicates on its "
+                   "own test → train boundary, reported beside the audited rates.")
+@click.option("--external", type=click.Path(exists=True), default=None,
+              help="Another corpus: audit external → audited training rows (containment).")
+@click.option("--predictions", type=click.Path(exists=True), default=None,
+              help="Saved predictions (file or folder) for the evaluation layer.")
+@click.option("--score-kind", type=click.Choice(["score", "probability", "logit"]),
+              default="score", show_default=True,
+              help="What the saved prediction scores are (declared, never guessed); "
+                   "calibration metrics and reliability diagrams need probability or logit.")
+@click.option("--group-regex", default=None,
+              help="Named-group regex over the file name giving the group (and frame), "
+                   "e.g. 'person(?P<group>\\d+)_'.")
+@click.option("--out", "out_dir", default="splitscope-audit", show_default=True,
+              type=click.Path(file_okay=False), help="Output folder.")
+@click.option("--workspace", default=None, type=click.Path(file_okay=False),
+              help="Feature cache (default OUT/workspace); reused across runs.")
+@click.option("--tau", default=0.98, show_default=True, type=float, help="NCC threshold τ.")
+@click.option("--radius", default=6, show_default=True, type=int,
+              help="Hamming radius k of the hash rules.")
+@click.option("--thumb-size", default=96, show_default=True, type=int,
+              help="Thumbnail side S (part of every pixel predicate).")
+@click.option("--dihedral", is_flag=True, help="Also match rotated and flipped copies.")
+@click.option("--workers", default=None, type=int, help="Worker processes (default: all cores).")
+@click.option("--max-pairs", default=60, show_default=True, type=int,
+              help="Flagged pairs per boundary shown in the report's gallery.")
+@click.option("--layers", default=None, metavar="NAMES",
+              help="Run only these layers (comma-separated: duplicates, groups, provenance, "
+                   "evaluation, external); the others are recorded 'not assessed'.")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION", help=_FAIL_ON_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def audit_command(inputs, control, external, predictions, score_kind, group_regex, out_dir, workspace, tau,
+                  radius, thumb_size, dihedral, workers, max_pairs, layers, fail_on,
+                  as_json) -> None:
+    """Audit a release (folder ROOT/<split>/<class>/… or a list file) with every layer.
+
+    Writes OUT/audit.json (the source of truth), OUT/report.html (self-contained),
+    OUT/lists/ (contaminated-file lists, pair tables, group mappings, deduplicated splits)
+    and OUT/artifacts.json (every output with its SHA-256). Exit codes: 0 ok, 1 a --fail-on
+    condition held, 2 input error, 3 a layer failed (recorded in audit.json).
+    """
+    from splitscope.report.audit import audit, parse_condition
+
+    conditions = [parse_condition(c) for c in fail_on]  # bad conditions fail before any work
+    command = _command_line("audit", list(inputs), click.get_current_context())
+    result = audit(list(inputs), control=control, external=external, predictions=predictions,
+                   group_regex=group_regex, out_dir=out_dir, workspace=workspace, tau=tau,
+                   radius=radius, thumb_size=thumb_size, dihedral=dihedral, fail_on=conditions,
+                   workers=workers, max_pairs=max_pairs, command=command,
+                   layers=_layer_names(layers), score_kind=score_kind,
+                   progress=None if not as_json else False)
+    _finish(result, as_json)
+
+
+@click.command("demo")
+@click.argument("directory", required=False, default="splitscope-demo",
+                type=click.Path(file_okay=False))
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the demo data.")
+@click.option("--workers", default=None, type=int, help="Worker processes (default: all cores).")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION", help=_FAIL_ON_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def demo_command(directory, seed, workers, fail_on, as_json) -> None:
+    """Make the demo benchmark in DIRECTORY (planted leaks listed in planted.csv) and audit it.
+
+    Prints what was planted and what the audit found; the report is DIRECTORY/audit/report.html.
+    """
+    from splitscope.report.audit import parse_condition
+    from splitscope.report.demo import run_demo
+
+    conditions = [parse_condition(c) for c in fail_on]
+    result, check = run_demo(Path(directory), seed=seed, workers=workers, fail_on=conditions,
+                             progress=None if not as_json else False)
+    _finish(result, as_json, extra={"demo": check}, extra_lines=check.get("lines"))
+
+
+COMMANDS: list = [audit_command, demo_command]
+
+__all__ = ["COMMANDS", "InputError", "audit_command", "demo_command", "print_summary",
+           "summary_payload"]

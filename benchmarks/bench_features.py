@@ -1,0 +1,507 @@
+"""Feature extraction: speed, memory and fast-mode fidelity, side by side.
+
+What runs (every speed run in a fresh interpreter, with the same worker count and the same
+chunking, through :func:`splitscope.features.scan.scan`, so pool start-up, batching and the
+cache writes are identical and only the per-file work differs):
+
+``exact``       splitscope exact mode: SHA-256 of the bytes, header fields, decoded-pixel
+                digest, pHash, dHash, 96² thumbnail (bit-identical to imagehash).
+``baseline``    the same scan with a per-file extractor that opens each file with Pillow and
+                calls ``imagehash.phash``, ``imagehash.dhash`` and
+                ``img.convert("L").resize((96, 96), BICUBIC)`` — and nothing else.
+``fast``        splitscope fast mode (reduced-scale JPEG decode; 512² set only).
+``imagededup``  ``imagededup.methods.PHash().encode_images(dir, recursive=True,
+                num_enc_workers=W)`` in another interpreter (``--imagededup-python``; skipped
+                when not given or when it does not import). Its own pool, not the scan's.
+
+Data: ``--kermany`` (default ``../shared/data/kermany-chest-xray-224``, 5,840 JPEGs 224²) and a
+generated set of ``--n-mri`` (default 4,000) 512×512 MRI-like JPEGs (smooth Gaussian blobs plus
+noise, grayscale content stored as RGB, quality 90, seeded), written once to ``--cache``.
+Memory: peak resident memory of the whole process tree (scan process + forkserver + workers,
+sampled from /proc every 50 ms) for exact mode on the 4,000-image set and on a 16,000-image set
+made of 4 hard-linked copies of it (distinct paths, so every file is extracted).
+
+Images/s = files extracted / wall seconds of the ``scan()`` call (interpreter start excluded).
+Images per CPU-second = files / CPU seconds (user + system) of the whole process tree
+(interpreter start and imports included, as for every method); on a machine shared with other
+work this is the steadier measure of the work each method does. Each run is repeated
+``--repeats`` times, alternating methods; medians are reported.
+
+Usage::
+
+    python benchmarks/bench_features.py --workers 2 --json bench-features.json \\
+        --imagededup-python /path/to/venv/bin/python
+    python benchmarks/bench_features.py --fidelity-only     # exact vs fast fidelity only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve()
+ROOT = HERE.parents[1]
+DEFAULT_KERMANY = ROOT.parent / "shared" / "data" / "kermany-chest-xray-224"
+DEFAULT_C3 = ROOT.parent / "shared" / "data" / "c3-brain-mri-yes-no"
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "splitscope-bench"
+
+
+# ----------------------------------------------------------------------------- baseline
+
+def baseline_extract(files, params):
+    """Per-file baseline: Pillow open, imagehash pHash and dHash, Pillow 96² thumbnail."""
+    import imagehash
+    import pandas as pd
+    from PIL import Image
+
+    size = params.thumb_size
+    thumbs = np.zeros((len(files), size, size), dtype=np.uint8)
+    status, ph, dh, has = [], [], [], []
+    for i, path in enumerate(files):
+        try:
+            with Image.open(path) as img:
+                p = imagehash.phash(img)
+                d = imagehash.dhash(img)
+                thumbs[i] = np.asarray(img.convert("L").resize((size, size),
+                                                               Image.Resampling.BICUBIC))
+            status.append("ok")
+            ph.append(int(str(p), 16))
+            dh.append(int(str(d), 16))
+            has.append(True)
+        except Exception as exc:  # noqa: BLE001
+            status.append(type(exc).__name__)
+            ph.append(None)
+            dh.append(None)
+            has.append(False)
+    table = pd.DataFrame({
+        "file": pd.array(list(files), dtype="string"),
+        "status": pd.array(status, dtype="string"),
+        "phash": pd.array(ph, dtype="UInt64"),
+        "dhash": pd.array(dh, dtype="UInt64"),
+        "has_thumb": np.array(has, dtype=bool),
+    })
+    return table, thumbs
+
+
+# ----------------------------------------------------------------------------- data
+
+def _mri_like(rng: np.random.Generator, size: int = 512) -> np.ndarray:
+    yy, xx = np.mgrid[0:size, 0:size] / size
+    img = np.zeros((size, size))
+    for _ in range(6):
+        cy, cx = rng.random(2) * 0.8 + 0.1
+        s = rng.uniform(0.03, 0.2)
+        img += rng.uniform(0.3, 1.0) * np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * s * s))
+    img = img / img.max() * 200 + rng.normal(0, 8, img.shape)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def _write_mri(args):
+    start, stop, folder, seed = args
+    from PIL import Image
+
+    for i in range(start, stop):
+        rng = np.random.default_rng([seed, i])
+        path = Path(folder) / f"class{i % 2}" / f"mri_{i:05d}.jpg"
+        if not path.exists():
+            Image.fromarray(_mri_like(rng)).convert("RGB").save(path, quality=90)
+    return stop - start
+
+
+def make_mri_set(cache: Path, n: int, seed: int = 0, workers: int = 2) -> Path:
+    """``n`` seeded 512² MRI-like JPEGs under ``cache`` (generated once, then reused)."""
+    folder = cache / f"mri512-n{n}-seed{seed}"
+    done = folder / ".complete"
+    if done.exists():
+        return folder
+    for c in range(2):
+        (folder / f"class{c}").mkdir(parents=True, exist_ok=True)
+    step = 250
+    jobs = [(s, min(s + step, n), str(folder), seed) for s in range(0, n, step)]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(_write_mri, jobs))
+    done.write_text("ok\n")
+    return folder
+
+
+def make_grown_set(base: Path, copies: int) -> Path:
+    """``copies`` hard-linked copies of ``base`` (distinct paths; falls back to copying)."""
+    folder = base.parent / f"{base.name}-x{copies}"
+    done = folder / ".complete"
+    if done.exists():
+        return folder
+    for k in range(copies):
+        for src in sorted(base.rglob("*.jpg")):
+            dst = folder / f"copy{k}" / src.relative_to(base)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if not dst.exists():
+                try:
+                    os.link(src, dst)
+                except OSError:
+                    shutil.copyfile(src, dst)
+    done.write_text("ok\n")
+    return folder
+
+
+# ----------------------------------------------------------------------------- measuring
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _tree_sample(root_pid: int) -> tuple[int, int, dict[int, int]]:
+    """Resident memory (sum and max over the tree, KiB) and CPU ticks per process of
+    ``root_pid`` and all its descendants, read from /proc."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        pid = int(entry)
+        stats[pid] = fields
+        children.setdefault(int(fields[1]), []).append(pid)
+    total, largest, cpu, stack = 0, 0, {}, [root_pid]
+    while stack:
+        pid = stack.pop()
+        stack.extend(children.get(pid, []))
+        fields = stats.get(pid)
+        if fields is None:
+            continue
+        cpu[pid] = int(fields[11]) + int(fields[12])  # utime + stime
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        kib = int(line.split()[1])
+                        total += kib
+                        largest = max(largest, kib)
+                        break
+        except OSError:
+            continue
+    return total, largest, cpu
+
+
+def run_child(argv: list[str]) -> dict:
+    """Run ``argv`` (its last stdout line is JSON) while sampling its process tree every
+    50 ms: peak resident memory and CPU seconds (each process's last sample; processes that
+    end between samples lose at most 50 ms)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    peak = {"sum": 0, "max": 0}
+    cpu: dict[int, int] = {}
+    stop = threading.Event()
+
+    def sampler():
+        while not stop.is_set():
+            total, largest, ticks = _tree_sample(proc.pid)
+            peak["sum"] = max(peak["sum"], total)
+            peak["max"] = max(peak["max"], largest)
+            for pid, t in ticks.items():
+                cpu[pid] = max(cpu.get(pid, 0), t)
+            stop.wait(0.05)
+
+    thread = threading.Thread(target=sampler, daemon=True)
+    thread.start()
+    out, err = proc.communicate()
+    stop.set()
+    thread.join()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[:4]} failed ({proc.returncode}): {err[-2000:]}")
+    result = json.loads(out.strip().splitlines()[-1])
+    result["peak_rss_tree_mib"] = round(peak["sum"] / 1024, 1)
+    result["peak_rss_largest_process_mib"] = round(peak["max"] / 1024, 1)
+    result["cpu_seconds_tree"] = round(sum(cpu.values()) / _TICK, 2)
+    return result
+
+
+def child_scan(folder: str, method: str, workers: int) -> None:
+    """In a fresh interpreter: one scan of ``folder`` with ``method``; print JSON."""
+    from splitscope.features.scan import scan
+
+    kwargs = {"workers": workers, "progress": False}
+    if method == "baseline":
+        kwargs["extractor"] = baseline_extract
+    elif method == "fast":
+        kwargs["mode"] = "fast"
+    with tempfile.TemporaryDirectory(prefix="bench-ws-") as ws:
+        t = time.perf_counter()
+        result = scan(folder, Path(ws) / "workspace", **kwargs)
+        seconds = time.perf_counter() - t
+        feats = result.features
+        n = len(feats)
+        n_ok = int((feats["status"] == "ok").sum())
+    print(json.dumps({"method": method, "files": n, "ok": n_ok, "seconds": seconds,
+                      "images_per_s": n / seconds}))
+
+
+_IMAGEDEDUP_SNIPPET = r"""
+import json, sys, time, types
+# imagededup's package __init__ files import its CNN method and a torchvision model wrapper;
+# PHash uses neither. Where torchvision cannot load (CPU torch without a matching
+# torchvision build) they are replaced by empty stand-ins; the PHash code path is untouched.
+try:
+    import torchvision  # noqa: F401
+    stubbed = False
+except Exception:
+    for name, attr in (("imagededup.methods.cnn", "CNN"), ("imagededup.utils.models", "CustomModel")):
+        m = types.ModuleType(name); setattr(m, attr, type(attr, (), {})); sys.modules[name] = m
+    stubbed = True
+import imagededup
+from imagededup.methods import PHash
+folder, workers = sys.argv[1], int(sys.argv[2])
+t = time.perf_counter()
+enc = PHash(verbose=False).encode_images(image_dir=folder, recursive=True, num_enc_workers=workers)
+seconds = time.perf_counter() - t
+n = len(enc)
+print(json.dumps({"method": "imagededup", "files": n, "ok": sum(v is not None for v in enc.values()),
+                  "seconds": seconds, "images_per_s": n / seconds,
+                  "version": imagededup.__version__, "cnn_module_stubbed": stubbed}))
+"""
+
+
+def imagededup_run(python: str, folder: Path, workers: int) -> dict:
+    return run_child([python, "-c", _IMAGEDEDUP_SNIPPET, str(folder), str(workers)])
+
+
+def _per_cpu(res: dict) -> float:
+    """Files per CPU-second of the whole process tree (interpreter start and imports included,
+    the same for every method); far less sensitive than wall time to other load."""
+    return res["files"] / res["cpu_seconds_tree"] if res["cpu_seconds_tree"] else float("nan")
+
+
+def speed_table(name: str, folder: Path, methods: list[str], workers: int, repeats: int,
+                imagededup_python: str | None) -> dict:
+    """Alternate the methods ``repeats`` times on one data set; medians per method."""
+    runs: dict[str, list[dict]] = {m: [] for m in methods}
+    if imagededup_python:
+        runs["imagededup"] = []
+    for r in range(repeats):
+        for method in methods:
+            res = run_child([sys.executable, str(HERE), "_scan", str(folder), method,
+                             str(workers)])
+            runs[method].append(res)
+            print(f"  {name} {method:10s} run {r + 1}: {res['images_per_s']:8.1f} images/s "
+                  f"({res['files']} files, {res['seconds']:.2f} s wall, "
+                  f"{res['cpu_seconds_tree']:.1f} CPU-s, {_per_cpu(res):.1f} images/CPU-s)",
+                  flush=True)
+        if imagededup_python:
+            try:
+                res = imagededup_run(imagededup_python, folder, workers)
+            except RuntimeError as exc:
+                print(f"  imagededup failed: {exc}", flush=True)
+                runs.pop("imagededup")
+                imagededup_python = None
+                continue
+            runs["imagededup"].append(res)
+            print(f"  {name} imagededup run {r + 1}: {res['images_per_s']:8.1f} images/s "
+                  f"({res['seconds']:.2f} s wall, {res['cpu_seconds_tree']:.1f} CPU-s, "
+                  f"{_per_cpu(res):.1f} images/CPU-s)", flush=True)
+    summary = {}
+    for method, rs in runs.items():
+        if not rs:
+            continue
+        summary[method] = {
+            "images_per_s_median": statistics.median(r["images_per_s"] for r in rs),
+            "images_per_s_runs": [round(r["images_per_s"], 1) for r in rs],
+            "images_per_cpu_s_median": statistics.median(_per_cpu(r) for r in rs),
+            "images_per_cpu_s_runs": [round(_per_cpu(r), 1) for r in rs],
+            "files": rs[0]["files"],
+            "ok": rs[0]["ok"],
+            "peak_rss_tree_mib_max": max(r["peak_rss_tree_mib"] for r in rs),
+            **({"version": rs[0].get("version"), "cnn_module_stubbed":
+                rs[0].get("cnn_module_stubbed")} if method == "imagededup" else {}),
+        }
+    base = summary.get("baseline", {}).get("images_per_s_median")
+    ided = summary.get("imagededup", {}).get("images_per_s_median")
+    base_cpu = summary.get("baseline", {}).get("images_per_cpu_s_median")
+    ided_cpu = summary.get("imagededup", {}).get("images_per_cpu_s_median")
+    for method, s in summary.items():
+        if base:
+            s["ratio_vs_baseline"] = s["images_per_s_median"] / base
+            s["cpu_ratio_vs_baseline"] = s["images_per_cpu_s_median"] / base_cpu
+        if ided:
+            s["ratio_vs_imagededup"] = s["images_per_s_median"] / ided
+            s["cpu_ratio_vs_imagededup"] = s["images_per_cpu_s_median"] / ided_cpu
+    return summary
+
+
+def memory_table(small: Path, large: Path, workers: int) -> dict:
+    out = {}
+    for label, folder in (("small", small), ("large", large)):
+        res = run_child([sys.executable, str(HERE), "_scan", str(folder), "exact", str(workers)])
+        out[label] = {k: res[k] for k in ("files", "seconds", "images_per_s", "cpu_seconds_tree",
+                                          "peak_rss_tree_mib", "peak_rss_largest_process_mib")}
+        print(f"  memory {res['files']:6d} files: peak tree RSS {res['peak_rss_tree_mib']} MiB, "
+              f"largest process {res['peak_rss_largest_process_mib']} MiB", flush=True)
+    out["growth_tree_rss"] = out["large"]["peak_rss_tree_mib"] / out["small"]["peak_rss_tree_mib"]
+    return out
+
+
+# ----------------------------------------------------------------------------- fidelity
+
+def fidelity(folders: dict[str, Path], limit: int | None = None) -> dict:
+    """Exact vs fast features of the same files: thumbnail NCC and hash bit differences."""
+    from splitscope.features.extract import FeatureParams, extract_files
+
+    out = {}
+    for name, folder in folders.items():
+        files = sorted(str(p) for p in folder.rglob("*") if p.is_file()
+                       and not p.name.startswith("."))[:limit]
+        ex, te = extract_files(files, FeatureParams())
+        fa, tf = extract_files(files, FeatureParams(mode="fast"))
+        ok = (ex["status"] == "ok").to_numpy() & (fa["status"] == "ok").to_numpy()
+        reduced = ok & fa["pixel_sha256"].isna().to_numpy()
+        n_red, pixels = int(reduced.sum()), te.shape[1] * te.shape[2]
+        x = te[reduced].reshape(n_red, pixels).astype(np.float64)
+        y = tf[reduced].reshape(n_red, pixels).astype(np.float64)
+        x -= x.mean(axis=1, keepdims=True)
+        y -= y.mean(axis=1, keepdims=True)
+        rho = (x * y).sum(1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1) + 1e-12)
+
+        def bits(col):
+            a = ex.loc[reduced, col].to_numpy(dtype=np.uint64)
+            b = fa.loc[reduced, col].to_numpy(dtype=np.uint64)
+            return np.array([bin(int(v)).count("1") for v in a ^ b])
+
+        pb, db = bits("phash"), bits("dhash")
+
+        def dist(v):
+            if len(v) == 0:
+                return None
+            return {"median": float(np.median(v)), "p95": float(np.percentile(v, 95)),
+                    "max": float(v.max()), "min": float(v.min()),
+                    "histogram": {int(k): int(c) for k, c in zip(*np.unique(v, return_counts=True))}
+                    if v.dtype.kind == "i" else None}
+
+        same = ok & ~reduced
+        out[name] = {
+            "files": len(files),
+            "decoded_both_modes": int(ok.sum()),
+            "reduced_scale_in_fast_mode": int(reduced.sum()),
+            "identical_features_when_not_reduced": bool(
+                (ex.loc[same, "phash"].to_numpy() == fa.loc[same, "phash"].to_numpy()).all()
+                and np.array_equal(te[same], tf[same])),
+            "thumbnail_ncc": None if not len(rho) else {
+                "median": float(np.median(rho)), "min": float(rho.min()),
+                "p05": float(np.percentile(rho, 5))},
+            "phash_bit_differences": dist(pb),
+            "dhash_bit_differences": dist(db),
+        }
+        print(f"  fidelity {name}: {json.dumps(out[name])}", flush=True)
+    return out
+
+
+# ----------------------------------------------------------------------------- main
+
+def _print_speed(name: str, summary: dict) -> None:
+    def x(v):
+        return "" if v is None else f"{v:.2f}x"
+
+    print(f"\n{name}  (medians; wall = images/s of the scan call, cpu = images per CPU-second "
+          f"of the process tree)")
+    print(f"  {'method':11s} {'wall img/s':>10s} {'vs base':>8s} {'vs idd':>8s} "
+          f"{'img/CPU-s':>10s} {'vs base':>8s} {'vs idd':>8s} {'peak RSS MiB':>13s}")
+    for method, s in summary.items():
+        print(f"  {method:11s} {s['images_per_s_median']:10.1f} {x(s.get('ratio_vs_baseline')):>8s}"
+              f" {x(s.get('ratio_vs_imagededup')):>8s} {s['images_per_cpu_s_median']:10.1f}"
+              f" {x(s.get('cpu_ratio_vs_baseline')):>8s} {x(s.get('cpu_ratio_vs_imagededup')):>8s}"
+              f" {s['peak_rss_tree_mib_max']:13.1f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "_scan":
+        child_scan(argv[1], argv[2], int(argv[3]))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kermany", type=Path, default=DEFAULT_KERMANY)
+    ap.add_argument("--c3", type=Path, default=DEFAULT_C3)
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
+                    help="where the generated MRI-like set is written once")
+    ap.add_argument("--n-mri", type=int, default=4000)
+    ap.add_argument("--grow", type=int, default=4, help="copies of the MRI set for memory")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--imagededup-python", default=None,
+                    help="python of an environment where imagededup is installed")
+    ap.add_argument("--skip-kermany", action="store_true")
+    ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--skip-fidelity", action="store_true")
+    ap.add_argument("--fidelity-only", action="store_true")
+    ap.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = ap.parse_args(argv)
+
+    report: dict = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "workers": args.workers,
+        "repeats": args.repeats,
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                    "load_average_at_start": os.getloadavg()},
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    print(f"generating / reusing {args.n_mri} MRI-like 512² JPEGs in {args.cache}", flush=True)
+    mri = make_mri_set(args.cache, args.n_mri, workers=args.workers)
+
+    if not args.skip_fidelity or args.fidelity_only:
+        folders = {"mri512": mri}
+        if args.c3.is_dir():
+            folders["c3-brain-mri-yes-no"] = args.c3
+        if args.kermany.is_dir():
+            folders["kermany-chest-xray-224"] = args.kermany
+        report["fidelity"] = fidelity(folders, limit=1000)
+    if args.fidelity_only:
+        _write(report, args.json)
+        return 0
+
+    report["speed"] = {}
+    if not args.skip_kermany and args.kermany.is_dir():
+        print(f"speed on {args.kermany}", flush=True)
+        report["speed"]["kermany-chest-xray-224"] = speed_table(
+            "kermany", args.kermany, ["exact", "baseline"], args.workers, args.repeats,
+            args.imagededup_python)
+    print(f"speed on {mri}", flush=True)
+    report["speed"]["mri512"] = speed_table(
+        "mri512", mri, ["exact", "baseline", "fast"], args.workers, args.repeats,
+        args.imagededup_python)
+    if not args.skip_memory:
+        grown = make_grown_set(mri, args.grow)
+        print(f"memory: {mri} vs {grown}", flush=True)
+        report["memory_exact"] = memory_table(mri, grown, args.workers)
+    report["machine"]["load_average_at_end"] = os.getloadavg()
+    for name, summary in report["speed"].items():
+        _print_speed(name, summary)
+    if "memory_exact" in report:
+        m = report["memory_exact"]
+        print(f"\nmemory (exact, {args.workers} workers): {m['small']['files']} files "
+              f"{m['small']['peak_rss_tree_mib']} MiB -> {m['large']['files']} files "
+              f"{m['large']['peak_rss_tree_mib']} MiB (x{m['growth_tree_rss']:.2f})")
+    _write(report, args.json)
+    return 0
+
+
+def _write(report: dict, path: Path | None) -> None:
+    if path is not None:
+        path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,289 @@
+"""The evaluation layer's audit entry point: saved predictions → audit records (METHODS §5, §6).
+
+:func:`audit_predictions` scores one or many prediction files against a truth list on the
+evaluation views and returns a :class:`splitscope.records.LayerResult` whose records say, per
+entry, whether it is scoreable (and why not), its metrics per view with bootstrap intervals, the
+threshold transfer gap and temperature-scaling effect where two populations are available, and,
+for several entries, a re-scoring summary (ranks, Spearman correlations).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from splitscope.boundary import select
+from splitscope.errors import InputError
+from splitscope.evaluation.calibration import summarize_temperature, temperature_transfer
+from splitscope.evaluation.predictions import Predictions, Truth, read_truth
+from splitscope.evaluation.rescore import RescoreResult, load_entries, rescore
+from splitscope.evaluation.scoreability import check_scoreability
+from splitscope.evaluation.thresholds import threshold_transfer_multiclass
+from splitscope.evaluation.uncertainty import bootstrap_metrics
+from splitscope.evaluation.views import View, official_view, parse_view, score_view
+from splitscope.records import AuditRecord, LayerResult, Uncertainty, file_fingerprint
+
+
+def _truth_from(manifest_or_truth, classes=None, query: str | None = None) -> Truth:
+    if isinstance(manifest_or_truth, Truth):
+        return manifest_or_truth
+    if isinstance(manifest_or_truth, pd.DataFrame):
+        m = manifest_or_truth
+        if "label" not in m.columns:
+            raise InputError("the manifest has no label column; evaluation needs labels")
+        all_classes = classes or sorted(m["label"].dropna().astype(str).unique().tolist())
+        if query:
+            pop = select(m, query)
+            m = m[m["row"].isin(pop.rows)]
+        m = m[m["label"].notna()]
+        if m.empty:
+            raise InputError(f"no labelled manifest rows for evaluation (query {query!r})")
+        return read_truth(m, all_classes)
+    return read_truth(Path(manifest_or_truth), classes)
+
+
+def _boundary(view: View, truth: Truth) -> dict:
+    return {"name": f"{view.name} (evaluation view)",
+            "query": {"name": view.name, "rows": view.n},
+            "reference": {"name": "truth list", "rows": len(truth)}}
+
+
+def _u(b: dict, metric: str) -> Uncertainty:
+    return Uncertainty(kind=b["kind"], level=b["level"], low=b[metric]["low"],
+                       high=b[metric]["high"],
+                       detail={"undefined_resamples": b[metric]["undefined_resamples"]})
+
+
+def audit_predictions(
+    manifest_or_truth,
+    predictions,
+    *,
+    views=None,
+    classes: list[str] | None = None,
+    query: str | None = None,
+    score_kind="score",
+    path_mode: str = "exact",
+    n_boot: int = 2000,
+    seed: int = 0,
+    cluster: bool = False,
+    fit: str | None = None,
+    evaluate: str | None = None,
+    reported=None,
+    final=None,
+    exclude=(),
+) -> LayerResult:
+    """Audit saved predictions against a truth list.
+
+    Parameters
+    ----------
+    manifest_or_truth : DataFrame, Truth or path
+        A manifest (labels from ``label``; rows chosen by ``query``), a :class:`Truth`, or a
+        truth file (CSV/Parquet/XLSX; one-hot class columns or a label column).
+    predictions : path, Predictions or list
+        One prediction file, a folder of them (one entry each), or :class:`Predictions`.
+    views : list of View or of spec strings, optional
+        Evaluation views besides the official one (specs as in
+        :func:`splitscope.evaluation.views.parse_view`).
+    score_kind : str or mapping
+        Declared score kind (``probability``, ``logit``, ``score``), for all or per entry.
+    path_mode : {"exact", "basename"}
+        Alignment rule; ``basename`` is an explicit, recorded repair.
+    n_boot, seed : int
+        Percentile bootstrap over cases (cluster bootstrap over the truth's groups when
+        ``cluster``); 0 resamples for none.
+    fit, evaluate : str, optional
+        Selectors (over the truth's ``split``/``source``/... columns) of the populations
+        thresholds and temperature are fitted on and evaluated on; default ``val`` → ``test``
+        when the truth holds both splits, else these records are "not assessed".
+    reported, final, exclude
+        Passed to :func:`splitscope.evaluation.rescore.rescore`.
+
+    Returns
+    -------
+    LayerResult
+        Records (layer ``evaluation``) and tables ``evaluation_views`` (row-keyed view
+        membership), ``evaluation_verdicts``, ``evaluation_scores``, ``evaluation_ranks``.
+    """
+    truth = _truth_from(manifest_or_truth, classes, query)
+    view_list = [official_view(truth)]
+    for v in views or []:
+        view_list.append(v if isinstance(v, View) else parse_view(truth, v, path_mode=path_mode))
+    preds = load_entries(predictions, score_kind=score_kind) if not isinstance(
+        predictions, Predictions) else [predictions]
+    res = rescore(preds, truth, view_list, score_kind=score_kind, path_mode=path_mode,
+                  reported=reported, final=final, exclude=exclude)
+    inputs = []
+    if isinstance(manifest_or_truth, (str, Path)):
+        inputs.append(file_fingerprint(manifest_or_truth))
+    inputs += [file_fingerprint(p.source) for p in preds if p.source and Path(p.source).exists()]
+    records: list[AuditRecord] = []
+    v = res.verdicts
+    records.append(AuditRecord(
+        id="evaluation.scoreability", layer="evaluation",
+        title="Scoreability of prediction files against the truth list",
+        predicate={"name": "scoreability", "params": {
+            "path_mode": path_mode, "rules": ["full-path alignment (backslash → slash only)"
+                                              if path_mode == "exact" else
+                                              f"alignment by {path_mode} (opt-in repair)",
+                                              "every class column by exact name",
+                                              "no missing or non-numeric values",
+                                              "no duplicate paths"]}},
+        unit="prediction file (entry)", numerator=int(v["scoreable"].sum()),
+        denominator=int(len(v)), scope=f"{len(v)} entries against {truth.origin}",
+        conclusion=(f"{int(v['scoreable'].sum())} of {len(v)} entries are scoreable"
+                    + ("" if v["scoreable"].all() else "; the others are reported with every "
+                       "reason and not repaired")),
+        inputs=inputs,
+        details={"verdicts": [{"entry": r.entry, "scoreable": bool(r.scoreable),
+                               "reasons": r.reasons, "notes": r.notes}
+                              for r in v.itertuples()]}))
+
+    aligned_by_entry = {}
+    for pred in preds:
+        if pred.name in set(res.scores["entry"]):
+            _, aligned = check_scoreability(pred, truth, path_mode)
+            aligned_by_entry[pred.name] = (pred, aligned)
+
+    groups = truth.group if cluster else None
+    if cluster and groups is None:
+        raise InputError("cluster bootstrap asked for, but the truth has no group column")
+    for name, (pred, aligned) in aligned_by_entry.items():
+        for view in view_list:
+            if view.n == 0:
+                continue
+            m = score_view(truth, aligned, view, pred.score_kind)
+            unc, b = None, None
+            if n_boot:
+                b = bootstrap_metrics(truth.labels[view.rows], aligned[view.rows], n_boot=n_boot,
+                                      seed=seed,
+                                      groups=None if groups is None else groups[view.rows])
+                unc = _u(b, "balanced_accuracy")
+            ba = m["balanced_accuracy"]
+            status, reason = "completed", None
+            if not np.isfinite(ba):
+                status, reason = "partial", m["balanced_accuracy_reason"]
+            detail = {k: m.get(k) for k in (
+                "accuracy", "balanced_accuracy_present", "macro_auc", "macro_auc_skipped",
+                "organizer_score", "macro_f1", "macro_sensitivity", "macro_specificity",
+                "macro_auprc", "ece", "brier", "brier_reliability", "brier_resolution",
+                "brier_uncertainty", "nll", "probability_reason",
+                "equal_source_accuracy", "equal_source_balanced_accuracy_present",
+                "equal_source_macro_auc", "equal_source_organizer_score_present")}
+            if b is not None:
+                detail["intervals"] = {k: b[k] for k in ("macro_auc", "organizer_score")}
+                detail["interval_kind"] = b["kind"]
+            records.append(AuditRecord(
+                id=f"evaluation.metrics.{name}.{view.name}", layer="evaluation",
+                title=f"{name}: balanced accuracy on the {view.name} view",
+                boundary=_boundary(view, truth),
+                predicate={"name": "balanced accuracy", "params": {
+                    "required_classes": truth.classes, "argmax": "first maximum",
+                    "score_kind": pred.score_kind, "path_mode": path_mode,
+                    "view": view.to_dict()}},
+                unit="evaluation row", denominator=view.n, class_support=m["class_support"],
+                estimate=ba if np.isfinite(ba) else None, uncertainty=unc,
+                scope=f"{view.n} rows of view {view.name}",
+                conclusion=(f"BA {ba:.4f}, macro AUC {m['macro_auc']:.4f}, organizer score "
+                            f"{m['organizer_score']:.4f}" if np.isfinite(ba) else None),
+                status=status, reason=reason, details=detail))
+
+    if len(res.scores["entry"].unique()) > 1:
+        sp = res.spearman
+        off_rho = sp.set_index("view")["rho_official"].to_dict()
+        est = (float(sp["rho_final"].iloc[0]) if "rho_final" in sp.columns and len(sp)
+               else None)
+        records.append(AuditRecord(
+            id="evaluation.rescoring", layer="evaluation",
+            title="Re-scoring of entries on evaluation views: ranks and rank correlations",
+            predicate={"name": "rescoring", "params": res.params},
+            unit="entry", denominator=int(res.scores["entry"].nunique()),
+            estimate=est if est is not None and np.isfinite(est) else None,
+            scope="scoreable, not excluded entries",
+            conclusion=("Spearman ρ of each view's ranking with the official view: "
+                        + ", ".join(f"{k} {val:.3f}" for k, val in off_rho.items()
+                                    if np.isfinite(val))),
+            details={"spearman": sp.to_dict(orient="records"),
+                     "max_abs_rank_change": int(res.ranks["rank_change"].abs().max())
+                     if len(res.ranks) else 0}))
+
+    records += _transfer_records(truth, aligned_by_entry, fit, evaluate)
+    membership = truth.frame()
+    for view in view_list:
+        membership[f"in_{view.name}"] = view.mask
+    tables = {"evaluation_views": membership, "evaluation_verdicts": res.verdicts,
+              "evaluation_scores": res.scores, "evaluation_ranks": res.ranks}
+    return LayerResult(records, tables)
+
+
+def _transfer_records(truth: Truth, aligned_by_entry: dict, fit: str | None,
+                      evaluate: str | None) -> list[AuditRecord]:
+    frame = truth.frame()
+    if fit is None and evaluate is None:
+        splits = set(frame["split"].dropna().astype(str)) if truth.split is not None else set()
+        if {"val", "test"} <= splits:
+            fit, evaluate = "val", "test"
+    if fit is None or evaluate is None:
+        reason = ("needs two populations (fit and evaluate selectors, or a truth holding both "
+                  "val and test rows)")
+        return [AuditRecord(id=f"evaluation.{k}", layer="evaluation", title=t,
+                            status="not assessed", reason=reason)
+                for k, t in (("threshold_transfer", "Threshold transfer gap"),
+                             ("temperature_scaling", "Temperature scaling transfer"))]
+    fm = np.isin(frame["row"], select(frame, fit).rows)
+    em = np.isin(frame["row"], select(frame, evaluate).rows)
+    if not fm.any() or not em.any():
+        raise InputError(f"fit population {fit!r} or evaluation population {evaluate!r} is "
+                         f"empty in the truth list")
+    boundary = {"name": f"{evaluate} ← {fit}", "query": {"name": evaluate, "rows": int(em.sum())},
+                "reference": {"name": fit, "rows": int(fm.sum())}}
+    out, temps = [], []
+    for name, (pred, s) in aligned_by_entry.items():
+        y = truth.labels
+        table = threshold_transfer_multiclass(y[fm], s[fm], y[em], s[em], truth.classes)
+        you = table[table["rule"] == "youden"]
+        gap = float(you["oracle_gap"].mean()) if len(you) else float("nan")
+        out.append(AuditRecord(
+            id=f"evaluation.threshold_transfer.{name}", layer="evaluation",
+            title=f"{name}: threshold fitted on {fit}, evaluated on {evaluate}",
+            boundary=boundary, predicate={"name": "threshold transfer", "params": {
+                "rules": ["default", "youden", "prevalence", "oracle"],
+                "per_class": "one versus rest"}},
+            unit="class", denominator=int(len(you)),
+            estimate=gap if np.isfinite(gap) else None,
+            scope="mean over classes of the oracle gap of Youden's threshold (balanced accuracy)",
+            conclusion=None if not np.isfinite(gap) else
+            f"Youden thresholds fitted on {fit} lose {gap:.4f} balanced accuracy on "
+            f"{evaluate} against the (invalid) oracle, mean over classes",
+            status="completed" if np.isfinite(gap) else "not assessed",
+            reason=None if np.isfinite(gap) else "no class with positives and negatives in both",
+            details={"table": table.to_dict(orient="records")}))
+        if pred.score_kind in ("probability", "logit"):
+            try:
+                t = temperature_transfer(y[fm], s[fm], y[em], s[em], pred.score_kind)
+            except InputError as exc:
+                t = {"error": str(exc)}
+            if "error" not in t:
+                temps.append({"entry": name, **t})
+    if temps:
+        tt = pd.DataFrame(temps)
+        summ = summarize_temperature(tt)
+        out.append(AuditRecord(
+            id="evaluation.temperature_scaling", layer="evaluation",
+            title=f"Temperature scaling fitted on {fit}, evaluated on {evaluate}",
+            boundary=boundary, predicate={"name": "temperature scaling", "params": {
+                "objective": "NLL", "ece_bins": 15, "ece": "top-label"}},
+            unit="run", numerator=summ["ece_worse"], denominator=summ["runs"],
+            scope="entries with probabilities or logits",
+            conclusion=f"ECE got worse after temperature scaling in {summ['ece_worse']} of "
+                       f"{summ['runs']} runs",
+            details={"runs": tt.to_dict(orient="records"), **summ}))
+    else:
+        out.append(AuditRecord(id="evaluation.temperature_scaling", layer="evaluation",
+                               title="Temperature scaling transfer", status="not assessed",
+                               reason="no entry declared probabilities or logits"))
+    return out
+
+
+__all__ = ["audit_predictions", "RescoreResult"]

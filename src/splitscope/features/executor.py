@@ -1,0 +1,187 @@
+"""Executors: where the per-file stage runs.
+
+The feature stage cuts its work into *chunks* (a batch of files each) and hands them to an
+executor. An executor runs one function over every chunk and yields ``(chunk_id, result)``
+pairs in whatever order they finish; the caller commits each result as it arrives, so the
+order of completion never reaches the output.
+
+The interface is deliberately small so that another engine can be plugged in without touching
+the callers:
+
+``Executor.map(fn, chunks)``
+    ``fn`` is a picklable module-level function of one argument; ``chunks`` is an iterable of
+    ``(chunk_id, payload)`` pairs, consumed lazily; the call yields ``(chunk_id, fn(payload))``
+    as chunks finish. An exception raised by ``fn`` propagates out of the iteration (the
+    feature stage's own functions never raise for a bad file, they return a status).
+
+A distributed executor (e.g. over ``dask.distributed``: ``client.submit`` per chunk, a bounded
+queue of futures, ``as_completed``) implements the same method with the same bounded number of
+chunks in flight; nothing else changes. None ships here: past one machine, use a real cluster
+engine rather than anything home-made.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, Protocol, runtime_checkable
+
+from splitscope.errors import InputError
+
+__all__ = [
+    "BLAS_THREAD_VARIABLES",
+    "Executor",
+    "ProcessExecutor",
+    "SerialExecutor",
+    "default_workers",
+    "make_executor",
+    "pin_blas_threads",
+]
+
+BLAS_THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs a function over chunks; see the module docstring for the contract."""
+
+    workers: int
+
+    def map(
+        self, fn: Callable[[Any], Any], chunks: Iterable[tuple[Hashable, Any]]
+    ) -> Iterator[tuple[Hashable, Any]]:
+        """Yield ``(chunk_id, fn(payload))`` for every ``(chunk_id, payload)``, in any order."""
+        ...
+
+
+def default_workers() -> int:
+    """All cores this process may use (the CPU affinity mask where the OS exposes it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def pin_blas_threads() -> None:
+    """Limit BLAS/OpenMP thread pools to one thread in this process.
+
+    Worker processes run one chunk each at a time; a multi-threaded BLAS inside every worker
+    would oversubscribe the cores. The environment variables govern libraries loaded after
+    this call; ``threadpoolctl`` (when installed) also limits pools already loaded.
+    """
+    for name in BLAS_THREAD_VARIABLES:
+        os.environ[name] = "1"
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # optional: the environment variables still apply to later loads
+        return
+    global _LIMITS  # keep the limiter alive for the life of the worker
+    _LIMITS = threadpool_limits(limits=1)
+
+
+_LIMITS: Any = None
+
+
+class SerialExecutor:
+    """Runs every chunk in this process, in order. For small inputs, debugging and tests."""
+
+    workers = 1
+
+    def map(
+        self, fn: Callable[[Any], Any], chunks: Iterable[tuple[Hashable, Any]]
+    ) -> Iterator[tuple[Hashable, Any]]:
+        for chunk_id, payload in chunks:
+            yield chunk_id, fn(payload)
+
+    def __repr__(self) -> str:
+        return "SerialExecutor()"
+
+
+class ProcessExecutor:
+    """Runs chunks in a pool of worker processes on this machine.
+
+    Parameters
+    ----------
+    workers : int, optional
+        Number of worker processes; default: every core (:func:`default_workers`).
+    max_in_flight : int, optional
+        Chunks submitted but not yet consumed by the caller; bounds memory (each finished chunk
+        waits in the parent until the caller takes it). Default: ``2 * workers``.
+    start_method : str, optional
+        ``multiprocessing`` start method; default ``forkserver`` where available (workers do
+        not inherit the parent's threads, e.g. a progress bar's), else ``spawn``.
+
+    Notes
+    -----
+    Every worker starts with :func:`pin_blas_threads`. The pool lives for one ``map`` call and
+    is shut down when the iteration ends, is closed early, or raises (pending chunks are
+    cancelled), so an interrupted caller leaves no workers behind.
+    """
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        max_in_flight: int | None = None,
+        start_method: str | None = None,
+    ) -> None:
+        workers = default_workers() if workers is None else int(workers)
+        if workers < 1:
+            raise InputError(f"workers must be at least 1; got {workers}")
+        self.workers = workers
+        self.max_in_flight = max(workers, int(max_in_flight or 2 * workers))
+        if start_method is None:
+            methods = multiprocessing.get_all_start_methods()
+            start_method = "forkserver" if "forkserver" in methods else "spawn"
+        self.start_method = start_method
+
+    def map(
+        self, fn: Callable[[Any], Any], chunks: Iterable[tuple[Hashable, Any]]
+    ) -> Iterator[tuple[Hashable, Any]]:
+        context = multiprocessing.get_context(self.start_method)
+        pool = ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=context, initializer=pin_blas_threads
+        )
+        pending: dict[Future, Hashable] = {}
+        source = iter(chunks)
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(pending) < self.max_in_flight:
+                    try:
+                        chunk_id, payload = next(source)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    pending[pool.submit(fn, payload)] = chunk_id
+                if not pending:
+                    break
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: str(pending[f])):
+                    chunk_id = pending.pop(future)
+                    yield chunk_id, future.result()
+        finally:
+            for future in pending:
+                future.cancel()
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def __repr__(self) -> str:
+        return f"ProcessExecutor(workers={self.workers}, max_in_flight={self.max_in_flight})"
+
+
+def make_executor(workers: int | None = None) -> Executor:
+    """The executor for ``workers``: serial for 1, a process pool otherwise (default: all
+    cores)."""
+    workers = default_workers() if workers is None else int(workers)
+    if workers < 1:
+        raise InputError(f"workers must be at least 1; got {workers}")
+    return SerialExecutor() if workers == 1 else ProcessExecutor(workers)

@@ -1,0 +1,596 @@
+"""Scanning a release: manifest, then per-file features through the workspace cache.
+
+:func:`scan` builds the manifest, extracts the features of every unique file that the
+workspace does not already hold for the same parameters (in batches, over an executor), and
+assembles the result: one feature row per unique file, sorted by file path, and a memory-mapped
+thumbnail array. :func:`load_scan` reopens a finished scan without recomputing anything.
+
+The result never depends on the worker count, on how the work was batched, or on how often the
+scan was interrupted and resumed: extraction is deterministic per file and the result is
+ordered by file path, not by completion.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from splitscope.errors import InputError
+from splitscope.features.executor import (
+    Executor,
+    SerialExecutor,
+    default_workers,
+    make_executor,
+)
+from splitscope.features.workspace import (
+    SIGNATURE_COLUMNS,
+    FeatureStore,
+    file_signatures,
+    open_thumbnails,
+    read_json,
+    workspace_lock,
+    write_json,
+    write_parquet,
+)
+
+__all__ = ["DEFAULT_WORKSPACE", "Scan", "load_scan", "scan"]
+
+DEFAULT_WORKSPACE = "splitscope-workspace"
+NA_KEY = "<NA>"  # how a missing split/label/reason is spelled in summaries (JSON keys)
+NO_FILE = "no_file"  # row-level reason for a manifest row that names no file at all
+
+Extractor = Callable[[list, Any], tuple[pd.DataFrame, np.ndarray]]
+
+
+# ----------------------------------------------------------------------------- the result
+
+
+@dataclass
+class Scan:
+    """A finished scan: the manifest, one feature row per unique file, and the thumbnails.
+
+    Attributes
+    ----------
+    manifest : DataFrame
+        The manifest (one row per released row, see ``docs/data-model.md``).
+    features : DataFrame
+        One row per unique ``file`` of the manifest, sorted by ``file``, with ``thumb_index``
+        (row of :attr:`thumbnails`, -1 when the file gave no thumbnail) and the feature
+        columns of ``docs/data-model.md``.
+    thumbnails : numpy.memmap
+        ``(n_thumbnails, S, S)`` uint8, read-only, memory-mapped from the workspace (a plain
+        empty array when no file gave a thumbnail).
+    params : FeatureParams
+        The extraction parameters.
+    workspace : Path
+        The workspace folder.
+    meta : dict
+        The store's ``meta.json``: parameters, software versions, timings, counts.
+    """
+
+    manifest: pd.DataFrame
+    features: pd.DataFrame
+    thumbnails: np.ndarray
+    params: Any
+    workspace: Path
+    meta: dict = field(default_factory=dict)
+
+    def rows(self) -> pd.DataFrame:
+        """The manifest left-joined with the features on ``file``: manifest order and row
+        count kept; rows whose file has no feature row (no ``file``) get ``<NA>`` features and
+        ``thumb_index`` -1."""
+        features = self.features
+        clash = [c for c in features.columns if c in self.manifest.columns and c != "file"]
+        if clash:
+            features = features.rename(columns={c: f"{c}_feature" for c in clash})
+        out = self.manifest.merge(features, on="file", how="left", sort=False,
+                                  validate="many_to_one")
+        out["thumb_index"] = out["thumb_index"].fillna(-1).astype("int64")
+        out.index = self.manifest.index
+        out.attrs = dict(self.manifest.attrs)
+        return out
+
+    def thumb_index(self, rows: Iterable[int] | np.ndarray) -> np.ndarray:
+        """Thumbnail index (-1 when none) for each manifest ``row`` id in ``rows``."""
+        rows = np.asarray(list(rows) if not isinstance(rows, np.ndarray) else rows,
+                          dtype=np.int64)
+        by_row = self._row_thumb_index()
+        bad = (rows < 0) | (rows >= len(by_row))
+        if bad.any():
+            raise InputError(
+                f"{int(bad.sum())} row id(s) not in the manifest (0..{len(by_row) - 1}), "
+                f"e.g. {int(rows[bad][0])}"
+            )
+        return by_row[rows]
+
+    def thumbs(self, rows: Iterable[int] | np.ndarray, missing: str = "raise") -> np.ndarray:
+        """Thumbnails ``(len(rows), S, S)`` uint8 for manifest ``row`` ids, in the given order.
+
+        Parameters
+        ----------
+        rows : array-like of int
+            Manifest ``row`` values.
+        missing : {"raise", "zeros"}
+            A row whose file gave no thumbnail (a failure) raises :class:`InputError` naming
+            it (``"raise"``, default), or gets an all-zero slice (``"zeros"``; use
+            :meth:`thumb_index` ``>= 0`` as the mask, since a zero slice is also flat).
+        """
+        if missing not in {"raise", "zeros"}:
+            raise InputError(f"missing must be 'raise' or 'zeros'; got {missing!r}")
+        index = self.thumb_index(rows)
+        absent = index < 0
+        if absent.any() and missing == "raise":
+            first = int(np.asarray(list(rows) if not isinstance(rows, np.ndarray) else rows)
+                        [np.flatnonzero(absent)[0]])
+            raise InputError(
+                f"{int(absent.sum())} row(s) have no thumbnail (failed files), e.g. row {first}; "
+                f"select rows with thumb_index >= 0 or pass missing='zeros'"
+            )
+        size = int(self.meta.get("thumb_size", self.thumbnails.shape[-1]))
+        out = np.zeros((len(index), size, size), dtype=np.uint8)
+        if (~absent).any():
+            out[~absent] = self.thumbnails[index[~absent]]
+        return out
+
+    def _row_thumb_index(self) -> np.ndarray:
+        lookup = pd.Series(self.features["thumb_index"].to_numpy(dtype=np.int64),
+                           index=self.features["file"].astype(object).to_numpy())
+        files = self.manifest["file"].astype(object)
+        index = files.map(lookup)
+        return index.fillna(-1).to_numpy(dtype=np.int64)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts a user checks first, as a JSON-ready dict with stable keys.
+
+        Failures are counted in two units: ``failures.files`` counts unique files (each file
+        once), ``failures.rows`` counts manifest rows (a file listed twice fails twice). Both
+        give ``by_reason`` overall and ``by_split``. ``counts`` is manifest rows per split ×
+        label (``<NA>`` for unknown).
+        """
+        rows = self.rows()
+        status = rows["status"].astype("string").fillna(NO_FILE)
+        failed_rows = status != "ok"
+        features_status = self.features["status"].astype("string")
+        failed_files = features_status != "ok"
+        split = rows["split"].astype("string").fillna(NA_KEY)
+
+        # files per split: a file in two splits counts once in each
+        file_split = pd.DataFrame({"file": rows["file"], "split": split, "status": status})
+        file_split = file_split[file_split["file"].notna()].drop_duplicates(["file", "split"])
+        bad_file_split = file_split[file_split["status"] != "ok"]
+        bad_rows = pd.DataFrame({"split": split[failed_rows], "status": status[failed_rows]})
+
+        counts: dict[str, dict[str, int]] = {}
+        label = rows["label"].astype("string").fillna(NA_KEY)
+        for (s, lab), n in pd.DataFrame({"s": split, "l": label}).value_counts(sort=False) \
+                .sort_index().items():
+            counts.setdefault(str(s), {})[str(lab)] = int(n)
+
+        group = rows["group"]
+        meta = self.meta
+        out = {
+            "workspace": str(self.workspace),
+            "params": meta.get("params", {}),
+            "key": meta.get("key"),
+            "rows": len(rows),
+            "unique_files": int(self.manifest["file"].dropna().nunique()),
+            "rows_without_file": int(self.manifest["file"].isna().sum()),
+            "features_ok": int((~failed_files).sum()),
+            "thumbnails": len(self.thumbnails),
+            "flat_thumbnails": int(self.features.get("flat", pd.Series(dtype=bool))
+                                   .fillna(False).astype(bool).sum()),
+            "failures": {
+                "files": {
+                    "unit": "unique file",
+                    "total": int(failed_files.sum()),
+                    "denominator": len(self.features),
+                    "by_reason": _count(features_status[failed_files]),
+                    "by_split": {str(s): _count(g["status"]) for s, g in
+                                 bad_file_split.groupby("split", sort=True)},
+                },
+                "rows": {
+                    "unit": "manifest row",
+                    "total": int(failed_rows.sum()),
+                    "denominator": len(rows),
+                    "by_reason": _count(status[failed_rows]),
+                    "by_split": {str(s): _count(g["status"]) for s, g in
+                                 bad_rows.groupby("split", sort=True)},
+                },
+            },
+            "counts": counts,
+            "groups": {
+                "rows_with_group": int(group.notna().sum()),
+                "unique_groups": int(group.dropna().nunique()),
+                "group_key": self.manifest.attrs.get("group_key"),
+            },
+            "excluded": len(self.manifest.attrs.get("excluded", []) or []),
+            "extracted": int(meta.get("extracted", 0)),
+            "reused": int(meta.get("reused", 0)),
+            "seconds": float(meta.get("seconds", float("nan"))),
+            "timings": meta.get("timings", {}),
+        }
+        return out
+
+
+def _count(values: pd.Series) -> dict[str, int]:
+    counts = values.astype("string").fillna(NA_KEY).value_counts()
+    return {str(k): int(v) for k, v in sorted(counts.items())}
+
+
+# ----------------------------------------------------------------------------- scanning
+
+
+def _default_extractor() -> Extractor:
+    from splitscope.features.extract import extract_files
+
+    return extract_files
+
+
+def make_params(thumb_size: int = 96, mode: str = "exact", interpolation: str = "bicubic",
+                **extra: Any):
+    """``FeatureParams`` from the scan options (validated there, with InputError)."""
+    from splitscope.features.extract import FeatureParams
+
+    return FeatureParams(thumb_size=thumb_size, interpolation=interpolation, mode=mode, **extra)
+
+
+def _run_batch(payload: tuple) -> tuple[pd.DataFrame, np.ndarray, float]:
+    """Worker body: extract one batch (module level, so worker processes can unpickle it)."""
+    extractor, files, params = payload
+    start = time.perf_counter()
+    table, thumbs = extractor(list(files), params)
+    return table, thumbs, time.perf_counter() - start
+
+
+def _batch_size(n: int, workers: int) -> int:
+    """Files per batch: enough batches to balance the workers and show progress (about eight
+    per worker), each between 8 and 256 files, so a killed scan loses little work and the
+    number of batches in flight bounds memory."""
+    if n == 0:
+        return 1
+    return int(min(256, max(8, math.ceil(n / (8 * max(1, workers))))))
+
+
+def _check_not_inside_dataset(workspace: Path, manifest: pd.DataFrame, inputs: list) -> None:
+    """The dataset is never written to: refuse a workspace inside an input folder or above
+    any listed file."""
+    ws = os.path.normcase(str(workspace))
+    for item in inputs:
+        if isinstance(item, (str, Path)) and Path(item).is_dir():
+            folder = os.path.normcase(str(Path(item).resolve()))
+            if ws == folder or ws.startswith(folder + os.sep):
+                raise InputError(
+                    f"workspace {workspace} lies inside the dataset folder {item}; splitscope "
+                    f"never writes into a dataset: pass --workspace outside it"
+                )
+    files = manifest["file"].dropna().astype("string")
+    if os.path.normcase("A") != "A":  # case-insensitive file systems (Windows)
+        inside = files.str.lower().str.startswith(ws + os.sep)
+    else:
+        inside = files.str.startswith(ws + os.sep)
+    if inside.any():
+        raise InputError(
+            f"{int(inside.sum())} listed file(s) lie inside the workspace {workspace} (e.g. "
+            f"{files[inside].iloc[0]}); pass a --workspace outside the dataset"
+        )
+
+
+def _progress_enabled(progress: bool | None) -> bool:
+    if progress is None:
+        return bool(getattr(sys.stderr, "isatty", lambda: False)())
+    return bool(progress)
+
+
+@contextlib.contextmanager
+def _progress_bar(enabled: bool, total: int) -> Iterator[Callable[[int], None]]:
+    if not enabled or total == 0:
+        yield lambda n: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(TextColumn("extracting"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TimeRemainingColumn(),
+                   console=Console(stderr=True), transient=True)
+    with bar:
+        task = bar.add_task("extract", total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def scan(
+    inputs: str | Path | pd.DataFrame | Iterable[str | Path | pd.DataFrame],
+    workspace: str | Path | None = None,
+    *,
+    thumb_size: int = 96,
+    mode: str = "exact",
+    interpolation: str = "bicubic",
+    workers: int | None = None,
+    group_regex: str | None = None,
+    progress: bool | None = None,
+    executor: Executor | None = None,
+    params: Any = None,
+    extractor: Extractor | None = None,
+    batch_size: int | None = None,
+    **list_options,
+) -> Scan:
+    """Scan a release: build its manifest and the features of every unique file, cached.
+
+    Parameters
+    ----------
+    inputs : folder, list file, DataFrame manifest, or a list of them
+        What :func:`splitscope.manifest.build_manifest` accepts.
+    workspace : path-like, optional
+        Workspace folder (default ``./splitscope-workspace``); never inside the dataset. It
+        holds one scan's manifest and, per parameter key, the feature cache.
+    thumb_size, mode, interpolation : optional
+        Extraction parameters (``FeatureParams``); another value is another cache entry.
+    workers : int, optional
+        Worker processes (default: all cores; 1 runs in this process). Ignored when
+        ``executor`` is given.
+    group_regex : str, optional
+        Named-group regex for ``group`` (and ``frame``) over the basename,
+        :func:`splitscope.manifest.apply_group_regex`.
+    progress : bool, optional
+        Progress bar on stderr: ``None`` (default) shows it when stderr is a terminal.
+    executor : Executor, optional
+        Where batches run (see :mod:`splitscope.features.executor`).
+    params : FeatureParams, optional
+        Extraction parameters given whole (then ``thumb_size``/``mode``/``interpolation`` are
+        ignored).
+    extractor : callable, optional
+        ``extractor(files, params) -> (table, thumbs)``; default
+        :func:`splitscope.features.extract.extract_files`. Must be a module-level function when
+        run in worker processes.
+    batch_size : int, optional
+        Files per batch (default: chosen from the number of files and workers).
+    **list_options
+        Passed to :func:`splitscope.manifest.read_list` (``columns``, ``root``, ``split``,
+        ``corpus``, ``sheet``).
+
+    Returns
+    -------
+    Scan
+
+    Notes
+    -----
+    Safe to interrupt at any point: rerunning reuses every committed batch and gives the same
+    result as an uninterrupted run (see :mod:`splitscope.features.workspace`).
+    """
+    from splitscope.manifest import apply_group_regex, build_manifest
+    from splitscope.records import software_versions
+
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    input_list = [inputs] if isinstance(inputs, (str, Path, pd.DataFrame)) else list(inputs)
+    manifest = build_manifest(input_list, **list_options)
+    if group_regex:
+        manifest = apply_group_regex(manifest, group_regex)
+    timings["manifest"] = time.perf_counter() - started
+
+    if params is None:
+        params = make_params(thumb_size=thumb_size, mode=mode, interpolation=interpolation)
+    extractor = extractor or _default_extractor()
+    workspace = Path(workspace if workspace is not None else DEFAULT_WORKSPACE).resolve()
+    if workspace.exists() and not workspace.is_dir():
+        raise InputError(f"workspace {workspace} exists and is not a folder")
+    _check_not_inside_dataset(workspace, manifest, input_list)
+    if batch_size is not None and int(batch_size) < 1:
+        raise InputError(f"batch size must be at least 1; got {batch_size}")
+
+    with workspace_lock(workspace):
+        store = FeatureStore(workspace, params.key())
+        store.clean()
+
+        t = time.perf_counter()
+        files = sorted(set(manifest["file"].dropna().astype(str)))
+        size, mtime = file_signatures(files)
+        entries = store.lookup(files, size, mtime)
+        todo = np.flatnonzero(entries["source"].isna().to_numpy())
+        timings["lookup"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        extract_seconds = 0.0
+        if len(todo):
+            # Files that cannot even be stat'ed (missing, ...) are cheap: they run here, in
+            # large batches; the others go to the executor in batches sized for balance.
+            unstatable = todo[size[todo] < 0]
+            readable = todo[size[todo] >= 0]
+            if len(readable) and executor is None:
+                n_workers = default_workers() if workers is None else int(workers)
+                if n_workers < 1:
+                    raise InputError(f"workers must be at least 1; got {workers}")
+                # no pool start-up for a handful of files
+                executor = make_executor(1 if len(readable) <= 16 else n_workers)
+            n_workers = executor.workers if executor is not None else 1
+            size_b = int(batch_size) if batch_size else _batch_size(len(readable), n_workers)
+            run = f"{time.time_ns():020d}-{os.getpid()}"
+            plan = [(SerialExecutor(), unstatable, int(batch_size) if batch_size else 4096),
+                    (executor, readable, size_b)]
+            with _progress_bar(_progress_enabled(progress), len(todo)) as advance:
+                for stage, (runner, subset, step) in enumerate(plan):
+                    if not len(subset):
+                        continue
+                    batches = {f"{run}-{stage}-{i:06d}": subset[s:s + step]
+                               for i, s in enumerate(range(0, len(subset), step))}
+                    payloads = ((name, (extractor, [files[i] for i in take], params))
+                                for name, take in batches.items())
+                    with contextlib.closing(runner.map(_run_batch, payloads)) as results:
+                        for name, (table, thumbs, seconds) in results:
+                            take = batches[name]
+                            table = _batch_table(table, thumbs, [files[i] for i in take], name)
+                            table["_size"] = size[take]
+                            table["_mtime_ns"] = mtime[take]
+                            placed = store.commit_shard(name, table, thumbs)
+                            for column in ("source", "row_pos", "thumb_pos"):
+                                entries.loc[take, column] = placed[column].to_numpy()
+                            extract_seconds += seconds
+                            advance(len(take))
+            if entries["source"].isna().any():  # cannot happen: every batch was committed
+                raise RuntimeError("feature cache incomplete after extraction")
+        timings["extract"] = time.perf_counter() - t
+        timings["extract_cpu_in_batches"] = extract_seconds
+
+        t = time.perf_counter()
+        meta = store.meta()
+        current = store.result_dir(meta)
+        result_name = current.name if current is not None else None
+        up_to_date = (
+            current is not None and len(todo) == 0
+            and (entries["source"] == f"result:{result_name}").all()
+            and (entries["row_pos"].to_numpy() == np.arange(len(entries))).all()
+            and meta.get("n_files") == len(files)
+        )
+        if not up_to_date:
+            result_name, _ = store.write_result(
+                entries, (params.thumb_size, params.thumb_size),
+                schema=_schema(extractor, params),
+            )
+        timings["assemble"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        manifest_path = workspace / "manifest.parquet"
+        write_parquet(manifest, manifest_path)
+        manifest_sha = _sha256(manifest_path)
+        timings["write_manifest"] = time.perf_counter() - t
+        seconds = time.perf_counter() - started
+        timings["total"] = seconds
+
+        has_thumb = entries["thumb_pos"].to_numpy() >= 0
+        new_meta = {
+            "key": params.key(),
+            "params": params.to_dict(),
+            "thumb_size": int(params.thumb_size),
+            "result": result_name,
+            "manifest_sha256": manifest_sha,
+            "n_files": len(files),
+            "n_thumbnails": int(has_thumb.sum()),
+            "extracted": len(todo),
+            "reused": int(len(files) - len(todo)),
+            "seconds": seconds,
+            "timings": timings,
+            "workers": getattr(executor, "workers", None) if len(todo) else 0,
+            "executor": repr(executor) if len(todo) else None,
+            "software": dict(software_versions()),
+            "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "inputs": manifest.attrs.get("inputs", []),
+        }
+        store.commit_meta(new_meta)
+        write_json({"key": params.key(), "params": params.to_dict()}, workspace / "scan.json")
+        # everything the new result holds is now committed twice; drop the older copies
+        store.prune_shards(store.committed_shards())
+        store.prune_results(keep=store.result_dir(new_meta))
+    return load_scan(workspace, params)
+
+
+def _batch_table(table: pd.DataFrame, thumbs: np.ndarray, files: list[str],
+                 name: str) -> pd.DataFrame:
+    """Check an extractor's output for one batch and key it by ``file``."""
+    if len(table) != len(files) or len(thumbs) != len(files):
+        raise RuntimeError(
+            f"extractor returned {len(table)} rows and {len(thumbs)} thumbnails for "
+            f"{len(files)} files (batch {name})"
+        )
+    table = table.reset_index(drop=True).copy()
+    table["file"] = pd.array(files, dtype="string")
+    if "has_thumb" not in table.columns:
+        raise RuntimeError("extractor output lacks the has_thumb column")
+    return table
+
+
+def _schema(extractor: Extractor, params: Any) -> dict[str, Any] | None:
+    """The extractor's declared column dtypes (from its output for no files)."""
+    try:
+        table, _ = extractor([], params)
+    except Exception:  # noqa: BLE001 - an extractor that cannot take [] declares nothing
+        return None
+    return {str(c): dtype for c, dtype in table.dtypes.items()}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# ----------------------------------------------------------------------------- reopening
+
+
+def load_scan(workspace: str | Path | None = None, params: Any = None) -> Scan:
+    """Reopen a finished scan without recomputing anything.
+
+    Parameters
+    ----------
+    workspace : path-like, optional
+        The workspace folder (default ``./splitscope-workspace``).
+    params : FeatureParams or str, optional
+        Which feature store: parameters or a key; default the last scan's.
+
+    Raises
+    ------
+    InputError
+        When the workspace holds no finished scan for these parameters, or when its manifest
+        changed since those features were assembled (rerun ``scan``).
+    """
+    workspace = Path(workspace if workspace is not None else DEFAULT_WORKSPACE).resolve()
+    if params is None:
+        last = read_json(workspace / "scan.json")
+        if not last:
+            raise InputError(f"no finished scan in {workspace}; run `splitscope scan` first")
+        key = last["key"]
+    else:
+        key = params if isinstance(params, str) else params.key()
+    store = FeatureStore(workspace, key)
+    meta = store.meta()
+    folder = store.result_dir(meta)
+    if folder is None:
+        known = sorted(p.name for p in (workspace / "features").glob("*")
+                       if (p / "meta.json").is_file())
+        raise InputError(
+            f"no finished scan with feature key {key!r} in {workspace}; found: "
+            f"{', '.join(known) or 'none'}; run `splitscope scan` with these parameters"
+        )
+    manifest_path = workspace / "manifest.parquet"
+    if not manifest_path.is_file() or _sha256(manifest_path) != meta.get("manifest_sha256"):
+        raise InputError(
+            f"the manifest in {workspace} changed since the features with key {key!r} were "
+            f"assembled (or a scan was interrupted); rerun `splitscope scan`"
+        )
+    manifest = pd.read_parquet(manifest_path)
+    features = pd.read_parquet(folder / "features.parquet")
+    features = features.drop(columns=list(SIGNATURE_COLUMNS), errors="ignore")
+    thumbnails = open_thumbnails(folder / "thumbnails.npy")
+    if params is None or isinstance(params, str):
+        params = _params_from_dict(meta.get("params", {}))
+    return Scan(manifest=manifest, features=features, thumbnails=thumbnails, params=params,
+                workspace=workspace, meta=meta)
+
+
+def _params_from_dict(values: dict) -> Any:
+    try:
+        from splitscope.features.extract import FeatureParams
+    except ImportError:  # pragma: no cover - extract is part of the package
+        return dict(values)
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(FeatureParams)}
+    return FeatureParams(**{k: v for k, v in values.items() if k in names})

@@ -1,0 +1,459 @@
+"""The workspace: an embedded, server-less feature cache on disk.
+
+Layout of a workspace folder::
+
+    WORKSPACE/
+      .lock                       advisory lock: one scan writes a workspace at a time
+      scan.json                   which parameter key the last scan used
+      manifest.parquet            the last scan's manifest
+      features/<key>/             one store per extraction-parameter key (FeatureParams.key())
+        meta.json                 params, software versions, timings, counts; names the result
+        shards/<name>.parquet     feature rows of one finished batch (commit marker)
+        shards/<name>.npy         that batch's thumbnails (rows with a thumbnail only)
+        results/<generation>/     the assembled result of a finished scan:
+          features.parquet          one row per unique file, sorted by file, with thumb_index
+          thumbnails.npy            (n_thumbs, S, S) uint8, opened as a memory map
+
+Why it is safe to interrupt (Ctrl-C or ``kill -9`` at any point): every artifact is written to a
+temporary name in the same folder, flushed and fsynced, then moved into place with
+``os.replace`` (atomic on POSIX and Windows) and the folder is fsynced. A batch counts as done
+only once its ``.parquet`` is in place (its ``.npy`` is committed first); a result generation
+counts only once ``meta.json`` names it, and ``meta.json`` is replaced last. Whatever a killed
+run leaves behind is either committed (and reused) or a temporary/unreferenced file (and
+removed by the next run). Feature extraction is deterministic per file, so a file's entry does
+not depend on which batch or run produced it, and the assembled result (sorted by file) is the
+same whatever the interruption history or worker count.
+
+Incremental: a cache entry is keyed by ``(file, size, mtime_ns)`` as seen by ``os.stat`` just
+before extraction (``-1, -1`` when the file cannot be stat'ed, e.g. ``missing``); a file whose
+signature is unchanged is not read again. Entries whose failure may be transient
+(:data:`RETRY_STATUSES`) are retried on every scan. Like any mtime-based cache (``make``,
+``git``), a rewrite that keeps both the size and the nanosecond mtime is not seen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from splitscope.errors import InputError
+
+__all__ = [
+    "RETRY_STATUSES",
+    "FeatureStore",
+    "atomic_path",
+    "file_signatures",
+    "read_json",
+    "workspace_lock",
+    "write_json",
+    "write_parquet",
+]
+
+# Failure reasons that may go away without the file's size or mtime changing (a chmod changes
+# neither); such entries are not reused from the cache.
+RETRY_STATUSES = frozenset({"permission_denied", "unreadable"})
+
+SIGNATURE_COLUMNS = ("_size", "_mtime_ns")  # stat signature stored beside every cached row
+_TMP_PREFIX = ".tmp-"
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
+# ----------------------------------------------------------------------------- atomic writes
+
+
+def _fsync_dir(folder: Path) -> None:
+    if os.name != "posix":  # directories cannot be opened for fsync on Windows
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path, sync_dir: bool = True) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success fsync it and ``os.replace`` it onto
+    ``path`` (then fsync the folder, unless ``sync_dir`` is False because a later commit in the
+    same folder does it). On error the temporary file is removed and ``path`` is untouched."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX + path.name + ".", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    with contextlib.suppress(OSError):  # mkstemp makes 0600; give the usual umask'ed mode
+        os.chmod(tmp_path, 0o666 & ~_UMASK)
+    try:
+        yield tmp_path
+        _fsync_file(tmp_path)
+        os.replace(tmp_path, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp_path.unlink()
+        raise
+    if sync_dir:
+        _fsync_dir(path.parent)
+
+
+def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:
+    """Write a DataFrame to Parquet atomically (see :func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)
+
+
+def write_npy(array: np.ndarray, path: str | Path, sync_dir: bool = True) -> None:
+    """Write an array as ``.npy`` atomically (see :func:`atomic_path`)."""
+    with atomic_path(path, sync_dir=sync_dir) as tmp, open(tmp, "wb") as fh:
+        np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
+
+
+def write_json(data: Any, path: str | Path) -> None:
+    """Write JSON (sorted keys, indented) atomically (see :func:`atomic_path`)."""
+    text = json.dumps(data, indent=2, sort_keys=True, default=str)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text + "\n", encoding="utf-8")
+
+
+def read_json(path: str | Path) -> Any:
+    """Read a JSON file; ``None`` when it does not exist."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def open_thumbnails(path: str | Path) -> np.ndarray:
+    """Open a thumbnail ``.npy`` read-only as a memory map (an empty array is read plainly,
+    since an empty file region cannot be mapped)."""
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError:  # zero-length data cannot be memory-mapped
+        return np.load(path, allow_pickle=False)
+
+
+@contextlib.contextmanager
+def workspace_lock(workspace: str | Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``workspace/.lock`` (released by the OS when the
+    process dies, so a killed scan never leaves it locked). A second concurrent scan of the
+    same workspace gets an :class:`InputError` instead of corrupting the cache."""
+    workspace = Path(workspace)
+    workspace.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no advisory locks on this platform
+        yield
+        return
+    with open(workspace / ".lock", "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            raise InputError(
+                f"workspace {workspace} is in use by another scan; wait for it or pass "
+                f"another --workspace"
+            ) from exc
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+# ----------------------------------------------------------------------------- signatures
+
+
+def file_signatures(files: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(size, mtime_ns)`` of each file as int64 arrays; ``-1`` where ``os.stat`` fails."""
+    size = np.full(len(files), -1, dtype=np.int64)
+    mtime = np.full(len(files), -1, dtype=np.int64)
+    for i, name in enumerate(files):
+        try:
+            st = os.stat(name)
+        except (OSError, ValueError):  # missing, no permission on a folder, NUL in name
+            continue
+        size[i] = st.st_size
+        mtime[i] = st.st_mtime_ns
+    return size, mtime
+
+
+# ----------------------------------------------------------------------------- the store
+
+
+class FeatureStore:
+    """The cache and the assembled result for one extraction-parameter key.
+
+    Parameters
+    ----------
+    workspace : path-like
+        The workspace folder.
+    key : str
+        ``FeatureParams.key()``; another thumbnail size, interpolation or mode is another store.
+    """
+
+    def __init__(self, workspace: str | Path, key: str) -> None:
+        if not key or any(c in key for c in "/\\") or key in {".", ".."}:
+            raise InputError(f"invalid feature-store key {key!r}")
+        self.workspace = Path(workspace)
+        self.key = key
+        self.root = self.workspace / "features" / key
+        self.shards = self.root / "shards"
+        self.results = self.root / "results"
+        self.meta_path = self.root / "meta.json"
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def meta(self) -> dict | None:
+        """The committed ``meta.json``, or ``None`` before the first finished scan."""
+        return read_json(self.meta_path)
+
+    def result_dir(self, meta: dict | None = None) -> Path | None:
+        """Folder of the committed result generation, or ``None``."""
+        meta = self.meta() if meta is None else meta
+        if not meta or not meta.get("result"):
+            return None
+        folder = self.results / meta["result"]
+        if not (folder / "features.parquet").is_file() or not (folder / "thumbnails.npy").is_file():
+            return None
+        return folder
+
+    def committed_shards(self) -> list[str]:
+        """Names of committed shards (both files present), in commit order."""
+        if not self.shards.is_dir():
+            return []
+        names = sorted(p.stem for p in self.shards.glob("*.parquet")
+                       if not p.name.startswith(_TMP_PREFIX))
+        return [n for n in names if (self.shards / f"{n}.npy").is_file()]
+
+    def clean(self) -> None:
+        """Remove what an interrupted run left behind: temporary files, a shard's thumbnails
+        without its committed table, result generations that ``meta.json`` does not name."""
+        for folder in (self.root, self.shards):
+            if folder.is_dir():
+                for p in folder.glob(_TMP_PREFIX + "*"):
+                    with contextlib.suppress(OSError):
+                        p.unlink()
+        if self.shards.is_dir():
+            for npy in self.shards.glob("*.npy"):
+                if not (self.shards / f"{npy.stem}.parquet").is_file():
+                    with contextlib.suppress(OSError):
+                        npy.unlink()
+        self.prune_results(keep=self.result_dir())
+
+    def prune_results(self, keep: Path | None) -> None:
+        """Delete every result generation except ``keep``."""
+        if not self.results.is_dir():
+            return
+        for folder in self.results.iterdir():
+            if keep is None or folder.resolve() != keep.resolve():
+                shutil.rmtree(folder, ignore_errors=True)
+
+    def prune_shards(self, names: list[str]) -> None:
+        """Delete shards whose entries a committed result now holds (table first, so a shard
+        is never half-present as committed)."""
+        for name in names:
+            for suffix in (".parquet", ".npy"):
+                with contextlib.suppress(OSError):
+                    (self.shards / f"{name}{suffix}").unlink()
+
+    def index(self) -> pd.DataFrame:
+        """Every cached entry: ``file``, ``_size``, ``_mtime_ns``, ``status``, ``source`` (the
+        result generation or shard it lives in), ``row_pos`` (row in that source's table) and
+        ``thumb_pos`` (row in its thumbnail array, -1 when none). The current result comes
+        first, then shards in commit order."""
+        parts = []
+        result = self.result_dir()
+        if result is not None:
+            table = _read_columns(result / "features.parquet",
+                                  ["file", *SIGNATURE_COLUMNS, "status", "thumb_index"])
+            parts.append(_index_part(table, f"result:{result.name}",
+                                     table["thumb_index"].astype(np.int64)))
+        for name in self.committed_shards():
+            table = _read_columns(self.shards / f"{name}.parquet",
+                                  ["file", *SIGNATURE_COLUMNS, "status", "has_thumb"])
+            has = table["has_thumb"].astype(bool)
+            parts.append(_index_part(table, f"shard:{name}",
+                                     np.where(has, np.cumsum(has) - 1, -1).astype(np.int64)))
+        if not parts:
+            return pd.DataFrame({
+                "file": pd.array([], dtype="string"), "_size": np.array([], dtype=np.int64),
+                "_mtime_ns": np.array([], dtype=np.int64), "status": pd.array([], dtype="string"),
+                "source": pd.array([], dtype="object"),
+                "row_pos": np.array([], dtype=np.int64), "thumb_pos": np.array([], dtype=np.int64),
+            })
+        return pd.concat(parts, ignore_index=True)
+
+    def lookup(self, files: list[str], size: np.ndarray, mtime: np.ndarray) -> pd.DataFrame:
+        """Cache entries for ``files`` with their current signatures: a frame aligned with
+        ``files`` holding ``source``, ``row_pos``, ``thumb_pos`` (``source`` missing where the
+        file must be extracted)."""
+        wanted = pd.DataFrame({
+            "file": pd.array(files, dtype="string"),
+            "_size": np.asarray(size, dtype=np.int64),
+            "_mtime_ns": np.asarray(mtime, dtype=np.int64),
+            "_order": np.arange(len(files), dtype=np.int64),
+        })
+        index = self.index()
+        index = index[~index["status"].isin(list(RETRY_STATUSES)).to_numpy(dtype=bool)]
+        index = index.drop_duplicates(["file", "_size", "_mtime_ns"], keep="first")
+        merged = wanted.merge(index.drop(columns="status"), on=["file", "_size", "_mtime_ns"],
+                              how="left", sort=False)
+        merged = merged.sort_values("_order", kind="stable").reset_index(drop=True)
+        merged["source"] = merged["source"].astype(object).where(merged["source"].notna(), None)
+        for column in ("row_pos", "thumb_pos"):
+            merged[column] = merged[column].fillna(-1).astype(np.int64)
+        return merged.drop(columns="_order")
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def commit_shard(self, name: str, table: pd.DataFrame, thumbs: np.ndarray) -> pd.DataFrame:
+        """Commit one finished batch: ``table`` (one row per file, with ``has_thumb`` and the
+        signature columns) and ``thumbs`` (one slice per row; only rows with a thumbnail are
+        kept). The thumbnails are committed first; the table, committed second, marks the batch
+        as done. Returns the batch's index entries (``source``, ``row_pos``, ``thumb_pos``
+        per row of ``table``), as :meth:`index` would read them back."""
+        has = table["has_thumb"].astype(bool).to_numpy()
+        if len(thumbs) != len(table):
+            raise ValueError(f"batch {name}: {len(table)} rows but {len(thumbs)} thumbnails")
+        write_npy(np.asarray(thumbs, dtype=np.uint8)[has], self.shards / f"{name}.npy",
+                  sync_dir=False)  # the table's commit below syncs the folder for both
+        write_parquet(table, self.shards / f"{name}.parquet")
+        return pd.DataFrame({
+            "source": [f"shard:{name}"] * len(table),
+            "row_pos": np.arange(len(table), dtype=np.int64),
+            "thumb_pos": np.where(has, np.cumsum(has) - 1, -1).astype(np.int64),
+        })
+
+    def write_result(
+        self,
+        entries: pd.DataFrame,
+        thumb_shape: tuple[int, int],
+        schema: dict[str, Any] | None = None,
+        block: int = 4096,
+    ) -> tuple[str, pd.DataFrame]:
+        """Assemble a new result generation from cache entries.
+
+        ``entries`` is aligned with the result's rows (sorted by file) and holds ``source``,
+        ``row_pos``, ``thumb_pos`` for each. The feature rows are gathered from their sources
+        and conformed to ``schema`` (column → dtype) so every history yields the same dtypes;
+        thumbnails are copied source by source, ``block`` rows at a time, into a fresh
+        memory-mapped ``.npy`` (never all in RAM). Returns the generation name and the table
+        as written. The generation is not current until :meth:`commit_meta` names it.
+        """
+        generation = f"{time.time_ns():020d}-{os.getpid()}"
+        folder = self.results / generation
+        folder.mkdir(parents=True, exist_ok=False)
+        sources = entries["source"].to_numpy(dtype=object)
+        row_pos = entries["row_pos"].to_numpy(dtype=np.int64)
+        thumb_pos = entries["thumb_pos"].to_numpy(dtype=np.int64)
+        has = thumb_pos >= 0
+        thumb_index = np.where(has, np.cumsum(has) - 1, -1).astype(np.int64)
+        n_thumbs = int(has.sum())
+
+        pieces = []
+        for source in pd.unique(sources):
+            take = np.flatnonzero(sources == source)
+            table = pd.read_parquet(self._source_table(source))
+            piece = table.iloc[row_pos[take]].reset_index(drop=True)
+            piece.index = take
+            pieces.append(piece)
+        if pieces:
+            table = pd.concat(pieces).sort_index()
+        else:  # no files at all: an empty table with the declared columns
+            table = pd.DataFrame({c: pd.Series(dtype=d) for c, d in (schema or {}).items()})
+            if "file" not in table.columns:
+                table["file"] = pd.Series(dtype="string")
+        table = table.drop(columns=["has_thumb", "thumb_index"], errors="ignore")
+        table = _conform(table, schema)
+        table.insert(1, "thumb_index", thumb_index)
+        table = table.reset_index(drop=True)
+
+        with atomic_path(folder / "thumbnails.npy") as tmp:
+            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8,
+                                            shape=(n_thumbs, *thumb_shape))
+            if n_thumbs:
+                for source in pd.unique(sources[has]):
+                    take = np.flatnonzero(has & (sources == source))
+                    src = open_thumbnails(self._source_thumbs(source))
+                    for start in range(0, len(take), block):
+                        part = take[start:start + block]
+                        out[thumb_index[part]] = src[thumb_pos[part]]
+                    del src
+                out.flush()
+            del out
+        write_parquet(table, folder / "features.parquet")
+        return generation, table
+
+    def commit_meta(self, meta: dict) -> None:
+        """Make ``meta['result']`` the current result (the last write of a scan)."""
+        write_json(meta, self.meta_path)
+
+    def _source_table(self, source: str) -> Path:
+        kind, name = source.split(":", 1)
+        if kind == "result":
+            return self.results / name / "features.parquet"
+        return self.shards / f"{name}.parquet"
+
+    def _source_thumbs(self, source: str) -> Path:
+        kind, name = source.split(":", 1)
+        if kind == "result":
+            return self.results / name / "thumbnails.npy"
+        return self.shards / f"{name}.npy"
+
+
+def _read_columns(path: Path, columns: list[str]) -> dict[str, np.ndarray]:
+    """Columns of a Parquet file as numpy arrays (object arrays for strings), without the
+    cost of building a DataFrame; the index reads one such table per shard."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=columns)
+    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in columns}
+
+
+def _index_part(table: dict[str, np.ndarray], source: str, thumb_pos: np.ndarray) -> pd.DataFrame:
+    n = len(table["file"])
+    return pd.DataFrame({
+        "file": pd.array(table["file"], dtype="string"),
+        "_size": table["_size"].astype(np.int64),
+        "_mtime_ns": table["_mtime_ns"].astype(np.int64),
+        "status": pd.array(table["status"], dtype="string"),
+        "source": np.full(n, source, dtype=object),
+        "row_pos": np.arange(n, dtype=np.int64),
+        "thumb_pos": np.asarray(thumb_pos, dtype=np.int64),
+    })
+
+
+def _conform(table: pd.DataFrame, schema: dict[str, Any] | None) -> pd.DataFrame:
+    """Cast columns to the extractor's declared dtypes, so that the dtypes of the assembled
+    table never depend on how the rows were batched (an all-missing column in one batch must
+    not change the dtype of the whole)."""
+    if not schema:
+        return table
+    out = table.copy()
+    for column, dtype in schema.items():
+        if column in out.columns and out[column].dtype != dtype:
+            try:
+                out[column] = out[column].astype(dtype)
+            except (TypeError, ValueError):
+                pass  # keep the stored dtype rather than fail a finished scan
+    return out

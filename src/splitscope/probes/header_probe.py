@@ -1,0 +1,479 @@
+"""Header-only probe (METHODS §4.2): can the label be predicted from what a file's header says,
+without its pixels?
+
+Gradient-boosted trees (scikit-learn ``HistGradientBoostingClassifier``, seeded, balanced class
+weights) on header features only, evaluated two ways:
+
+(a) *within pool*: stratified 5-fold cross-validation over the pooled rows (group-aware,
+    ``StratifiedGroupKFold``, when group keys are known), out-of-fold balanced accuracy;
+(b) *cross split*: fit on the reference side (train), score the query side (test).
+
+Both come with a percentile-bootstrap 95% interval over cases and permutation importances on
+held-out rows (scoring balanced accuracy) that name the header fields carrying the signal.
+High (a) means a construction shortcut; (a) ≫ (b) means pooling and re-splitting would reward it.
+Chance is 1 / number of classes.
+
+Features are the header columns (:data:`splitscope.features.header.HEADER_COLUMNS`): numbers as
+they are, booleans as 0/1, strings ordinal-encoded (a native categorical feature when it has at
+most 250 values), JPEG quantization tables expanded into one column per coefficient
+(``jpeg_qt0[0]`` … ``jpeg_qt0[63]``). Constant and ID-like columns (a distinct string on nearly
+every row) are dropped and listed. Pixel-derived columns (hashes, digests, thumbnails) are never
+used; name-derived fields (``extension``, ``extension_mismatch``) are left out unless asked for,
+since they describe the file name rather than the header.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from splitscope.errors import InputError
+from splitscope.probes.stats import (
+    balanced_accuracy_rows,
+    bootstrap_balanced_accuracy,
+    single_threaded,
+)
+
+__all__ = ["PIXEL_DERIVED", "NAME_DERIVED", "ProbeResult", "header_columns",
+           "header_feature_matrix", "header_probe_within_pool", "header_probe_cross_split",
+           "permutation_importances", "field_of", "single_field_accuracy"]
+
+#: Columns derived from decoded pixels or row identity; never header-probe inputs.
+PIXEL_DERIVED = frozenset({
+    "sha256", "pixel_sha256", "phash", "dhash", "pdq", "flat", "thumb_index", "has_thumb",
+    "status", "error", "row", "path", "file", "basename", "corpus", "split", "split_released",
+    "label", "source", "group", "frame",
+})
+#: Fields that describe the file name, not the header bytes.
+NAME_DERIVED = frozenset({"extension", "extension_mismatch"})
+_MAX_CATEGORIES = 250
+
+
+def header_columns() -> list[str]:
+    """The header feature names the probe may use (from ``splitscope.features.header``)."""
+    try:
+        from splitscope.features.header import HEADER_COLUMNS
+    except ImportError:  # pragma: no cover - the features layer is part of the package
+        return []
+    return [c for c in HEADER_COLUMNS if c not in PIXEL_DERIVED]
+
+
+def _expand_qtable(values: pd.Series, name: str) -> pd.DataFrame:
+    """``"a,b,c,…"`` (64 coefficients) → 64 numeric columns ``name[k]``."""
+    s = values.astype("string")
+    parts = s.str.split(",", expand=True)
+    if parts.shape[1] == 1 and s.isna().all():
+        return pd.DataFrame(index=values.index)
+    parts = parts.apply(pd.to_numeric, errors="coerce")
+    parts.columns = [f"{name}[{k}]" for k in range(parts.shape[1])]
+    return parts.astype("float64")
+
+
+def header_feature_matrix(
+    table: pd.DataFrame,
+    columns: list[str] | None = None,
+    *,
+    include_name_fields: bool = False,
+    expand_qtables: bool = True,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Numeric feature matrix of the header columns of ``table``.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Rows with header columns (e.g. ``Scan.rows()``).
+    columns : list of str, optional
+        Header columns to use; default every header column present in ``table``.
+    include_name_fields : bool
+        Also use ``extension`` / ``extension_mismatch``.
+    expand_qtables : bool
+        One column per JPEG quantization coefficient (else the table as one categorical value).
+
+    Returns
+    -------
+    X : DataFrame
+        float64 (NaN where missing), one column per feature, index of ``table``.
+    info : dict
+        ``features``, ``categorical`` (bool per feature), ``dropped`` {column: reason}.
+    """
+    if columns is None:
+        columns = [c for c in header_columns() if c in table.columns]
+        if not columns:
+            raise InputError(
+                "no header columns in the table; run a scan first (splitscope scan) or pass "
+                f"columns=…; found: {', '.join(map(str, table.columns))}")
+    else:
+        bad = [c for c in columns if c in PIXEL_DERIVED]
+        if bad:
+            raise InputError(f"column(s) {', '.join(bad)} are pixel- or identity-derived and "
+                             "cannot be header-probe features")
+        missing = [c for c in columns if c not in table.columns]
+        if missing:
+            raise InputError(f"header column(s) {', '.join(missing)} missing; found: "
+                             f"{', '.join(map(str, table.columns))}")
+    dropped: dict[str, str] = {}
+    blocks: list[pd.DataFrame] = []
+    categorical: list[bool] = []
+    n = len(table)
+    for col in columns:
+        if col in NAME_DERIVED and not include_name_fields:
+            dropped[col] = "name-derived (include_name_fields=False)"
+            continue
+        values = table[col]
+        if expand_qtables and col.startswith("jpeg_qt") and col[7:].isdigit():
+            block = _expand_qtable(values, col)
+            blocks.append(block)
+            categorical.extend([False] * block.shape[1])
+            continue
+        if pd.api.types.is_bool_dtype(values.dtype):
+            blocks.append(values.astype("Float64").astype("float64").to_frame(col))
+            categorical.append(False)
+            continue
+        if pd.api.types.is_numeric_dtype(values.dtype):
+            blocks.append(values.astype("Float64").astype("float64").to_frame(col))
+            categorical.append(False)
+            continue
+        s = values.astype("string")
+        non_null = int(s.notna().sum())
+        uniq = int(s.nunique())
+        if non_null >= 20 and uniq >= 0.9 * non_null:
+            dropped[col] = f"ID-like ({uniq} distinct values in {non_null} rows)"
+            continue
+        # booleans that arrived as strings/objects
+        lowered = s.str.lower()
+        if set(lowered.dropna().unique()) <= {"true", "false"}:
+            blocks.append((lowered == "true").astype("Float64").where(s.notna())
+                          .astype("float64").to_frame(col))
+            categorical.append(False)
+            continue
+        codes, _ = pd.factorize(s, sort=True)
+        code = pd.Series(codes, index=table.index, dtype="float64").where(codes >= 0)
+        blocks.append(code.to_frame(col))
+        categorical.append(uniq <= _MAX_CATEGORIES)
+    X = pd.concat(blocks, axis=1) if blocks else pd.DataFrame(index=table.index)
+    keep = []
+    for i, col in enumerate(X.columns):
+        v = X[col]
+        if v.nunique(dropna=False) <= 1:
+            dropped[col] = "constant"
+        else:
+            keep.append(i)
+    X = X.iloc[:, keep]
+    categorical = [categorical[i] for i in keep]
+    if n and X.shape[1] == 0:
+        dropped["*"] = "no usable header feature"
+    return X, {"features": list(X.columns), "categorical": categorical, "dropped": dropped}
+
+
+@dataclass
+class ProbeResult:
+    """One header-probe evaluation.
+
+    ``balanced_accuracy`` has ``estimate``, ``low``, ``high`` and ``kind`` of the interval;
+    ``chance`` = 1 / n_classes; ``importances`` (feature = header field, importance, std, rank)
+    are permutation importances per header field on held-out rows (mean decrease in balanced
+    accuracy, averaged over folds); ``single_field`` (feature, balanced_accuracy) is each
+    field's own held-out balanced accuracy with a small tree (8 leaves), which still names a
+    field whose information another field duplicates; ``predictions`` has one
+    line per scored row (``row``, ``path``, ``label``, ``predicted``, ``fold``).
+    """
+
+    kind: str  # "within pool" | "cross split"
+    balanced_accuracy: dict[str, Any]
+    chance: float
+    n_rows: int
+    classes: list[str]
+    class_support: dict[str, int]
+    importances: pd.DataFrame
+    predictions: pd.DataFrame
+    features: list[str]
+    dropped: dict[str, str]
+    params: dict[str, Any] = field(default_factory=dict)
+    single_field: pd.DataFrame | None = None
+
+    def top_features(self, k: int = 5) -> list[str]:
+        imp = self.importances
+        return imp.loc[imp["importance"] > 0, "feature"].head(k).astype(str).tolist()
+
+
+def _model(seed: int, categorical: list[bool]):
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    return HistGradientBoostingClassifier(
+        random_state=seed, class_weight="balanced",
+        categorical_features=np.asarray(categorical, bool) if any(categorical) else None)
+
+
+def _labels(table: pd.DataFrame, label: str) -> pd.Series:
+    if label not in table.columns:
+        raise InputError(f"no label column `{label}`; found: {', '.join(map(str, table.columns))}")
+    return table[label].astype("string")
+
+
+def field_of(feature: str) -> str:
+    """The header field a feature column comes from (``jpeg_qt0[17]`` → ``jpeg_qt0``)."""
+    return feature.split("[", 1)[0]
+
+
+def permutation_importances(model, X: np.ndarray, y: np.ndarray, names: list[str], *,
+                            repeats: int = 5, seed: int = 0, max_rows: int = 2000,
+                            chunk_rows: int = 200_000) -> pd.DataFrame:
+    """Permutation importance per header *field*, on held-out rows.
+
+    For each field (all columns of a field, e.g. the 64 coefficients of one quantization table,
+    are permuted together with one row permutation) and each of ``repeats`` seeded
+    permutations, the drop in balanced accuracy from the unpermuted score; mean and standard
+    deviation over repeats. All permuted copies are scored in a few large ``predict`` calls.
+    Rows beyond ``max_rows`` are left out by a seeded sample.
+    """
+    rng = np.random.default_rng(seed)
+    if len(y) > max_rows:
+        take = np.sort(rng.choice(len(y), size=max_rows, replace=False))
+        X, y = X[take], y[take]
+    fields = list(dict.fromkeys(field_of(n) for n in names))
+    cols = {f: [i for i, n in enumerate(names) if field_of(n) == f] for f in fields}
+    if not fields or np.unique(y).size < 2:
+        return pd.DataFrame({"field": pd.array(fields, dtype="string"),
+                             "importance": np.nan, "std": np.nan})
+    base = float(balanced_accuracy_rows(y, model.predict(X))[0])
+    n = len(y)
+    perms = np.stack([rng.permutation(n) for _ in range(len(fields) * repeats)])
+    scores = np.empty(len(fields) * repeats)
+    per_call = max(1, chunk_rows // max(n, 1))
+    jobs = [(fi, r) for fi in range(len(fields)) for r in range(repeats)]
+    for start in range(0, len(jobs), per_call):
+        batch = jobs[start:start + per_call]
+        stacked = np.tile(X, (len(batch), 1))
+        for b, (fi, r) in enumerate(batch):
+            c = cols[fields[fi]]
+            stacked[b * n:(b + 1) * n, c] = X[perms[fi * repeats + r]][:, c]
+        pred = model.predict(stacked).reshape(len(batch), n)
+        ba = balanced_accuracy_rows(y, pred)
+        for b, (fi, r) in enumerate(batch):
+            scores[fi * repeats + r] = ba[b]
+    drops = base - scores.reshape(len(fields), repeats)
+    return pd.DataFrame({"field": pd.array(fields, dtype="string"),
+                         "importance": drops.mean(axis=1), "std": drops.std(axis=1)})
+
+
+def single_field_accuracy(X: np.ndarray, y: np.ndarray, names: list[str],
+                          splits: list[tuple[np.ndarray, np.ndarray]], seed: int = 0) -> pd.DataFrame:
+    """Held-out balanced accuracy of each header field alone (all its columns), with a
+    decision tree of at most 8 leaves (balanced class weights; NaN handled by the tree) over
+    the given (train, test) index splits, predictions pooled over the splits."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    fields = list(dict.fromkeys(field_of(n) for n in names))
+    scored = np.concatenate([te for _, te in splits]) if splits else np.array([], int)
+    out = []
+    for f in fields:
+        cols = [i for i, n in enumerate(names) if field_of(n) == f]
+        pred = np.empty(len(y), dtype=object)
+        for tr, te in splits:
+            tree = DecisionTreeClassifier(max_leaf_nodes=8, class_weight="balanced",
+                                          random_state=seed)
+            tree.fit(X[np.ix_(tr, cols)], y[tr])
+            pred[te] = tree.predict(X[np.ix_(te, cols)])
+        out.append(float(balanced_accuracy_rows(y[scored], pred[scored].astype(str))[0]))
+    t = pd.DataFrame({"feature": pd.array(fields, dtype="string"),
+                      "balanced_accuracy": np.asarray(out, dtype=float)})
+    return t.sort_values(["balanced_accuracy", "feature"], ascending=[False, True],
+                         kind="stable").reset_index(drop=True)
+
+
+def _importance_table(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    if not parts:
+        return pd.DataFrame({"feature": pd.array([], dtype="string"), "importance": [],
+                             "std": [], "rank": []})
+    allp = pd.concat(parts, ignore_index=True)
+    t = allp.groupby("field", sort=True).agg(importance=("importance", "mean"),
+                                             std=("std", "mean")).reset_index()
+    t = t.rename(columns={"field": "feature"})
+    t["feature"] = t["feature"].astype("string")
+    t = t.sort_values(["importance", "feature"], ascending=[False, True], kind="stable")
+    t["rank"] = np.arange(1, len(t) + 1)
+    return t.reset_index(drop=True)
+
+
+def _frame_out(table: pd.DataFrame, y: np.ndarray, pred: np.ndarray, fold: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({
+        "row": table["row"].to_numpy(dtype=np.int64) if "row" in table else np.arange(len(table)),
+        "path": (table["path"] if "path" in table else pd.Series(pd.NA, index=table.index))
+        .astype("string").to_numpy(),
+        "label": pd.array(y, dtype="string"),
+        "predicted": pd.array(pred, dtype="string"),
+        "fold": fold,
+    })
+
+
+def _check_classes(y: pd.Series, where: str) -> None:
+    if y.isna().any():
+        raise InputError(f"{int(y.isna().sum())} row(s) without a label in {where}; "
+                         "select labelled rows")
+    if y.nunique() < 2:
+        raise InputError(f"{where} has fewer than two classes ({sorted(y.unique().tolist())})")
+
+
+def header_probe_within_pool(
+    table: pd.DataFrame,
+    *,
+    label: str = "label",
+    group: str | None = "group",
+    folds: int = 5,
+    seed: int = 0,
+    n_resamples: int = 2000,
+    importance_repeats: int = 5,
+    importance_max_rows: int = 2000,
+    columns: list[str] | None = None,
+    include_name_fields: bool = False,
+    threads: int | None = 1,
+) -> ProbeResult:
+    """(a) Within pool: out-of-fold balanced accuracy of the header-only model (METHODS §4.2).
+
+    Folds are ``StratifiedGroupKFold`` (shuffled, seeded) when ``group`` is a column with at
+    least one known key (rows without a key are groups of one), else ``StratifiedKFold``.
+    Permutation importances are computed on each fold's held-out rows (at most
+    ``importance_max_rows``, a seeded sample) and averaged over folds. ``threads`` bounds
+    the OpenMP/BLAS pools during the fits (see :func:`splitscope.probes.stats.single_threaded`).
+    """
+    with single_threaded(threads):
+        return _within_pool(table, label=label, group=group, folds=folds, seed=seed,
+                            n_resamples=n_resamples, importance_repeats=importance_repeats,
+                            importance_max_rows=importance_max_rows, columns=columns,
+                            include_name_fields=include_name_fields)
+
+
+def _within_pool(table, *, label, group, folds, seed, n_resamples, importance_repeats,
+                 importance_max_rows, columns, include_name_fields) -> ProbeResult:
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+
+    y = _labels(table, label)
+    _check_classes(y, "the pool")
+    X, info = header_feature_matrix(table, columns, include_name_fields=include_name_fields)
+    names = info["features"]
+    classes = sorted(y.unique().tolist())
+    support = {c: int((y == c).sum()) for c in classes}
+    k = int(min(folds, min(support.values())))
+    if k < 2:
+        raise InputError(f"a class has {min(support.values())} row(s); within-pool CV needs ≥ 2")
+    yv = y.to_numpy(dtype=object).astype(str)
+    grouped = group is not None and group in table.columns and table[group].notna().any()
+    if grouped:
+        g = table[group].astype("string").fillna("\0row:" + pd.Series(
+            np.arange(len(table)), index=table.index).astype(str))
+        gcodes = pd.factorize(g)[0]
+        cv = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
+        splits = list(cv.split(np.zeros(len(yv)), yv, gcodes))
+    else:
+        cv = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+        splits = list(cv.split(np.zeros(len(yv)), yv))
+    Xv = X.to_numpy(dtype=np.float64)
+    pred = np.empty(len(yv), dtype=object)
+    fold_of = np.empty(len(yv), dtype=np.int64)
+    imp_parts: list[pd.DataFrame] = []
+    for i, (tr, te) in enumerate(splits):
+        fold_of[te] = i
+        if not names:
+            pred[te] = pd.Series(yv[tr]).mode().iloc[0]
+            continue
+        model = _model(seed, info["categorical"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(Xv[tr], yv[tr])
+        pred[te] = model.predict(Xv[te])
+        imp_parts.append(permutation_importances(
+            model, Xv[te], yv[te], names, repeats=importance_repeats, seed=seed + i,
+            max_rows=importance_max_rows))
+    ba = bootstrap_balanced_accuracy(yv, pred.astype(str), n_resamples=n_resamples, seed=seed)
+    imp = _importance_table(imp_parts)
+    single = single_field_accuracy(Xv, yv, names, splits, seed) if names else None
+    return ProbeResult(
+        kind="within pool", balanced_accuracy=ba, chance=1.0 / len(classes), n_rows=len(yv),
+        classes=classes, class_support=support, importances=imp,
+        predictions=_frame_out(table, yv, pred.astype(str), fold_of), features=names,
+        dropped=info["dropped"],
+        params={"model": "HistGradientBoostingClassifier(class_weight='balanced')",
+                "cv": ("StratifiedGroupKFold" if grouped else "StratifiedKFold") + f"({k}, shuffle)",
+                "seed": seed, "importance": f"permutation, {importance_repeats} repeats, held-out "
+                f"rows of each fold (≤{importance_max_rows}), scoring balanced accuracy",
+                "include_name_fields": include_name_fields},
+        single_field=single)
+
+
+def header_probe_cross_split(
+    train: pd.DataFrame,
+    test: pd.DataFrame,
+    *,
+    label: str = "label",
+    seed: int = 0,
+    n_resamples: int = 2000,
+    importance_repeats: int = 5,
+    importance_max_rows: int = 2000,
+    columns: list[str] | None = None,
+    include_name_fields: bool = False,
+    threads: int | None = 1,
+) -> ProbeResult:
+    """(b) Cross split: fit the header-only model on ``train``, score ``test`` (METHODS §4.2).
+
+    Features are encoded over both tables together (an encoding, not a fit: labels are not
+    used) and columns constant on ``train`` are dropped. Importances are permutation
+    importances on ``test``.
+    """
+    with single_threaded(threads):
+        return _cross_split(train, test, label=label, seed=seed, n_resamples=n_resamples,
+                            importance_repeats=importance_repeats,
+                            importance_max_rows=importance_max_rows, columns=columns,
+                            include_name_fields=include_name_fields)
+
+
+def _cross_split(train, test, *, label, seed, n_resamples, importance_repeats,
+                 importance_max_rows, columns, include_name_fields) -> ProbeResult:
+    y_tr = _labels(train, label)
+    y_te = _labels(test, label)
+    _check_classes(y_tr, "the training side")
+    if y_te.isna().any():
+        raise InputError(f"{int(y_te.isna().sum())} test row(s) without a label")
+    both = pd.concat([train, test], ignore_index=True)
+    X, info = header_feature_matrix(both, columns, include_name_fields=include_name_fields)
+    Xtr, Xte = X.iloc[: len(train)], X.iloc[len(train):]
+    keep = [c for c in X.columns if Xtr[c].nunique(dropna=False) > 1]
+    dropped = dict(info["dropped"])
+    dropped.update({c: "constant on the training side" for c in X.columns if c not in keep})
+    cat = [info["categorical"][list(X.columns).index(c)] for c in keep]
+    ytr = y_tr.to_numpy(dtype=object).astype(str)
+    yte = y_te.to_numpy(dtype=object).astype(str)
+    classes = sorted(set(ytr) | set(yte))
+    if keep:
+        model = _model(seed, cat)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(Xtr[keep].to_numpy(np.float64), ytr)
+        pred = model.predict(Xte[keep].to_numpy(np.float64)).astype(str)
+        imp_parts = [permutation_importances(
+            model, Xte[keep].to_numpy(np.float64), yte, keep, repeats=importance_repeats,
+            seed=seed, max_rows=importance_max_rows)]
+        both_x = np.concatenate([Xtr[keep].to_numpy(np.float64), Xte[keep].to_numpy(np.float64)])
+        both_y = np.concatenate([ytr, yte])
+        single = single_field_accuracy(
+            both_x, both_y, keep, [(np.arange(len(ytr)), np.arange(len(ytr), len(both_y)))], seed)
+    else:
+        pred = np.full(len(yte), pd.Series(ytr).mode().iloc[0])
+        imp_parts = []
+        single = None
+    ba = bootstrap_balanced_accuracy(yte, pred, n_resamples=n_resamples, seed=seed)
+    return ProbeResult(
+        kind="cross split", balanced_accuracy=ba, chance=1.0 / len(classes), n_rows=len(yte),
+        classes=classes, class_support={c: int((yte == c).sum()) for c in classes},
+        importances=_importance_table(imp_parts),
+        predictions=_frame_out(test, yte, pred, np.full(len(yte), -1)), features=keep,
+        dropped=dropped,
+        params={"model": "HistGradientBoostingClassifier(class_weight='balanced')",
+                "fit": "training side", "scored": "query side", "seed": seed,
+                "importance": f"permutation, {importance_repeats} repeats, query rows "
+                f"(≤{importance_max_rows}), scoring balanced accuracy",
+                "include_name_fields": include_name_fields, "train_rows": len(ytr)},
+        single_field=single)

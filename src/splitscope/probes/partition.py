@@ -1,0 +1,270 @@
+"""Partition classifier (METHODS §4.4): can image content tell the training pool from the test
+set?
+
+Content features are computed from the scan's thumbnails (a 16×16 area-mean downsample of the
+S×S grayscale thumbnail plus a 32-bin intensity histogram), or supplied embeddings. A
+classifier (standardised logistic regression with balanced class weights by default) predicts
+*test vs train pool*; its out-of-fold probabilities give the AUC overall and within each class
+(train-pool rows of the class vs its test rows), each with a percentile-bootstrap interval over
+cases. Controls: the same cross-validation with the partition labels permuted (seeded; AUC
+should be ≈ 0.5), and the same classifier on an internal split of the reference side (a seeded
+random share of train vs the rest). The proxy A-distance is d_A = 2(1 − 2ε) with ε the balanced
+error of the out-of-fold predictions at probability 0.5 (negative when ε > 0.5, reported as is).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from splitscope.errors import InputError
+from splitscope.probes.stats import bootstrap_auc, single_threaded
+
+__all__ = ["PartitionResult", "content_features", "internal_split", "load_embeddings",
+           "partition_classifier", "proxy_a_distance"]
+
+
+def content_features(thumbs: np.ndarray, *, grid: int = 16, bins: int = 32) -> np.ndarray:
+    """Image-content features of (n, S, S) uint8 thumbnails: the ``grid``×``grid`` area-mean
+    downsample (values in [0, 1]) followed by a ``bins``-bin intensity histogram (shares).
+
+    S must be a multiple of ``grid`` (96 = 6·16); otherwise the thumbnail is cropped to the
+    largest multiple (a documented, centred crop).
+    """
+    t = np.asarray(thumbs)
+    if t.ndim != 3 or t.shape[1] != t.shape[2]:
+        raise InputError(f"thumbnails must be (n, S, S); got shape {t.shape}")
+    n, s, _ = t.shape
+    if s < grid:
+        raise InputError(f"thumbnail size {s} is smaller than the grid {grid}")
+    f = s // grid
+    off = (s - f * grid) // 2
+    core = t[:, off:off + f * grid, off:off + f * grid].astype(np.float32)
+    small = core.reshape(n, grid, f, grid, f).mean(axis=(2, 4)).reshape(n, -1) / 255.0
+    hist = np.zeros((n, bins), dtype=np.float32)
+    for start in range(0, n, 512):  # bounded memory: one bincount per block of thumbnails
+        block = t[start:start + 512].reshape(-1, s * s).astype(np.int64) * bins // 256
+        m = block.shape[0]
+        offs = (np.arange(m, dtype=np.int64) * bins)[:, None]
+        hist[start:start + m] = np.bincount((block + offs).ravel(),
+                                            minlength=m * bins).reshape(m, bins)
+    hist /= float(s * s)
+    return np.concatenate([small, hist], axis=1)
+
+
+def load_embeddings(source: str | Path | np.ndarray | pd.DataFrame, paths: pd.Series | None = None
+                    ) -> np.ndarray:
+    """Embeddings as an (n, d) float array aligned with ``paths``.
+
+    ``source`` is an (n, d) array (used as is, already aligned), or a Parquet/CSV file or a
+    DataFrame with a ``path`` column and either one list-valued column or numeric columns.
+    Paths not found are an InputError naming the first few.
+    """
+    if isinstance(source, np.ndarray):
+        arr = np.asarray(source, dtype=np.float32)
+        if arr.ndim != 2:
+            raise InputError(f"embeddings must be (n, d); got shape {arr.shape}")
+        if paths is not None and len(paths) != len(arr):
+            raise InputError(f"{len(arr)} embedding rows for {len(paths)} manifest rows")
+        return arr
+    if isinstance(source, pd.DataFrame):
+        table = source
+    else:
+        p = Path(source)
+        if not p.exists():
+            raise InputError(f"embeddings file not found: {p}")
+        table = pd.read_parquet(p) if p.suffix.lower() in {".parquet", ".pq"} else pd.read_csv(p)
+    if "path" not in table.columns:
+        raise InputError(f"embeddings table needs a `path` column; found: "
+                         f"{', '.join(map(str, table.columns))}")
+    rest = [c for c in table.columns if c != "path"]
+    if len(rest) == 1 and table[rest[0]].map(lambda v: hasattr(v, "__len__")).all():
+        mat = np.stack(table[rest[0]].map(np.asarray).to_list()).astype(np.float32)
+    else:
+        mat = table[rest].apply(pd.to_numeric, errors="coerce").to_numpy(np.float32)
+    if paths is None:
+        return mat
+    pos = pd.Index(table["path"].astype(str)).get_indexer(paths.astype(str))
+    if (pos < 0).any():
+        missing = paths.astype(str)[pos < 0].head(3).tolist()
+        raise InputError(f"{int((pos < 0).sum())} row(s) have no embedding, e.g. {missing}")
+    return mat[pos]
+
+
+def proxy_a_distance(y: np.ndarray, prob: np.ndarray, threshold: float = 0.5) -> tuple[float, float]:
+    """(d_A, ε): ε = balanced error of ``prob ≥ threshold`` against ``y``; d_A = 2(1 − 2ε)."""
+    y = np.asarray(y).astype(bool)
+    pred = np.asarray(prob) >= threshold
+    eps = 0.5 * (np.mean(pred[y] != y[y]) + np.mean(pred[~y] != y[~y]))
+    return float(2 * (1 - 2 * eps)), float(eps)
+
+
+@dataclass
+class PartitionResult:
+    """Out-of-fold partition classifier on one boundary or control.
+
+    ``auc`` (estimate, low, high, kind), ``auc_by_class`` (label, train_rows, test_rows, auc,
+    low, high), ``d_a`` and ``balanced_error``; ``scores`` one line per row (row, path, label,
+    is_test, prob_test, fold); ``control`` the shuffled-partition result (AUC and d_A) when run.
+    """
+
+    name: str
+    auc: dict[str, Any]
+    auc_by_class: pd.DataFrame
+    d_a: float
+    balanced_error: float
+    n_test: int
+    n_train: int
+    scores: pd.DataFrame
+    control: dict[str, Any] | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def _oof_prob(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None, *, folds: int, seed: int,
+              classifier: str) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    if classifier == "logistic":
+        def make():
+            return make_pipeline(StandardScaler(), LogisticRegression(
+                C=1.0, class_weight="balanced", max_iter=2000))
+    elif classifier == "hgb":
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        def make():
+            return HistGradientBoostingClassifier(random_state=seed, class_weight="balanced")
+    else:
+        raise InputError(f"classifier must be 'logistic' or 'hgb'; got {classifier!r}")
+    k = int(min(folds, y.sum(), (~y).sum()))
+    if k < 2:
+        raise InputError("each partition needs at least 2 rows for cross-validation")
+    if groups is not None:
+        cv = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
+        splits = cv.split(X, y, groups)
+    else:
+        splits = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(X, y)
+    prob = np.full(len(y), np.nan)
+    fold = np.full(len(y), -1, dtype=np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, (tr, te) in enumerate(splits):
+            if y[tr].all() or (~y[tr]).all():
+                continue  # a fold without both partitions cannot be fitted; left as NaN
+            model = make().fit(X[tr], y[tr])
+            prob[te] = model.predict_proba(X[te])[:, 1]
+            fold[te] = i
+    return prob, fold
+
+
+def partition_classifier(
+    features: np.ndarray,
+    is_test: np.ndarray,
+    *,
+    rows: pd.DataFrame | None = None,
+    groups: np.ndarray | None = None,
+    name: str = "test vs train pool",
+    folds: int = 5,
+    seed: int = 0,
+    n_resamples: int = 2000,
+    classifier: str = "logistic",
+    shuffled_control: bool = True,
+    threads: int | None = 1,
+) -> PartitionResult:
+    """Out-of-fold AUC of a classifier predicting ``is_test`` from ``features``.
+
+    Parameters
+    ----------
+    features : ndarray (n, d)
+        :func:`content_features` of the thumbnails, or embeddings.
+    is_test : ndarray of bool (n,)
+        True for query-side (test) rows, False for the reference side (train pool).
+    rows : DataFrame, optional
+        ``row``, ``path`` and ``label`` aligned with ``features`` (labels give per-class AUCs).
+    groups : ndarray, optional
+        Group keys (NA allowed: a group of one); folds are group-disjoint when given.
+    classifier : {"logistic", "hgb"}
+    shuffled_control : bool
+        Also run the identical procedure with ``is_test`` permuted (seeded).
+    threads : int or None
+        Bound on the OpenMP/BLAS pools during the fits (``None``: unchanged).
+
+    Returns
+    -------
+    PartitionResult
+    """
+    with single_threaded(threads):
+        return _partition(features, is_test, rows=rows, groups=groups, name=name, folds=folds,
+                          seed=seed, n_resamples=n_resamples, classifier=classifier,
+                          shuffled_control=shuffled_control)
+
+
+def _partition(features, is_test, *, rows, groups, name, folds, seed, n_resamples, classifier,
+               shuffled_control) -> PartitionResult:
+    X = np.asarray(features, dtype=np.float64)
+    y = np.asarray(is_test).astype(bool)
+    if X.ndim != 2 or len(X) != len(y):
+        raise InputError(f"features must be (n, d) aligned with is_test; got {X.shape} and {y.shape}")
+    if not np.isfinite(X).all():
+        raise InputError(f"{int((~np.isfinite(X)).any(axis=1).sum())} feature row(s) hold NaN/inf")
+    g = None
+    if groups is not None:
+        gs = pd.Series(groups, dtype="string")
+        if gs.notna().any():
+            gs = gs.fillna("\0row:" + pd.Series(np.arange(len(gs))).astype(str))
+            g = pd.factorize(gs)[0]
+    prob, fold = _oof_prob(X, y, g, folds=folds, seed=seed, classifier=classifier)
+    ok = np.isfinite(prob)
+    auc = bootstrap_auc(y[ok], prob[ok], n_resamples=n_resamples, seed=seed)
+    d_a, eps = proxy_a_distance(y[ok], prob[ok])
+    if rows is None:
+        rows = pd.DataFrame({"row": np.arange(len(y)), "path": pd.NA, "label": pd.NA})
+    labels = (rows["label"] if "label" in rows.columns else pd.Series(pd.NA, index=rows.index)
+              ).astype("string").fillna("<NA>").to_numpy(dtype=object).astype(str)
+    per = []
+    for lab in sorted(set(labels)):
+        m = (labels == lab) & ok
+        b = bootstrap_auc(y[m], prob[m], n_resamples=n_resamples, seed=seed)
+        per.append({"label": lab, "train_rows": int((~y[m]).sum()), "test_rows": int(y[m].sum()),
+                    "auc": b["estimate"], "low": b["low"], "high": b["high"]})
+    by_class = pd.DataFrame(per)
+    scores = pd.DataFrame({
+        "row": rows["row"].to_numpy(dtype=np.int64),
+        "path": rows["path"].astype("string").to_numpy() if "path" in rows else pd.NA,
+        "label": pd.array(labels, dtype="string"),
+        "is_test": y, "prob_test": prob, "fold": fold,
+    })
+    control = None
+    if shuffled_control:
+        rng = np.random.default_rng(seed)
+        y_perm = rng.permutation(y)
+        p2, _ = _oof_prob(X, y_perm, g, folds=folds, seed=seed, classifier=classifier)
+        ok2 = np.isfinite(p2)
+        c_auc = bootstrap_auc(y_perm[ok2], p2[ok2], n_resamples=n_resamples, seed=seed)
+        c_da, c_eps = proxy_a_distance(y_perm[ok2], p2[ok2])
+        control = {"name": "shuffled partition labels", "auc": c_auc, "d_a": c_da,
+                   "balanced_error": c_eps, "seed": seed}
+    return PartitionResult(
+        name=name, auc=auc, auc_by_class=by_class, d_a=d_a, balanced_error=eps,
+        n_test=int(y.sum()), n_train=int((~y).sum()), scores=scores, control=control,
+        params={"classifier": ("StandardScaler + LogisticRegression(class_weight='balanced')"
+                               if classifier == "logistic" else
+                               "HistGradientBoostingClassifier(class_weight='balanced')"),
+                "cv": ("StratifiedGroupKFold" if g is not None else "StratifiedKFold")
+                + f"({folds}, shuffle)", "seed": seed, "unscored_rows": int((~ok).sum())})
+
+
+def internal_split(n: int, share: float = 0.2, seed: int = 0) -> np.ndarray:
+    """A seeded random ``share`` of ``n`` reference rows marked True: the internal-split
+    control's pseudo test set."""
+    rng = np.random.default_rng(seed)
+    out = np.zeros(n, dtype=bool)
+    out[rng.choice(n, size=max(1, int(round(share * n))), replace=False)] = True
+    return out

@@ -1,0 +1,523 @@
+"""The identity and near-duplicate audit (METHODS §1, §2): one entry point over a scan.
+
+:func:`audit_duplicates` runs, for every boundary, the identity census (bytes, names, decoded
+pixels) and every near-duplicate predicate (hash rules, NCC with its counterpart rules,
+optionally the dihedral variants), attaches a negative control where one is given, and returns
+one :class:`~splitscope.records.AuditRecord` per predicate × boundary plus the row-keyed tables
+(contaminated rows per predicate, pair table, deduplicated splits, identity groups).
+
+Counting unit of every rate: *affected query row*; denominator: all query rows of the boundary.
+Query rows whose file could not be read (no digest, hash or thumbnail) are in the denominator
+and counted as not assessed (status ``partial``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from splitscope.boundary import Boundary, Population, boundary as make_boundary
+from splitscope.boundary import default_boundaries
+from splitscope.errors import InputError
+from splitscope.records import AuditRecord, LayerResult
+from splitscope.relations.controls import DEFAULT_CONTROL_BOUND, control_rate
+from splitscope.relations.hashes import DEFAULT_RADIUS
+from splitscope.relations.identity import (
+    IdentityCensus,
+    basename_matches,
+    identity_census,
+    pixel_identity,
+    rate_breakdown,
+    side,
+    within_copies,
+)
+from splitscope.relations.near_duplicate import (
+    DIHEDRAL_PREDICATES,
+    HASH_PREDICATES,
+    NCC_PREDICATES,
+    NearDuplicates,
+    near_duplicates,
+)
+from splitscope.relations.ncc import DEFAULT_TAU
+
+IDENTITY_PREDICATES = ("sha256", "basename", "pixel_sha256")
+#: predicates whose query rows a deduplicated split removes by default
+DEDUP_PREDICATES = ("sha256", "pixel_sha256", "ncc_nearest", "ncc_nearest_dihedral")
+
+_TITLES = {
+    "sha256": "Byte-identical copies (SHA-256, confirmed byte for byte)",
+    "basename": "Basename matches (filename only)",
+    "pixel_sha256": "Decoded-pixel identity with different bytes (re-encodes)",
+    "hash_screen": "Hash screen (min d_p ≤ k and min d_d ≤ k)",
+    "hash_joint": "Hash joint rule (one reference with d_p ≤ k and d_d ≤ k)",
+    "hash_sum": "Hash sum rule (one reference with d_p + d_d ≤ k)",
+    "hash_exact_phash": "Exact pHash (d_p = 0)",
+    "ncc_nearest": "NCC, nearest counterpart (max ρ ≥ τ)",
+    "ncc_first_candidate": "NCC, first exact-pHash candidate by path (ρ ≥ τ)",
+    "ncc_any_candidate": "NCC, any exact-pHash candidate (ρ ≥ τ)",
+}
+
+
+@dataclass
+class BoundaryRelations:
+    """Everything measured on one boundary: the identity census, basename and pixel identity,
+    and the near-duplicate predicates. ``flags`` has one row per query row and one boolean
+    column per predicate (``<NA>`` = not assessed)."""
+
+    boundary: Boundary
+    census: IdentityCensus
+    basenames: pd.DataFrame
+    pixels: pd.DataFrame | None
+    near: NearDuplicates
+    flags: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def predicates(self) -> list[str]:
+        return [p for p in (*IDENTITY_PREDICATES, *self.near.predicates()) if p in self.flags]
+
+
+def geometry_of(scan) -> dict:
+    """Thumbnail geometry of a scan: ``thumb_size``, ``interpolation``, ``mode``."""
+    params = getattr(scan, "params", None)
+    meta = getattr(scan, "meta", {}) or {}
+    out = {}
+    for key, default in (("thumb_size", 96), ("interpolation", "bicubic"), ("mode", "exact")):
+        value = getattr(params, key, None) if params is not None else None
+        if value is None:
+            value = meta.get(key, default)
+        out[key] = value
+    return out
+
+
+def resolve_boundaries(manifest: pd.DataFrame, boundaries=None) -> list[Boundary]:
+    """Boundaries from ``Boundary`` objects, ``(query, reference)`` selector pairs or
+    ``"query->reference"`` strings; default: the release's test → train and val → train, or,
+    when the release has no such splits, every row against itself (copies within the set)."""
+    if boundaries is None:
+        found = default_boundaries(manifest)
+        if found:
+            return found
+        everything = Population("*", np.sort(manifest["row"].to_numpy(np.int64)))
+        return [Boundary(everything, everything)]
+    if isinstance(boundaries, (Boundary, str, tuple)):
+        boundaries = [boundaries]
+    out = []
+    for b in boundaries:
+        if isinstance(b, Boundary):
+            out.append(b)
+        elif isinstance(b, tuple) and len(b) == 2:
+            out.append(make_boundary(manifest, b[0], b[1]))
+        elif isinstance(b, str) and ("->" in b or "→" in b):
+            qsel, rsel = re.split(r"->|→", b, maxsplit=1)
+            out.append(make_boundary(manifest, qsel.strip(), rsel.strip()))
+        else:
+            raise InputError(f"cannot read boundary {b!r}; use 'test->train', a (query, "
+                             "reference) pair of selectors, or a Boundary")
+    if not out:
+        raise InputError("no boundary given")
+    return out
+
+
+def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
+                       tau: float = DEFAULT_TAU, radius: int = DEFAULT_RADIUS,
+                       geometry: dict | None = None, dihedral: bool = False,
+                       confirm: bool = True, ssim: bool = True,
+                       workers: int | None = None) -> BoundaryRelations:
+    """Identity and near-duplicate relations of one boundary (see module docstring)."""
+    census = identity_census(rows, boundary, confirm=confirm)
+    names = basename_matches(rows, boundary)
+    pixels = pixel_identity(rows, boundary) if "pixel_sha256" in rows.columns else None
+    near = near_duplicates(rows, thumbs, boundary, tau=tau, radius=radius, geometry=geometry,
+                           dihedral=dihedral, ssim=ssim, workers=workers)
+    q = side(rows, boundary.query)
+    flags = pd.DataFrame({"row": q["row"].to_numpy(np.int64)})
+    has_digest = q["sha256"].notna().to_numpy()
+    for name, hit_rows in (("sha256", census.affected["row"]),
+                           ("basename", names.loc[names["basename_match"], "row"]),
+                           ("pixel_sha256", pixels["row"] if pixels is not None else None)):
+        if hit_rows is None:
+            continue
+        col = pd.array(flags["row"].isin(set(hit_rows)).to_numpy(), dtype="boolean")
+        if name == "sha256":
+            col[~has_digest] = pd.NA
+        if name == "pixel_sha256":
+            col[~q["pixel_sha256"].notna().to_numpy()] = pd.NA
+        flags[name] = col
+    for p in near.predicates():
+        flags[p] = near.flags[p].to_numpy()
+    return BoundaryRelations(boundary, census, names, pixels, near, flags)
+
+
+def _slug(boundary: Boundary) -> str:
+    names = [("all" if n.strip() == "*" else n) for n in (boundary.query.name,
+                                                           boundary.reference.name)]
+    text = "--".join(names)
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "all"
+
+
+def _control_boundary(control, scan) -> tuple[object, Boundary] | None:
+    """(scan, boundary) of a control given as a Scan, a Boundary on ``scan``, or a pair."""
+    if control is None:
+        return None
+    if isinstance(control, Boundary):
+        return scan, control
+    if isinstance(control, tuple) and len(control) == 2:
+        cscan, cb = control
+        return cscan, resolve_boundaries(cscan.manifest, cb)[0]
+    if hasattr(control, "rows") and hasattr(control, "manifest"):
+        return control, resolve_boundaries(control.manifest, None)[0]
+    raise InputError("control must be a Scan, a Boundary on the audited scan, or (scan, "
+                     "boundary)")
+
+
+def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAULT_TAU,
+                     radius: int = DEFAULT_RADIUS, dihedral: bool = False,
+                     out_dir: str | Path | None = None,
+                     control_bound: float = DEFAULT_CONTROL_BOUND, confirm: bool = True,
+                     ssim: bool = True, workers: int | None = None,
+                     dedup_predicates=DEDUP_PREDICATES, transform_sample: int = 0,
+                     seed: int = 0) -> LayerResult:
+    """Identity and near-duplicate audit of a scan (METHODS §1, §2).
+
+    Parameters
+    ----------
+    scan : Scan
+        From :func:`splitscope.features.scan.scan` (``rows()``, ``thumbs()``, ``params``).
+    boundaries : list, optional
+        ``Boundary`` objects, ``(query, reference)`` selector pairs or ``"test->train"``
+        strings (see :func:`resolve_boundaries`; default test → train, val → train).
+    control : Scan, Boundary or (Scan, boundary), optional
+        Negative control (METHODS §2.5): each predicate also runs on the control boundary and
+        its flag rate is recorded beside the audited one; ``unreliable`` when it exceeds
+        ``control_bound``.
+    tau : float
+        NCC threshold (the sweep 0.90 … 0.999 is always reported).
+    radius : int
+        Hash radius k.
+    dihedral : bool
+        Also match against the eight dihedral variants (METHODS §2.8).
+    out_dir : path-like, optional
+        Write the exports (see :func:`splitscope.relations.exports.write_exports`).
+    control_bound : float
+        Control flag rate above which a predicate is marked unreliable (default 1%).
+    confirm : bool
+        Confirm every crossing SHA-256 group byte for byte.
+    dedup_predicates : sequence of str
+        Predicates whose flagged query rows the deduplicated splits remove.
+    transform_sample : int
+        When > 0, transform sensitivity (METHODS §2.7) on this many reference-side images
+        drawn with ``seed``.
+
+    Returns
+    -------
+    LayerResult
+        Records (layer ``identity`` or ``near_duplicate``) and tables ``contaminated``,
+        ``pairs``, ``dedup_splits``, ``identity_groups``, ``within_copies``, ``query_flags``;
+        ``containment`` (cross-corpus boundaries: every query row, ``kept`` = in the cleaned
+        external set), ``comparison_pairs`` and ``transform_sensitivity`` when measured.
+    """
+    rows = scan.rows()
+    geometry = geometry_of(scan)
+    bounds = resolve_boundaries(scan.manifest, boundaries)
+    if not 0 < float(tau) <= 1:
+        raise InputError(f"tau must be in (0, 1]; got {tau}")
+    relations = [boundary_relations(rows, scan.thumbs, b, tau=tau, radius=radius,
+                                    geometry=geometry, dihedral=dihedral, confirm=confirm,
+                                    ssim=ssim, workers=workers) for b in bounds]
+    control_info = None
+    cb = _control_boundary(control, scan)
+    if cb is not None:
+        cscan, cbound = cb
+        crel = boundary_relations(cscan.rows(), cscan.thumbs, cbound, tau=tau, radius=radius,
+                                  geometry=geometry_of(cscan), dihedral=dihedral,
+                                  confirm=confirm, ssim=False, workers=workers)
+        control_info = {"boundary": cbound.to_dict(),
+                        "corpus": sorted(set(cscan.manifest["corpus"].dropna().astype(str))),
+                        "geometry": geometry_of(cscan),
+                        "rates": {p: control_rate(crel.flags[p], bound=control_bound)
+                                  for p in crel.predicates()}}
+    records: list[AuditRecord] = []
+    for rel in relations:
+        records.extend(_records(rel, rows, tau, radius, geometry, control_info))
+    within_tables = []
+    for split in _splits(rows):
+        pop = Population(split, np.sort(rows.loc[rows["split"].astype("string") == split, "row"]
+                                        .to_numpy(np.int64))) if split != "*" else \
+            Population("*", np.sort(rows["row"].to_numpy(np.int64)))
+        copies = within_copies(rows, pop)
+        copies.insert(0, "population", split)
+        within_tables.append(copies)
+        records.append(_within_record(copies, pop))
+    within_all = pd.concat(within_tables, ignore_index=True) if within_tables else pd.DataFrame()
+    comparison_tables = []
+    for rel in relations:
+        recs, table = _comparison_records(rel, rows, scan.thumbs, tau, geometry, seed)
+        records.extend(recs)
+        if table is not None:
+            comparison_tables.append(table)
+    transform_table = None
+    if transform_sample and transform_sample > 0:
+        recs, transform_table = _transform_records(rows, bounds, transform_sample, seed, tau,
+                                                   radius, geometry)
+        records.extend(recs)
+    from splitscope.relations.containment import cleaned_external, containment_records
+    containment_tables = []
+    for rel in relations:
+        recs = containment_records(rel, rows, tau)
+        records.extend(recs)
+        if recs:
+            containment_tables.append(cleaned_external(rel, rows))
+    from splitscope.relations.exports import (
+        contaminated_table,
+        dedup_splits,
+        identity_group_table,
+        pair_table,
+        query_flags_table,
+    )
+    tables = {
+        "contaminated": contaminated_table(relations, rows),
+        "pairs": pair_table(relations),
+        "dedup_splits": dedup_splits(rows, relations, within_all, dedup_predicates),
+        "identity_groups": identity_group_table(relations),
+        "within_copies": within_all,
+        "query_flags": query_flags_table(relations, rows),
+    }
+    if containment_tables:
+        tables["containment"] = pd.concat(containment_tables, ignore_index=True)
+    if comparison_tables:
+        tables["comparison_pairs"] = pd.concat(comparison_tables, ignore_index=True)
+    if transform_table is not None:
+        tables["transform_sensitivity"] = transform_table
+    result = LayerResult(records, tables)
+    if out_dir is not None:
+        from splitscope.relations.exports import write_exports
+        write_exports(result, out_dir)
+    return result
+
+
+def _splits(rows: pd.DataFrame) -> list[str]:
+    splits = sorted(rows["split"].dropna().astype(str).unique().tolist())
+    return splits or ["*"]
+
+
+def _within_record(copies: pd.DataFrame, pop: Population) -> AuditRecord:
+    n_rows = int(copies["n_rows"].sum()) if len(copies) else 0
+    excess = n_rows - len(copies)
+    b = Boundary(pop, pop)
+    conflicting = int((copies["label_relation"] == "conflicting").sum()) if len(copies) else 0
+    return AuditRecord(
+        id=f"identity.within_copies.{_slug(b)}",
+        layer="identity",
+        title=f"Byte-identical copies within {pop.name}",
+        boundary=b.to_dict(),
+        predicate={"name": "sha256_within", "params": {}},
+        unit="affected row",
+        numerator=n_rows,
+        denominator=pop.size,
+        scope=f"rows of {pop.name} sharing their bytes with another row of {pop.name}",
+        conclusion=(f"{len(copies)} identity group(s) hold {n_rows} rows; {excess} row(s) are "
+                    f"extra copies; {conflicting} group(s) carry conflicting labels")
+        if len(copies) else "no byte-identical copies inside the population",
+        details={"groups": int(len(copies)), "extra_copies": excess,
+                 "label_conflicting_groups": conflicting},
+    )
+
+
+def _breakdowns(q: pd.DataFrame, hit_rows) -> dict:
+    out = {}
+    for by in ("source", "label"):
+        if by in q.columns and q[by].notna().any():
+            out[f"by_{by}"] = rate_breakdown(q, hit_rows, by).to_dict("records")
+    return out
+
+
+def _records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, radius: int,
+             geometry: dict, control_info: dict | None) -> list[AuditRecord]:
+    b = rel.boundary
+    q = side(rows, b.query)
+    n_query = len(q)
+    class_support = {str(k): int(v) for k, v in
+                     q["label"].astype("string").fillna("<NA>").value_counts().sort_index()
+                     .items()}
+    out = []
+    for pred in rel.predicates():
+        flags = rel.flags[pred]
+        hit = flags.fillna(False).to_numpy(bool)
+        assessed = int(flags.notna().sum())
+        hit_rows = rel.flags.loc[hit, "row"].to_numpy(np.int64)
+        layer = "identity" if pred in IDENTITY_PREDICATES else "near_duplicate"
+        params = _params(pred, tau, radius, geometry)
+        details = _breakdowns(q, hit_rows)
+        details["not_assessed"] = n_query - assessed
+        if pred == "sha256":
+            c = rel.census
+            g = c.groups
+            details.update({
+                "identity_groups": int(len(g)),
+                "renamed_groups": int(g["renamed"].sum()) if len(g) else 0,
+                "label_disjoint_groups": int((g["label_relation"].isin(
+                    ["disjoint", "conflicting"])).sum()) if len(g) else 0,
+                "label_intersecting_groups": int((g["label_relation"].isin(
+                    ["intersecting", "consistent"])).sum()) if len(g) else 0,
+                "renamed_rows": int(c.affected["renamed"].sum()) if len(c.affected) else 0,
+                "confirmation": c.confirmation,
+            })
+        if pred == "basename":
+            rel_counts = rel.basenames["relation"].value_counts().to_dict()
+            details["relation_counts"] = {str(k): int(v) for k, v in rel_counts.items()}
+        if pred == "ncc_nearest":
+            details["sweep"] = rel.near.sweep.to_dict("records")
+            fl = rel.near.flags["flat"]
+            details["flat_query_rows"] = int(fl.fillna(False).astype(bool).sum())
+        if pred.endswith("_dihedral"):
+            only = rel.near.flags.get(f"{pred}_only")
+            details["dihedral_only_rows"] = int(np.asarray(only, bool).sum()) \
+                if only is not None else None
+            var = rel.near.flags.get(f"{pred}_variant")
+            if var is not None:
+                vc = pd.Series(var)[hit].value_counts().to_dict()
+                details["variants"] = {str(k): int(v) for k, v in vc.items() if k}
+        if rel.near.notes:
+            details["notes"] = dict(rel.near.notes)
+        conclusion = (f"{int(hit.sum())} of {n_query} query rows ({hit.sum() / n_query:.2%}) "
+                      f"have a counterpart under {pred}" if n_query else "no query rows")
+        if control_info is not None:
+            crate = control_info["rates"].get(pred)
+            details["control"] = {"boundary": control_info["boundary"],
+                                  "corpus": control_info["corpus"], **(crate or {})} \
+                if crate else {"status": "not assessed on the control"}
+            if crate and crate["unreliable"]:
+                conclusion += (f"; UNRELIABLE for this modality: it flags {crate['rate']:.2%} of "
+                               f"the clean control (bound {crate['bound']:.0%})")
+        status, reason = "completed", None
+        if assessed == 0:
+            status, reason = "not assessed", "no query row could be assessed (unreadable files " \
+                                             "or no reference)"
+        elif assessed < n_query:
+            status, reason = "partial", f"{n_query - assessed} query row(s) not assessed"
+        out.append(AuditRecord(
+            id=f"{layer}.{pred}.{_slug(b)}",
+            layer=layer,
+            title=_TITLES.get(pred, pred.replace("_", " ")),
+            boundary=b.to_dict(),
+            predicate={"name": pred, "params": params},
+            unit="affected query row",
+            numerator=int(hit.sum()),
+            denominator=n_query,
+            coverage={"assessed": assessed, "total": n_query},
+            class_support=class_support,
+            scope=f"query rows of {b.query.name} with a counterpart in {b.reference.name}",
+            conclusion=conclusion,
+            unresolved=None if layer == "identity" else
+            "a near-duplicate predicate describes similarity, not the cause; see the control "
+            "rate and the transform sensitivity",
+            status=status,
+            reason=reason,
+            details=details,
+        ))
+    return out
+
+
+def _params(pred: str, tau: float, radius: int, geometry: dict) -> dict:
+    if pred in IDENTITY_PREDICATES:
+        return {}
+    base = pred[: -len("_dihedral")] if pred.endswith("_dihedral") else pred
+    params: dict = {"dihedral": pred.endswith("_dihedral")}
+    if base.startswith("hash_"):
+        params.update({"rule": base[len("hash_"):], "radius": radius, "hash_size": 8,
+                       "hashes": "imagehash phash/dhash"})
+    else:
+        params.update({"tau": tau, "counterpart_rule": base[len("ncc_"):], **geometry})
+        if base in ("ncc_first_candidate", "ncc_any_candidate"):
+            params["screen"] = "exact_phash"
+    return params
+
+
+def _comparison_records(rel: BoundaryRelations, rows: pd.DataFrame, thumbs, tau: float,
+                        geometry: dict, seed: int) -> tuple[list[AuditRecord], pd.DataFrame | None]:
+    """Same-modality comparison pairs (METHODS §2.6) for NCC-flagged pairs inside groups with
+    frame indices; nothing when the release has no groups or frames."""
+    from splitscope.relations.controls import comparison_pairs, median_difference
+    from splitscope.relations.ncc import pair_rho
+    from splitscope.relations.ssim import ssim_pairs
+
+    if "group" not in rows or "frame" not in rows:
+        return [], None
+    q = side(rows, rel.boundary.query)
+    if not (q["group"].notna() & q["frame"].notna()).any():
+        return [], None
+    pairs = rel.near.pairs
+    flagged = pairs[pairs["rules"].astype(str).str.contains("ncc") & (pairs["variant"] ==
+                                                                      "identity")]
+    table = comparison_pairs(rows, flagged)
+    if "thumb_index" in rows:
+        has = rows.set_index("row")["thumb_index"]
+        ok = (has.reindex(table["query_row"]).to_numpy() >= 0) & \
+             (has.reindex(table["reference_row"]).to_numpy() >= 0)
+        table = table[ok].reset_index(drop=True)
+    if len(table):
+        a = np.asarray(thumbs(table["query_row"].to_numpy(np.int64)))
+        b = np.asarray(thumbs(table["reference_row"].to_numpy(np.int64)))
+        idx = np.arange(len(table))
+        table["rho"] = pair_rho(a, b, idx, idx)
+        table["ssim"] = ssim_pairs(a, b)
+    else:
+        table["rho"] = pd.Series(dtype=float)
+        table["ssim"] = pd.Series(dtype=float)
+    table.insert(0, "boundary", rel.boundary.name)
+    results = {f"{m}_{c}": median_difference(table, measure=m, control=c, seed=seed)
+               for m in ("rho", "ssim") for c in ("adjacent", "distant")}
+    main = results["ssim_adjacent"]
+    status = "completed" if main["status"] == "completed" else "not assessed"
+    rec = AuditRecord(
+        id=f"near_duplicate.comparison_pairs.{_slug(rel.boundary)}",
+        layer="near_duplicate",
+        title="Flagged pairs vs same-group comparison pairs (adjacent and distant frames)",
+        boundary=rel.boundary.to_dict(),
+        predicate={"name": "comparison_pairs", "params": {"tau": tau, "distant_gap": 500,
+                                                          **geometry}},
+        unit="pair",
+        numerator=int((table["kind"] == "flagged").sum()) if len(table) else 0,
+        denominator=None,
+        status=status,
+        reason=None if status == "completed" else main.get("reason"),
+        conclusion=(f"median SSIM of flagged pairs minus adjacent controls: "
+                    f"{main['difference']:.3f}") if main["status"] == "completed" else None,
+        details={"contrasts": results},
+    )
+    return [rec], table
+
+
+def _transform_records(rows: pd.DataFrame, bounds, n: int, seed: int, tau: float, radius: int,
+                       geometry: dict) -> tuple[list[AuditRecord], pd.DataFrame]:
+    """Transform sensitivity (METHODS §2.7) on a seeded sample of reference-side images."""
+    from splitscope.relations.transforms import transform_sensitivity
+
+    ref_rows = np.unique(np.concatenate([b.reference.rows for b in bounds]))
+    sub = rows[rows["row"].isin(ref_rows)]
+    if "status" in sub:
+        sub = sub[sub["status"].astype("string") == "ok"]
+    files = sub["file"].dropna().astype(str).tolist()
+    summary, _ = transform_sensitivity(files, n=n, seed=seed, tau=tau, radius=radius,
+                                       thumb_size=int(geometry.get("thumb_size", 96)),
+                                       interpolation=str(geometry.get("interpolation",
+                                                                      "bicubic")))
+    recs = []
+    for pred, part in summary.groupby("predicate", sort=False):
+        rates = {r["transform"]: {"passed": int(r["passed"]), "assessed": int(r["assessed"]),
+                                  "pass_rate": r["pass_rate"]} for _, r in part.iterrows()}
+        recs.append(AuditRecord(
+            id=f"near_duplicate.transform_sensitivity.{pred}",
+            layer="near_duplicate",
+            title=f"Transform sensitivity of {pred}",
+            predicate={"name": pred, "params": _params(pred, tau, radius, geometry)},
+            unit="transformed image",
+            scope="a seeded sample of reference-side images; describes the tested transforms, "
+                  "not recall",
+            details={"pass_rates": rates, "sample": summary.attrs.get("sample"),
+                     "skipped": summary.attrs.get("skipped")},
+        ))
+    return recs, summary

@@ -1,0 +1,136 @@
+"""Controls for near-duplicate predicates.
+
+*Negative control* (METHODS §2.5): the same predicate on a boundary known to be clean (another
+corpus, or a clean corpus's own train/test). Its flag rate is reported beside the audited rate;
+a predicate whose control rate exceeds a stated bound is marked unreliable for that modality
+(coarse gradient hashes collide on radiographs that share one global layout).
+
+*Same-modality comparison pairs* (METHODS §2.6): for flagged pairs inside groups (videos,
+patients) with frame indices, *adjacent* controls (same group, not flagged, smallest frame gap)
+and *distant* controls (same group, gap >= 500); the median similarity of flagged pairs minus
+that of the controls, with a 95% percentile interval from resampling groups jointly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from splitscope.errors import InputError
+
+DEFAULT_CONTROL_BOUND = 0.01  # a predicate flagging > 1% of a clean control is unreliable
+DISTANT_GAP = 500
+
+
+def control_rate(flags, *, bound: float = DEFAULT_CONTROL_BOUND) -> dict:
+    """Flag rate of a predicate on a control boundary.
+
+    Parameters
+    ----------
+    flags : array-like of bool or <NA>
+        One entry per control query row; <NA> = not assessed (excluded from the rate, counted).
+    bound : float
+        The predicate is ``unreliable`` when the control rate exceeds it.
+
+    Returns
+    -------
+    dict ``numerator, denominator, not_assessed, rate, bound, unreliable``
+    """
+    s = pd.array(flags, dtype="boolean")
+    assessed = ~np.asarray(pd.isna(s))
+    num = int(np.asarray(s.fillna(False), dtype=bool).sum())
+    den = int(assessed.sum())
+    rate = num / den if den else float("nan")
+    return {"unit": "affected query row", "numerator": num, "denominator": den,
+            "not_assessed": int((~assessed).sum()), "rate": rate, "bound": float(bound),
+            "unreliable": bool(den and rate > bound)}
+
+
+def comparison_pairs(rows: pd.DataFrame, flagged: pd.DataFrame, *,
+                     distant_gap: int = DISTANT_GAP) -> pd.DataFrame:
+    """Adjacent and distant control pairs for flagged pairs inside groups.
+
+    Parameters
+    ----------
+    rows : DataFrame with ``row, group, frame``
+    flagged : DataFrame with ``query_row, reference_row`` (the flagged pairs)
+    distant_gap : int
+        Minimum frame gap of a *distant* control.
+
+    Returns
+    -------
+    DataFrame ``query_row, reference_row, group, gap, kind`` with kind ``flagged``, ``adjacent``
+    (per flagged query: the same group's unflagged reference row with the smallest frame gap,
+    lowest row on ties) or ``distant`` (the smallest gap >= ``distant_gap``). Flagged pairs whose
+    query has no group or frame are left out (they cannot have controls).
+    """
+    for col in ("row", "group", "frame"):
+        if col not in rows.columns:
+            raise InputError(f"comparison pairs need column {col!r} in the row table")
+    meta = rows[["row", "group", "frame"]].dropna().copy()
+    meta["frame"] = meta["frame"].astype("int64")
+    meta["group"] = meta["group"].astype(str)
+    f = flagged[["query_row", "reference_row"]].merge(
+        meta.rename(columns={"row": "query_row", "group": "group", "frame": "qf"}), on="query_row")
+    f = f.merge(meta.rename(columns={"row": "reference_row", "group": "rgroup", "frame": "rf"}),
+                on="reference_row", how="left")
+    f = f[f["rgroup"] == f["group"]]
+    out = [pd.DataFrame({"query_row": f["query_row"], "reference_row": f["reference_row"],
+                         "group": f["group"], "gap": (f["qf"] - f["rf"]).abs(),
+                         "kind": "flagged"})]
+    flagged_set = set(zip(flagged["query_row"], flagged["reference_row"]))
+    q_rows = f.drop_duplicates("query_row")[["query_row", "group", "qf"]]
+    cand = q_rows.merge(meta.rename(columns={"row": "reference_row", "frame": "rf"}), on="group")
+    cand = cand[cand["reference_row"] != cand["query_row"]]
+    is_flagged = [(a, b) in flagged_set for a, b in zip(cand["query_row"], cand["reference_row"])]
+    flagged_refs = set(flagged["reference_row"]) | set(flagged["query_row"])
+    cand = cand[~np.asarray(is_flagged, bool) & ~cand["reference_row"].isin(flagged_refs)]
+    cand = cand.assign(gap=(cand["qf"] - cand["rf"]).abs())
+    for kind, sub in (("adjacent", cand[cand["gap"] > 0]),
+                      ("distant", cand[cand["gap"] >= distant_gap])):
+        pick = sub.sort_values(["query_row", "gap", "reference_row"], kind="stable") \
+            .drop_duplicates("query_row")
+        out.append(pd.DataFrame({"query_row": pick["query_row"],
+                                 "reference_row": pick["reference_row"],
+                                 "group": pick["group"], "gap": pick["gap"], "kind": kind}))
+    return pd.concat(out, ignore_index=True).reset_index(drop=True)
+
+
+def median_difference(values: pd.DataFrame, *, measure: str, control: str, n_boot: int = 2000,
+                      seed: int = 0) -> dict:
+    """Median ``measure`` of flagged pairs minus that of ``control`` pairs, with a 95%
+    percentile interval from resampling groups jointly (whole groups with replacement, both
+    arms from the same resampled groups).
+
+    ``values``: DataFrame ``group, kind, <measure>`` (from :func:`comparison_pairs` plus a
+    similarity column).
+    """
+    sub = values[values["kind"].isin(["flagged", control])].dropna(subset=[measure])
+    fl = sub[sub["kind"] == "flagged"]
+    co = sub[sub["kind"] == control]
+    if fl.empty or co.empty:
+        return {"measure": measure, "control": control, "difference": None,
+                "n_flagged": len(fl), "n_control": len(co), "interval": None,
+                "status": "not assessed",
+                "reason": "no flagged pairs" if fl.empty else f"no {control} control pairs"}
+    diff = float(np.median(fl[measure]) - np.median(co[measure]))
+    groups = np.array(sorted(sub["group"].unique()))
+    rng = np.random.default_rng(seed)
+    by_group = {g: (part.loc[part["kind"] == "flagged", measure].to_numpy(),
+                    part.loc[part["kind"] == control, measure].to_numpy())
+                for g, part in sub.groupby("group")}
+    boots = []
+    for _ in range(n_boot):
+        pick = groups[rng.integers(0, groups.size, groups.size)]
+        a = np.concatenate([by_group[g][0] for g in pick])
+        b = np.concatenate([by_group[g][1] for g in pick])
+        if a.size and b.size:
+            boots.append(np.median(a) - np.median(b))
+    lo, hi = (np.percentile(boots, [2.5, 97.5]).tolist() if boots else (None, None))
+    return {"measure": measure, "control": control, "difference": diff,
+            "median_flagged": float(np.median(fl[measure])),
+            "median_control": float(np.median(co[measure])),
+            "n_flagged": int(len(fl)), "n_control": int(len(co)), "groups": int(groups.size),
+            "interval": {"kind": f"percentile, {len(boots)} group resamples (seed {seed})",
+                         "level": 0.95, "low": lo, "high": hi},
+            "status": "completed"}

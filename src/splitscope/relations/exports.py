@@ -1,0 +1,217 @@
+"""Exports of the identity and near-duplicate layer (METHODS §6.3), keyed by the manifest's
+``row`` (plus ``path``).
+
+- ``contaminated``: one line per (boundary, predicate, flagged query row) with its counterpart;
+- ``pairs``: the pair table with every measurement (d_p, d_d, ρ, SSIM, rules, counterpart rule,
+  variant, geometry);
+- ``dedup_splits``: every manifest row, ``kept`` or removed, and why;
+- ``identity_groups``, ``within_copies``, ``query_flags``.
+
+:func:`write_exports` writes them as CSV (the pair table also as Parquet), one contaminated list
+per predicate and boundary, kept/removed lists per split, and ``outputs.json`` naming every file
+with its SHA-256 so a released audit can be verified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+_MEASURE = {
+    "hash_screen": "d_p_min", "hash_joint": "d_joint_min", "hash_sum": "d_sum_min",
+    "hash_exact_phash": "d_p_min", "ncc_nearest": "ncc_best_rho",
+    "ncc_first_candidate": "ncc_first_candidate_rho",
+    "ncc_any_candidate": "ncc_any_candidate_rho",
+    "ncc_nearest_dihedral": "ncc_best_rho_dihedral",
+}
+
+
+def contaminated_table(relations, rows: pd.DataFrame) -> pd.DataFrame:
+    """Long table of flagged query rows: ``boundary, predicate, row, path, split, label,
+    source, counterpart_row, counterpart_path, measure, value, variant``."""
+    by_row = rows.set_index("row")
+    parts = []
+    for rel in relations:
+        near = rel.near.flags.set_index("row")
+        for pred in rel.predicates():
+            hit = rel.flags[pred].fillna(False).to_numpy(bool)
+            r = rel.flags.loc[hit, "row"].to_numpy(np.int64)
+            if r.size == 0:
+                continue
+            if pred == "sha256":
+                cp = rel.census.affected.set_index("row")["counterpart_row"].reindex(r)
+                value = pd.Series([np.nan] * r.size)
+            elif pred == "pixel_sha256":
+                cp = rel.pixels.set_index("row")["counterpart_row"].reindex(r)
+                value = pd.Series([np.nan] * r.size)
+            elif pred == "basename":
+                ref = by_row.loc[by_row.index.isin(rel.boundary.reference.rows)]
+                first = (ref.reset_index().sort_values("row")
+                         .drop_duplicates("basename").set_index("basename")["row"])
+                names = by_row["basename"].reindex(r)
+                if rel.boundary.within:
+                    cp = pd.Series([np.nan] * r.size)
+                else:
+                    cp = first.reindex(names.to_numpy())
+                value = pd.Series([np.nan] * r.size)
+            else:
+                cp = near[f"{pred}_counterpart"].reindex(r) if f"{pred}_counterpart" in near \
+                    else pd.Series([np.nan] * r.size)
+                m = _MEASURE.get(pred)
+                value = near[m].reindex(r) if m and m in near else pd.Series([np.nan] * r.size)
+            cpv = pd.to_numeric(pd.Series(np.asarray(cp, dtype=object)),
+                                errors="coerce").to_numpy()
+            cpv = np.where(np.isfinite(cpv) & (cpv >= 0), cpv, np.nan)
+            variant = near[f"{pred}_variant"].reindex(r).to_numpy() \
+                if f"{pred}_variant" in near else np.full(r.size, "identity", object)
+            parts.append(pd.DataFrame({
+                "boundary": rel.boundary.name, "predicate": pred, "row": r,
+                "path": by_row["path"].reindex(r).to_numpy(),
+                "split": by_row["split"].reindex(r).to_numpy(),
+                "label": by_row["label"].reindex(r).to_numpy(),
+                "source": by_row["source"].reindex(r).to_numpy(),
+                "counterpart_row": pd.array([pd.NA if np.isnan(v) else int(v) for v in cpv],
+                                            dtype="Int64"),
+                "counterpart_path": by_row["path"].reindex(
+                    np.where(np.isnan(cpv), -1, cpv).astype(np.int64)).to_numpy(),
+                "measure": _MEASURE.get(pred, ""),
+                "value": pd.to_numeric(pd.Series(np.asarray(value, dtype=object)),
+                                       errors="coerce").to_numpy(np.float64),
+                "variant": variant,
+            }))
+    cols = ["boundary", "predicate", "row", "path", "split", "label", "source",
+            "counterpart_row", "counterpart_path", "measure", "value", "variant"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(parts, ignore_index=True)[cols]
+
+
+def pair_table(relations) -> pd.DataFrame:
+    """All boundaries' pair tables, one after another."""
+    parts = [rel.near.pairs for rel in relations if len(rel.near.pairs)]
+    if not parts:
+        return relations[0].near.pairs.iloc[0:0] if relations else pd.DataFrame()
+    out = pd.concat(parts, ignore_index=True)
+    return out.rename(columns={"query_row": "row", "query_path": "path"})
+
+
+def query_flags_table(relations, rows: pd.DataFrame) -> pd.DataFrame:
+    """Per boundary and query row: one column per predicate (``<NA>`` = not assessed)."""
+    parts = []
+    for rel in relations:
+        f = rel.flags.copy()
+        extra = [c for c in rel.near.flags.columns if c not in f.columns and c != "path"]
+        f = f.merge(rel.near.flags[["row", *extra]], on="row", how="left")
+        aff = rel.census.affected
+        if len(aff):
+            f = f.merge(aff[["row", "counterpart_row"]].rename(
+                columns={"counterpart_row": "sha256_counterpart"}), on="row", how="left")
+        f.insert(0, "boundary", rel.boundary.name)
+        f.insert(2, "path", rows.set_index("row")["path"].reindex(f["row"]).to_numpy())
+        parts.append(f)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def identity_group_table(relations) -> pd.DataFrame:
+    """Crossing SHA-256 groups of every boundary."""
+    parts = []
+    for rel in relations:
+        g = rel.census.groups.copy()
+        g.insert(0, "boundary", rel.boundary.name)
+        parts.append(g)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def dedup_splits(rows: pd.DataFrame, relations, within: pd.DataFrame,
+                 predicates) -> pd.DataFrame:
+    """Every manifest row with ``kept`` and, when removed, ``removed_by`` (why).
+
+    A query row is removed when a predicate in ``predicates`` flags it on any boundary
+    (``<predicate> (<boundary>) ~ row <counterpart>``); inside one split, every byte-identical
+    copy after the first row of its group is removed (``sha256_within``). Reference rows are
+    kept unless they are such a within-split copy.
+    """
+    reasons: dict[int, list[str]] = {}
+    for rel in relations:
+        near = rel.near.flags.set_index("row")
+        for pred in predicates:
+            if pred not in rel.flags:
+                continue
+            hit = rel.flags[pred].fillna(False).to_numpy(bool)
+            for r in rel.flags.loc[hit, "row"].to_numpy(np.int64):
+                if pred == "sha256":
+                    cp = rel.census.affected.set_index("row")["counterpart_row"].get(r)
+                elif pred == "pixel_sha256":
+                    cp = rel.pixels.set_index("row")["counterpart_row"].get(r)
+                else:
+                    cp = near[f"{pred}_counterpart"].get(r) if f"{pred}_counterpart" in near \
+                        else None
+                reasons.setdefault(int(r), []).append(
+                    f"{pred} ({rel.boundary.name}) ~ row {cp}")
+    if within is not None and len(within):
+        for _, g in within.iterrows():
+            members = [int(x) for x in str(g["rows"]).split()]
+            for r in members[1:]:
+                reasons.setdefault(r, []).append(
+                    f"sha256_within ({g['population']}) ~ row {members[0]}")
+    out = rows[["row", "path", "split", "label"]].copy()
+    out["kept"] = ~out["row"].isin(list(reasons))
+    out["removed_by"] = pd.array(["; ".join(dict.fromkeys(reasons.get(int(r), [])))
+                                  or pd.NA for r in out["row"]], dtype="string")
+    return out.reset_index(drop=True)
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "all"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_exports(result, out_dir) -> list[dict]:
+    """Write the layer's tables under ``out_dir`` and return ``[{"path", "sha256", "rows"}]``
+    (also written as ``outputs.json``); each record's ``outputs`` lists the files."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    t = result.tables
+    for name, table in t.items():
+        if isinstance(table, pd.DataFrame):
+            p = out / f"{name}.csv"
+            table.to_csv(p, index=False)
+            written.append(p)
+    if isinstance(t.get("pairs"), pd.DataFrame):
+        p = out / "pairs.parquet"
+        t["pairs"].to_parquet(p, index=False)
+        written.append(p)
+    cont = t.get("contaminated")
+    if isinstance(cont, pd.DataFrame) and len(cont):
+        (out / "contaminated").mkdir(exist_ok=True)
+        for (b, pred), part in cont.groupby(["boundary", "predicate"], sort=True):
+            p = out / "contaminated" / f"{_safe(pred)}__{_safe(b)}.csv"
+            part.to_csv(p, index=False)
+            written.append(p)
+    dd = t.get("dedup_splits")
+    if isinstance(dd, pd.DataFrame) and len(dd):
+        (out / "dedup").mkdir(exist_ok=True)
+        for split, part in dd.groupby(dd["split"].astype("string").fillna("<NA>"), sort=True):
+            for kind, sub in (("kept", part[part["kept"]]), ("removed", part[~part["kept"]])):
+                p = out / "dedup" / f"{_safe(str(split))}_{kind}.csv"
+                sub.to_csv(p, index=False)
+                written.append(p)
+    manifest = [{"path": p.relative_to(out).as_posix(), "sha256": _sha256(p)} for p in written]
+    (out / "outputs.json").write_text(json.dumps({"files": manifest}, indent=2))
+    names = [m["path"] for m in manifest]
+    for rec in result.records:
+        rec.outputs = names
+    return manifest

@@ -1,0 +1,315 @@
+"""Identity layer (METHODS §1): byte, name and decoded-pixel identity across a boundary.
+
+The input is a row table: the manifest joined with the features (``Scan.rows()``), with at least
+``row, path, basename, split, label, source, file, sha256`` (and ``pixel_sha256`` for decoded-pixel
+identity). Rows whose bytes could not be read have no ``sha256``: they stay in every denominator
+and are counted as *not assessed*, never as clean.
+
+Counting units: *identity group* (rows sharing one SHA-256) and *affected query row* (a query row
+whose bytes also occur on the reference side). Rate = affected query rows / all query rows of the
+boundary. For a boundary of a population with itself (``Boundary.within``), a group crosses when
+it holds two or more rows, and a row is never its own counterpart.
+"""
+
+from __future__ import annotations
+
+import filecmp
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from splitscope.boundary import Boundary, Population
+from splitscope.errors import InputError
+
+REQUIRED = ("row", "path", "basename", "label", "source", "file", "sha256")
+
+
+def check_rows(rows: pd.DataFrame, extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Validate the row table once, at the edge."""
+    missing = [c for c in (*REQUIRED, *extra) if c not in rows.columns]
+    if missing:
+        raise InputError(f"row table lacks column(s) {missing}; found: "
+                         f"{', '.join(map(str, rows.columns))} (pass Scan.rows())")
+    return rows
+
+
+def side(rows: pd.DataFrame, population: Population) -> pd.DataFrame:
+    """The rows of one population, in ``row`` order."""
+    sub = rows[rows["row"].isin(population.rows)]
+    return sub.sort_values("row", kind="stable")
+
+
+def _labels(values: pd.Series) -> list[str]:
+    return sorted({str(v) for v in values.dropna()})
+
+
+def label_relation(query_labels: list[str], reference_labels: list[str]) -> str:
+    """``intersecting`` when the label sets share a label, ``disjoint`` when both are known and
+    share none (the same bytes carry different labels: a release anomaly), else ``unknown``."""
+    if not query_labels or not reference_labels:
+        return "unknown"
+    return "intersecting" if set(query_labels) & set(reference_labels) else "disjoint"
+
+
+def confirm_bytes(files: list[str]) -> dict:
+    """Compare the bytes of every distinct file with the first one.
+
+    Returns ``{"files": n distinct, "mismatched": [...], "unreadable": [...]}``. Two rows naming
+    the same file need no comparison.
+    """
+    distinct = list(dict.fromkeys(str(f) for f in files if isinstance(f, str)))
+    mismatched, unreadable = [], []
+    if len(distinct) > 1:
+        first = distinct[0]
+        for other in distinct[1:]:
+            try:
+                same = filecmp.cmp(first, other, shallow=False)
+            except OSError:
+                unreadable.append(other)
+                continue
+            if not same:
+                mismatched.append(other)
+    return {"files": len(distinct), "mismatched": mismatched, "unreadable": unreadable}
+
+
+@dataclass
+class IdentityCensus:
+    """Byte identity across one boundary (METHODS §1.1–1.4).
+
+    ``groups``: one row per crossing SHA-256 group; ``affected``: one row per affected query row
+    with its first counterpart; counts and the byte-for-byte confirmation summary.
+    """
+
+    boundary: Boundary
+    n_query: int
+    not_assessed: int  # query rows without a digest (unreadable): in the denominator
+    groups: pd.DataFrame
+    affected: pd.DataFrame
+    confirmation: dict = field(default_factory=dict)
+
+    @property
+    def n_affected(self) -> int:
+        return int(len(self.affected))
+
+    @property
+    def rate(self) -> float:
+        return self.n_affected / self.n_query if self.n_query else float("nan")
+
+
+def identity_census(rows: pd.DataFrame, boundary: Boundary, *, confirm: bool = True,
+                    key: str = "sha256") -> IdentityCensus:
+    """Identity groups crossing ``boundary`` and the query rows they affect.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        ``Scan.rows()`` (manifest joined with features).
+    boundary : Boundary
+    confirm : bool
+        Read the files of every crossing group and compare them byte for byte; groups whose
+        bytes differ are reported (``confirmed`` False) and left out of the affected rows.
+    key : str
+        Digest column (``sha256``; ``pixel_sha256`` gives decoded-pixel groups).
+
+    Returns
+    -------
+    IdentityCensus
+    """
+    check_rows(rows, (key,))
+    q = side(rows, boundary.query)
+    r = q if boundary.within else side(rows, boundary.reference)
+    qd = q[key].astype("string")
+    not_assessed = int(qd.isna().sum())
+    q = q[qd.notna()]
+    r = r[r[key].astype("string").notna()]
+    if boundary.within:
+        counts = q[key].value_counts()
+        digests = set(counts[counts >= 2].index)
+    else:
+        digests = set(q[key]) & set(r[key])
+    gq = q[q[key].isin(digests)]
+    gr = r[r[key].isin(digests)]
+    group_rows = []
+    checked = mismatched_groups = unreadable_groups = files_compared = 0
+    bad_digests: set = set()
+    for digest, qpart in gq.groupby(key, sort=True):
+        rpart = gr[gr[key] == digest]
+        ql, rl = _labels(qpart["label"]), _labels(rpart["label"])
+        qb, rb = set(qpart["basename"].dropna()), set(rpart["basename"].dropna())
+        if boundary.within:
+            relation = "unknown" if not ql else ("consistent" if len(ql) == 1 else "conflicting")
+            renamed = len(qb) > 1
+        else:
+            relation = label_relation(ql, rl)
+            renamed = not (qb & rb)
+        conf = {"files": None, "mismatched": [], "unreadable": []}
+        if confirm and key == "sha256":
+            conf = confirm_bytes(list(qpart["file"]) + list(rpart["file"]))
+            checked += 1
+            files_compared += conf["files"]
+            if conf["mismatched"]:
+                mismatched_groups += 1
+                bad_digests.add(digest)
+            if conf["unreadable"]:
+                unreadable_groups += 1
+        group_rows.append({
+            key: digest,
+            "n_query_rows": len(qpart),
+            "n_reference_rows": len(rpart),
+            "query_rows": " ".join(map(str, qpart["row"])),
+            "reference_rows": " ".join(map(str, rpart["row"])),
+            "query_paths": " | ".join(qpart["path"].astype(str)),
+            "reference_paths": " | ".join(rpart["path"].astype(str)),
+            "query_labels": " ".join(ql),
+            "reference_labels": " ".join(rl),
+            "label_relation": relation,
+            "renamed": renamed,
+            "confirmed": (not conf["mismatched"]) if (confirm and key == "sha256") else pd.NA,
+            "mismatched_files": len(conf["mismatched"]),
+        })
+    groups = pd.DataFrame(group_rows, columns=[
+        key, "n_query_rows", "n_reference_rows", "query_rows", "reference_rows", "query_paths",
+        "reference_paths", "query_labels", "reference_labels", "label_relation", "renamed",
+        "confirmed", "mismatched_files"])
+    affected = _affected_rows(gq[~gq[key].isin(bad_digests)], gr, key, boundary.within)
+    confirmation = {"groups_checked": checked, "files_compared": files_compared,
+                    "groups_mismatched": mismatched_groups,
+                    "groups_with_unreadable_file": unreadable_groups,
+                    "method": "byte-for-byte comparison of every distinct file in each group"
+                    if confirm and key == "sha256" else "not performed"}
+    return IdentityCensus(boundary, int(len(side(rows, boundary.query))), not_assessed, groups,
+                          affected, confirmation)
+
+
+def _affected_rows(gq: pd.DataFrame, gr: pd.DataFrame, key: str, within: bool) -> pd.DataFrame:
+    """One row per affected query row with its first counterpart (lowest reference row that is
+    not the row itself), the counterpart count, and whether the row was renamed."""
+    cols = ["row", "path", "label", "source", key, "counterpart_row", "counterpart_path",
+            "counterpart_label", "n_counterparts", "renamed", "label_differs"]
+    if gq.empty:
+        return pd.DataFrame(columns=cols)
+    left = gq[["row", "path", "basename", "label", "source", key]]
+    right = gr[["row", "path", "basename", "label", key]].rename(columns={
+        "row": "counterpart_row", "path": "counterpart_path", "basename": "cp_basename",
+        "label": "counterpart_label"})
+    pairs = left.merge(right, on=key, how="inner")
+    if within:
+        pairs = pairs[pairs["row"] != pairs["counterpart_row"]]
+    pairs = pairs.sort_values(["row", "counterpart_row"], kind="stable")
+    same_name = (pairs["basename"] == pairs["cp_basename"]).fillna(False)
+    label_same = (pairs["label"] == pairs["counterpart_label"]).fillna(False)
+    agg = pairs.assign(_same=same_name.to_numpy(), _lab=label_same.to_numpy()).groupby(
+        "row", sort=True).agg(n_counterparts=("counterpart_row", "size"),
+                              any_same=("_same", "any"), any_lab=("_lab", "any"))
+    first = pairs.drop_duplicates("row", keep="first").set_index("row")
+    out = first[["path", "label", "source", key, "counterpart_row", "counterpart_path",
+                 "counterpart_label"]].join(agg)
+    out["renamed"] = ~out["any_same"].astype(bool)
+    labelled = out["label"].notna() & out["counterpart_label"].notna()
+    out["label_differs"] = labelled & ~out["any_lab"].astype(bool)
+    return out.reset_index()[cols]
+
+
+def rate_breakdown(query_rows: pd.DataFrame, affected_rows, by: str) -> pd.DataFrame:
+    """Affected query rows / query rows per value of ``by`` (``source`` or ``label``).
+
+    Columns: ``<by>, affected, rows, rate``; missing values appear as ``<NA>`` (their own line).
+    """
+    if by not in query_rows.columns:
+        raise InputError(f"no column {by!r} to break down by; found: "
+                         f"{', '.join(map(str, query_rows.columns))}")
+    hit = query_rows["row"].isin(np.asarray(list(affected_rows), dtype=np.int64))
+    key = query_rows[by].astype("string").fillna("<NA>")
+    table = pd.DataFrame({by: key.to_numpy(), "affected": hit.to_numpy(dtype=int)})
+    out = table.groupby(by, sort=True).agg(affected=("affected", "sum"),
+                                           rows=("affected", "size")).reset_index()
+    out["rate"] = out["affected"] / out["rows"]
+    return out
+
+
+def basename_matches(rows: pd.DataFrame, boundary: Boundary) -> pd.DataFrame:
+    """Per query row: does its basename occur on the reference side (METHODS §1.5), beside
+    byte identity.
+
+    Returns one row per query row: ``row, path, basename, basename_match, byte_match`` and
+    ``relation`` — ``name and bytes``, ``name only`` (same name, different bytes: a
+    filename-propagated split would call it a leak), ``bytes only`` (renamed copy a filename
+    check misses), ``neither``, or ``not assessed`` (no digest and no name match).
+    """
+    check_rows(rows)
+    q = side(rows, boundary.query)
+    r = q if boundary.within else side(rows, boundary.reference)
+    if boundary.within:
+        name_counts = q["basename"].value_counts()
+        name_hit = q["basename"].map(name_counts).fillna(0).to_numpy() >= 2
+        dig_counts = q["sha256"].value_counts()
+        byte_hit = q["sha256"].map(dig_counts).fillna(0).to_numpy() >= 2
+    else:
+        name_hit = q["basename"].isin(set(r["basename"].dropna())).to_numpy()
+        byte_hit = q["sha256"].isin(set(r["sha256"].dropna())).to_numpy()
+    has_digest = q["sha256"].notna().to_numpy()
+    relation = np.where(name_hit & byte_hit, "name and bytes",
+                        np.where(name_hit, "name only",
+                                 np.where(byte_hit, "bytes only", "neither")))
+    relation = np.where(~has_digest & (relation == "neither"), "not assessed", relation)
+    return pd.DataFrame({"row": q["row"].to_numpy(), "path": q["path"].to_numpy(),
+                         "basename": q["basename"].to_numpy(), "basename_match": name_hit,
+                         "byte_match": byte_hit & has_digest, "relation": relation})
+
+
+def within_copies(rows: pd.DataFrame, population: Population, *, key: str = "sha256"
+                  ) -> pd.DataFrame:
+    """Identity groups with two or more rows inside one population (METHODS §1.6).
+
+    One row per group: digest, ``n_rows``, ``rows``, ``paths``, ``labels`` and
+    ``label_relation`` (``consistent`` / ``conflicting`` / ``unknown``), sorted by digest.
+    """
+    check_rows(rows, (key,))
+    sub = side(rows, population)
+    sub = sub[sub[key].notna()]
+    counts = sub[key].value_counts()
+    sub = sub[sub[key].isin(counts[counts >= 2].index)]
+    out = []
+    for digest, part in sub.groupby(key, sort=True):
+        labels = _labels(part["label"])
+        out.append({key: digest, "n_rows": len(part),
+                    "rows": " ".join(map(str, part["row"])),
+                    "paths": " | ".join(part["path"].astype(str)),
+                    "labels": " ".join(labels),
+                    "label_relation": "unknown" if not labels else
+                    ("consistent" if len(labels) == 1 else "conflicting")})
+    return pd.DataFrame(out, columns=[key, "n_rows", "rows", "paths", "labels",
+                                      "label_relation"])
+
+
+def pixel_identity(rows: pd.DataFrame, boundary: Boundary) -> pd.DataFrame:
+    """Decoded-pixel identity with different bytes (METHODS §1.7): re-encodes of one image.
+
+    Returns one row per query row that has a reference row with equal ``pixel_sha256`` (decoded
+    pixels, mode and shape) but a different ``sha256``: ``row, path, pixel_sha256,
+    counterpart_row, counterpart_path, n_counterparts, byte_match`` (whether the row also has a
+    byte-identical counterpart).
+    """
+    check_rows(rows, ("pixel_sha256",))
+    q = side(rows, boundary.query)
+    r = q if boundary.within else side(rows, boundary.reference)
+    q = q[q["pixel_sha256"].notna() & q["sha256"].notna()]
+    r = r[r["pixel_sha256"].notna() & r["sha256"].notna()]
+    pairs = q[["row", "path", "sha256", "pixel_sha256"]].merge(
+        r[["row", "path", "sha256", "pixel_sha256"]].rename(columns={
+            "row": "counterpart_row", "path": "counterpart_path", "sha256": "cp_sha256"}),
+        on="pixel_sha256")
+    if boundary.within:
+        pairs = pairs[pairs["row"] != pairs["counterpart_row"]]
+    byte_rows = set(pairs.loc[pairs["sha256"] == pairs["cp_sha256"], "row"])
+    diff = pairs[pairs["sha256"] != pairs["cp_sha256"]].sort_values(
+        ["row", "counterpart_row"], kind="stable")
+    cols = ["row", "path", "pixel_sha256", "counterpart_row", "counterpart_path",
+            "n_counterparts", "byte_match"]
+    if diff.empty:
+        return pd.DataFrame(columns=cols)
+    n = diff.groupby("row").size().rename("n_counterparts")
+    out = diff.drop_duplicates("row").set_index("row").join(n).reset_index()
+    out["byte_match"] = out["row"].isin(byte_rows)
+    return out[cols].reset_index(drop=True)

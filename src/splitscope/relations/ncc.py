@@ -1,0 +1,335 @@
+"""Normalized cross-correlation search (METHODS §2.2).
+
+Each thumbnail (8-bit grayscale, S×S, direct resize, the scan's interpolation) becomes a float32
+vector, centred and scaled to unit length: ``u = (x - mean x) / ||x - mean x||``. Then
+``rho(q, r) = <u_q, u_r>``, which equals ``<x̃, ỹ> / (||x̃||·||ỹ|| + 1e-12)`` up to float32
+rounding for every image that is not flat, and is invariant to brightness and contrast.
+A flat image (zero variance) has no defined rho: it is flagged, its rho is NaN and it is never
+anyone's counterpart.
+
+The search is exact: every query is compared with every reference by blocked matrix products
+(BLAS sgemm) ``Q_chunk @ R_block.T``. A running maximum (lowest reference position wins ties)
+gives each query's best reference, and every pair with rho >= tau is collected block by block.
+Memory is bounded by the query chunk and the reference block (``query_chunk × S²`` floats,
+``block × S²`` floats and a ``query_chunk × block`` product), never by the full
+query × reference matrix and never by the reference count.
+
+The geometry (S, interpolation, exact/fast mode) is part of the predicate: a different geometry
+is a different predicate and is reported under its own parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from splitscope.errors import InputError
+
+DEFAULT_TAU = 0.98
+SWEEP = (0.90, 0.95, 0.98, 0.99, 0.995, 0.999)
+COUNTERPART_RULES = ("nearest", "first_candidate", "any_candidate")
+
+
+def _check_thumbs(thumbs, name: str) -> np.ndarray:
+    arr = np.asarray(thumbs)
+    if arr.ndim == 2 and arr.shape[0] == 0:
+        arr = arr.reshape(0, 1, 1)
+    if arr.ndim != 3 or arr.shape[1] != arr.shape[2]:
+        raise InputError(f"{name}: expected thumbnails of shape (n, S, S); got {arr.shape}")
+    if arr.dtype != np.uint8:
+        raise InputError(f"{name}: expected uint8 thumbnails; got {arr.dtype}")
+    return arr
+
+
+def centred_unit_vectors(thumbs) -> tuple[np.ndarray, np.ndarray]:
+    """Centre and L2-normalise thumbnails.
+
+    Parameters
+    ----------
+    thumbs : ndarray (n, S, S) uint8
+
+    Returns
+    -------
+    vectors : ndarray (n, S*S) float32
+        Unit vectors (all zeros for flat images).
+    flat : ndarray (n,) bool
+        Zero variance (every pixel equal): rho undefined.
+    """
+    arr = _check_thumbs(thumbs, "thumbnails")
+    n = arr.shape[0]
+    flat_view = arr.reshape(n, -1)
+    x = np.empty(flat_view.shape, np.float32)
+    flat = np.zeros(n, bool)
+    step = 256  # float64 work on a few rows at a time: exact centring, small temporaries
+    for s in range(0, n, step):
+        v = flat_view[s:s + step].astype(np.float64)
+        v -= v.mean(axis=1, keepdims=True)
+        norms = np.sqrt(np.einsum("ij,ij->i", v, v))
+        is_flat = flat_view[s:s + step].min(axis=1) == flat_view[s:s + step].max(axis=1)
+        scale = np.where(is_flat, 0.0, 1.0 / (norms + 1e-12))
+        x[s:s + step] = v * scale[:, None]
+        flat[s:s + step] = is_flat
+    return x, flat
+
+
+@dataclass
+class NCCResult:
+    """Result of :func:`ncc_search` (positions index the query / reference arrays).
+
+    ``best_index`` (-1 when the query is flat or has no non-flat reference), ``best_rho``
+    (NaN likewise), ``pairs`` (``query, reference, rho`` for every pair with rho >= tau, sorted),
+    ``query_flat``, ``reference_flat``.
+    """
+
+    tau: float
+    best_index: np.ndarray
+    best_rho: np.ndarray
+    pairs: pd.DataFrame
+    query_flat: np.ndarray
+    reference_flat: np.ndarray
+    params: dict = field(default_factory=dict)
+
+    @property
+    def flagged(self) -> np.ndarray:
+        """*nearest* counterpart rule at tau: best rho >= tau (never for flat queries)."""
+        return nearest_rule(self.best_rho, self.tau)
+
+    def sweep(self, thresholds=SWEEP) -> pd.DataFrame:
+        """Queries whose nearest reference reaches each threshold (see :func:`ncc_sweep`)."""
+        return ncc_sweep(self.best_rho, thresholds)
+
+
+def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
+               exclude_self: bool = False, exclude=None, query_chunk: int = 8192,
+               collect_pairs: bool = True, max_pairs: int = 5_000_000) -> NCCResult:
+    """Exact NCC search: best reference per query and every pair with rho >= tau.
+
+    Parameters
+    ----------
+    query : ndarray (nq, S, S) uint8
+    reference : ndarray (nr, S, S) uint8
+        Thumbnails of one geometry (S, interpolation); both sides must share it.
+    tau : float
+        Pair threshold, in (0, 1].
+    block : int
+        References per matrix product.
+    exclude_self : bool
+        Query i never matches reference i (a population against itself).
+    exclude : array-like of int, optional
+        Per query, a reference position never to match (-1: none); overrides ``exclude_self``.
+    query_chunk : int
+        Queries normalised and held at once (memory bound on the query side).
+    collect_pairs : bool
+        Skip the pair list when only the nearest reference is needed.
+    max_pairs : int
+        Bound on the stored pairs; beyond it pairs are counted (``params["pairs_total"]``)
+        but not stored and ``params["pairs_truncated"]`` is True. Best references stay exact.
+
+    Returns
+    -------
+    NCCResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> ref = rng.integers(0, 256, (3, 8, 8), dtype=np.uint8)
+    >>> res = ncc_search(ref[[2]], ref)
+    >>> int(res.best_index[0]), bool(res.best_rho[0] > 0.999)
+    (2, True)
+    """
+    q = _check_thumbs(query, "query thumbnails")
+    r = _check_thumbs(reference, "reference thumbnails")
+    if q.shape[0] and r.shape[0] and q.shape[1:] != r.shape[1:]:
+        raise InputError(f"query thumbnails are {q.shape[1]}² and reference thumbnails "
+                         f"{r.shape[1]}²: NCC needs one geometry on both sides")
+    if not 0.0 < float(tau) <= 1.0:
+        raise InputError(f"tau must be in (0, 1]; got {tau}")
+    tau = float(tau)
+    nq, nr = q.shape[0], r.shape[0]
+    if exclude is None and exclude_self:
+        if nq != nr:
+            raise InputError("exclude_self needs query and reference of equal length")
+        exclude = np.arange(nq, dtype=np.int64)
+    if exclude is not None:
+        exclude = np.asarray(exclude, dtype=np.int64)
+        if exclude.shape != (nq,):
+            raise InputError(f"exclude must have one entry per query ({nq})")
+    block = max(1, int(block))
+    query_chunk = max(1, int(query_chunk))
+
+    r_flat = _flat(r)
+    q_flat = _flat(q)
+    r_keep = np.flatnonzero(~r_flat)  # flat references never enter the products
+    best_rho = np.full(nq, -np.inf, np.float32)
+    best_idx = np.full(nq, -1, np.int64)
+    found: list[tuple] = []
+    n_pairs = stored = 0
+    for c0 in range(0, nq, query_chunk):
+        c1 = min(c0 + query_chunk, nq)
+        qpos = c0 + np.flatnonzero(~q_flat[c0:c1])
+        if qpos.size == 0 or r_keep.size == 0:
+            continue
+        qv, _ = centred_unit_vectors(q[qpos])
+        ex = exclude[qpos] if exclude is not None else None
+        c_best = np.full(qpos.size, -np.inf, np.float32)
+        c_idx = np.full(qpos.size, -1, np.int64)
+        for b0 in range(0, r_keep.size, block):
+            rpos = r_keep[b0:b0 + block]
+            rv, _ = centred_unit_vectors(r[rpos])
+            prod = qv @ rv.T  # (chunk, block) float32, BLAS sgemm
+            if ex is not None:
+                # positions of excluded references inside this block
+                loc = np.searchsorted(rpos, ex)
+                loc_c = np.minimum(loc, rpos.size - 1)
+                hit = np.flatnonzero((ex >= 0) & (rpos[loc_c] == ex))
+                prod[hit, loc_c[hit]] = -np.inf
+            a = prod.argmax(axis=1)
+            v = prod[np.arange(qpos.size), a]
+            better = v > c_best  # strict: earlier (lower) positions win ties
+            c_best[better] = v[better]
+            c_idx[better] = rpos[a[better]]
+            if collect_pairs:
+                qi, ri = np.nonzero(prod >= tau)
+                n_pairs += qi.size
+                keep = max(0, min(qi.size, max_pairs - stored))
+                if keep:
+                    qi, ri = qi[:keep], ri[:keep]
+                    found.append((qpos[qi], rpos[ri], prod[qi, ri]))
+                    stored += keep
+            del prod, rv  # free this block before the next one is built
+        best_rho[qpos] = c_best
+        best_idx[qpos] = c_idx
+    best_rho[~np.isfinite(best_rho)] = np.nan
+    best_idx[np.isnan(best_rho)] = -1
+    best_rho = np.clip(best_rho, -1.0, 1.0)
+    if found:
+        pairs = pd.DataFrame({
+            "query": np.concatenate([f[0] for f in found]).astype(np.int64),
+            "reference": np.concatenate([f[1] for f in found]).astype(np.int64),
+            "rho": np.clip(np.concatenate([f[2] for f in found]), -1, 1).astype(np.float32),
+        }).sort_values(["query", "reference"], kind="stable").reset_index(drop=True)
+    else:
+        pairs = pd.DataFrame({"query": np.empty(0, np.int64), "reference": np.empty(0, np.int64),
+                              "rho": np.empty(0, np.float32)})
+    return NCCResult(tau, best_idx, best_rho, pairs, q_flat, r_flat,
+                     params={"tau": tau, "thumb_size": int(q.shape[1]) if nq else
+                             (int(r.shape[1]) if nr else None),
+                             "pairs_total": int(n_pairs), "pairs_truncated": n_pairs > stored})
+
+
+def _flat(thumbs: np.ndarray) -> np.ndarray:
+    n = thumbs.shape[0]
+    if n == 0:
+        return np.zeros(0, bool)
+    flat = np.empty(n, bool)
+    for s in range(0, n, 4096):  # bounded temporary memory
+        v = thumbs[s:s + 4096].reshape(min(4096, n - s), -1)
+        flat[s:s + v.shape[0]] = v.min(axis=1) == v.max(axis=1)
+    return flat
+
+
+def pair_rho(query, reference, query_index, reference_index, *, chunk: int = 4096) -> np.ndarray:
+    """rho for selected pairs ``(query[query_index[i]], reference[reference_index[i]])``.
+
+    NaN where either image is flat. Vectorized over pairs in chunks.
+    """
+    q = _check_thumbs(query, "query thumbnails")
+    r = _check_thumbs(reference, "reference thumbnails")
+    qi = np.asarray(query_index, dtype=np.int64)
+    ri = np.asarray(reference_index, dtype=np.int64)
+    if qi.shape != ri.shape:
+        raise InputError("query_index and reference_index must have the same length")
+    out = np.full(qi.size, np.nan, np.float32)
+    for s in range(0, qi.size, chunk):
+        a, fa = centred_unit_vectors(q[qi[s:s + chunk]])
+        b, fb = centred_unit_vectors(r[ri[s:s + chunk]])
+        rho = np.einsum("ij,ij->i", a, b)
+        rho[fa | fb] = np.nan
+        out[s:s + chunk] = np.clip(rho, -1, 1)
+    return out
+
+
+def nearest_rule(best_rho, tau: float = DEFAULT_TAU) -> np.ndarray:
+    """*nearest* counterpart: the query's maximum rho over all references reaches tau."""
+    rho = np.asarray(best_rho, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.nan_to_num(rho, nan=-np.inf) >= tau
+
+
+def ncc_sweep(best_rho, thresholds=SWEEP) -> pd.DataFrame:
+    """Affected queries at each threshold (nearest rule): columns ``tau, affected, assessed,
+    flat_or_unmatched, rate``; ``rate = affected / assessed`` where assessed queries have a
+    defined best rho (flat queries and queries without a non-flat reference are counted apart).
+    """
+    rho = np.asarray(best_rho, dtype=np.float64)
+    assessed = int(np.isfinite(rho).sum())
+    rows = []
+    for t in thresholds:
+        hits = int(nearest_rule(rho, t).sum())
+        rows.append({"tau": float(t), "affected": hits, "assessed": assessed,
+                     "flat_or_unmatched": int(rho.size - assessed),
+                     "rate": hits / assessed if assessed else np.nan})
+    return pd.DataFrame(rows)
+
+
+def first_candidate(candidates: pd.DataFrame, reference_paths, rho,
+                    tau: float = DEFAULT_TAU) -> pd.DataFrame:
+    """*first candidate* counterpart rule.
+
+    Among each query's screened candidate references (e.g. pairs with exact pHash), take the
+    lexicographically first reference *path* (code-point order) and its rho; the query is flagged
+    when that rho reaches tau.
+
+    Parameters
+    ----------
+    candidates : DataFrame with ``query`` and ``reference`` (positions)
+    reference_paths : sequence of str, indexed by reference position
+    rho : array-like, one rho per candidate row (NaN for flat)
+    tau : float
+
+    Returns
+    -------
+    DataFrame ``query, reference, rho, flagged`` with one row per query that has a candidate.
+    """
+    cand = _candidates(candidates, rho)
+    if cand.empty:
+        return cand.assign(flagged=pd.Series(dtype=bool))
+    paths = np.asarray(reference_paths, dtype=object)
+    cand["_path"] = paths[cand["reference"].to_numpy()]
+    first = (cand.sort_values(["query", "_path", "reference"], kind="stable")
+             .drop_duplicates("query", keep="first").drop(columns="_path"))
+    first["flagged"] = nearest_rule(first["rho"].to_numpy(), tau)
+    return first.sort_values("query").reset_index(drop=True)
+
+
+def any_candidate(candidates: pd.DataFrame, rho, tau: float = DEFAULT_TAU) -> pd.DataFrame:
+    """*any candidate* counterpart rule: some screened reference of the query reaches tau.
+
+    Returns one row per query with a candidate: ``query, reference`` (the screened reference with
+    the highest rho, lowest position on ties), ``rho`` and ``flagged``.
+    """
+    cand = _candidates(candidates, rho)
+    if cand.empty:
+        return cand.assign(flagged=pd.Series(dtype=bool))
+    cand["_key"] = np.nan_to_num(cand["rho"].to_numpy(np.float64), nan=-np.inf)
+    best = (cand.sort_values(["query", "_key", "reference"], ascending=[True, False, True],
+                             kind="stable")
+            .drop_duplicates("query", keep="first").drop(columns="_key"))
+    best["flagged"] = nearest_rule(best["rho"].to_numpy(), tau)
+    return best.sort_values("query").reset_index(drop=True)
+
+
+def _candidates(candidates: pd.DataFrame, rho) -> pd.DataFrame:
+    missing = {"query", "reference"} - set(candidates.columns)
+    if missing:
+        raise InputError(f"candidate table lacks column(s) {sorted(missing)}; found: "
+                         f"{', '.join(map(str, candidates.columns))}")
+    rho = np.asarray(rho, dtype=np.float32)
+    if rho.shape != (len(candidates),):
+        raise InputError("one rho per candidate pair is needed")
+    return pd.DataFrame({"query": candidates["query"].to_numpy(np.int64),
+                         "reference": candidates["reference"].to_numpy(np.int64),
+                         "rho": rho})

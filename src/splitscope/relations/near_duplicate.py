@@ -1,0 +1,444 @@
+"""Near-duplicate relations of one boundary (METHODS §2.1–2.3, §2.8): hash rules, NCC with its
+counterpart rules, SSIM on the selected pairs, optionally the dihedral variants.
+
+:func:`near_duplicates` runs every predicate on one boundary and returns per-query-row flags
+(keyed by the manifest ``row``) and one pair table with every measurement. Query rows without
+hashes or without a thumbnail (unreadable files) are *not assessed* for the predicates that
+need them and stay in the denominator; reference rows without them cannot be counterparts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from splitscope.boundary import Boundary
+from splitscope.relations import dihedral as dih
+from splitscope.relations.hashes import DEFAULT_RADIUS, RULES, hamming_distance, hash_search
+from splitscope.relations.identity import side
+from splitscope.relations.ncc import (
+    DEFAULT_TAU,
+    SWEEP,
+    any_candidate,
+    first_candidate,
+    ncc_search,
+    ncc_sweep,
+    pair_rho,
+)
+from splitscope.relations.ssim import ssim_for_pairs
+
+HASH_PREDICATES = tuple(f"hash_{r}" for r in RULES)
+NCC_PREDICATES = ("ncc_nearest", "ncc_first_candidate", "ncc_any_candidate")
+DIHEDRAL_PREDICATES = tuple(f"{p}_dihedral" for p in (*HASH_PREDICATES, "ncc_nearest"))
+
+
+@dataclass
+class NearDuplicates:
+    """Per-boundary near-duplicate results.
+
+    ``flags``: one row per query row (``row``, ``path``, then one bool column per predicate,
+    ``<NA>`` where not assessed) plus the deciding counterpart and measurement per predicate.
+    ``pairs``: pair table (``query_row, reference_row, d_p, d_d, rho, ssim, rules, variant``).
+    ``sweep``: NCC nearest-rule sweep. ``assessed``: per predicate, query rows assessed.
+    """
+
+    boundary: Boundary
+    params: dict
+    flags: pd.DataFrame
+    pairs: pd.DataFrame
+    sweep: pd.DataFrame
+    assessed: dict = field(default_factory=dict)
+    notes: dict = field(default_factory=dict)
+
+    def predicates(self) -> list[str]:
+        return [c for c in self.flags.columns if c in (*HASH_PREDICATES, *NCC_PREDICATES,
+                                                      *DIHEDRAL_PREDICATES)]
+
+    def affected_rows(self, predicate: str) -> np.ndarray:
+        col = self.flags[predicate]
+        return self.flags.loc[col.fillna(False).astype(bool), "row"].to_numpy(np.int64)
+
+
+def _valid_hash(df: pd.DataFrame) -> np.ndarray:
+    if "phash" not in df or "dhash" not in df:
+        return np.zeros(len(df), bool)
+    return (df["phash"].notna() & df["dhash"].notna()).to_numpy(bool)
+
+
+def _valid_thumb(df: pd.DataFrame) -> np.ndarray:
+    if "thumb_index" not in df:
+        return np.zeros(len(df), bool)
+    return (pd.to_numeric(df["thumb_index"], errors="coerce").fillna(-1) >= 0).to_numpy(bool)
+
+
+def _exclude_positions(q_rows: np.ndarray, r_rows: np.ndarray) -> np.ndarray:
+    """Per query, the reference position holding the same manifest row (-1 when none)."""
+    pos = np.searchsorted(r_rows, q_rows)
+    pos_c = np.minimum(pos, max(r_rows.size - 1, 0))
+    hit = (r_rows.size > 0) & (r_rows[pos_c] == q_rows) if r_rows.size else \
+        np.zeros(q_rows.size, bool)
+    return np.where(hit, pos_c, -1).astype(np.int64)
+
+
+def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: float = DEFAULT_TAU,
+                    radius: int = DEFAULT_RADIUS, geometry: dict | None = None,
+                    dihedral: bool = False, ssim: bool = True, max_ssim_pairs: int = 200_000,
+                    workers: int | None = None, block: int = 2048) -> NearDuplicates:
+    """Run the hash rules and NCC (with counterpart rules) on one boundary.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        ``Scan.rows()``: manifest joined with features (``phash``, ``dhash``, ``thumb_index``).
+    thumbs : callable
+        ``thumbs(row_ids) -> ndarray (n, S, S) uint8`` for manifest rows that have thumbnails
+        (``Scan.thumbs``).
+    boundary : Boundary
+    tau, radius : float, int
+        NCC threshold and hash radius k.
+    geometry : dict
+        Thumbnail geometry (``thumb_size``, ``interpolation``, ``mode``), recorded with every
+        NCC/SSIM predicate and in the pair table.
+    dihedral : bool
+        Also match each query against the eight dihedral variants of the references
+        (needs the image files; see :mod:`splitscope.relations.dihedral`).
+    ssim : bool
+        SSIM on the selected pairs (the pair table), up to ``max_ssim_pairs``.
+    """
+    geometry = dict(geometry or {})
+    q = side(rows, boundary.query)
+    r = q if boundary.within else side(rows, boundary.reference)
+    q_rows = q["row"].to_numpy(np.int64)
+    flags = pd.DataFrame({"row": q_rows, "path": q["path"].to_numpy()})
+    pair_parts: list[pd.DataFrame] = []
+    assessed: dict[str, int] = {}
+    notes: dict[str, str] = {}
+
+    # ---- hash rules -------------------------------------------------------------------------
+    qh, rh = _valid_hash(q), _valid_hash(r)
+    qh_rows, rh_rows = q_rows[qh], r["row"].to_numpy(np.int64)[rh]
+    exclude = _exclude_positions(qh_rows, rh_rows) if boundary.within else None
+    hs = hash_search(q.loc[qh, "phash"], q.loc[qh, "dhash"], r.loc[rh, "phash"],
+                     r.loc[rh, "dhash"], radius=radius, exclude=exclude, workers=workers)
+    qpos = np.flatnonzero(qh)
+    for rule in RULES:
+        name = f"hash_{rule}"
+        col = pd.array([pd.NA] * len(q), dtype="boolean")
+        col[qpos] = hs.flags(rule)
+        flags[name] = col
+        assessed[name] = int(qh.sum())
+        cp = np.full(len(q), -1, np.int64)
+        ref = hs.counterpart(rule)
+        cp[qpos] = np.where(ref >= 0, rh_rows[np.maximum(ref, 0)], -1)
+        flags[f"{name}_counterpart"] = cp
+    cpd = np.full(len(q), -1, np.int64)
+    cpd[qpos] = np.where(hs.ref_d >= 0, rh_rows[np.maximum(hs.ref_d, 0)] if rh_rows.size else -1,
+                         -1)
+    flags["hash_screen_dhash_counterpart"] = cpd  # the dHash minimum's reference
+    if hs.pairs_truncated:
+        notes["hash_pairs"] = (f"{hs.n_pairs_total} hash pairs met the pair condition; only "
+                               f"{len(hs.pairs)} were stored (candidate rules partial)")
+    d = {"d_p_min": hs.d_p, "d_d_min": hs.d_d, "d_joint_min": hs.d_joint, "d_sum_min": hs.d_sum}
+    for key, vals in d.items():
+        full = pd.array([pd.NA] * len(q), dtype="Int16")
+        ok = vals <= 128
+        full[qpos[ok]] = vals[ok]
+        flags[key] = full
+    if len(hs.pairs):
+        pair_parts.append(pd.DataFrame({
+            "query_row": qh_rows[hs.pairs["query"].to_numpy()],
+            "reference_row": rh_rows[hs.pairs["reference"].to_numpy()],
+            "variant": "identity"}))
+
+    # ---- NCC ----------------------------------------------------------------------------------
+    qt, rt = _valid_thumb(q), _valid_thumb(r)
+    qt_rows, rt_rows = q_rows[qt], r["row"].to_numpy(np.int64)[rt]
+    qthumbs = np.asarray(thumbs(qt_rows)) if qt_rows.size else None
+    rthumbs = (qthumbs if boundary.within else np.asarray(thumbs(rt_rows))) if rt_rows.size \
+        else None
+    tpos = np.flatnonzero(qt)
+    if qthumbs is not None and rthumbs is not None:
+        exclude = _exclude_positions(qt_rows, rt_rows) if boundary.within else None
+        nres = ncc_search(qthumbs, rthumbs, tau=tau, exclude=exclude, block=block)
+        best_rho, best_idx, q_flat = nres.best_rho, nres.best_index, nres.query_flat
+        ncc_pairs = nres.pairs
+        if nres.params.get("pairs_truncated"):
+            notes["ncc_pairs"] = (f"{nres.params['pairs_total']} pairs reached tau; only "
+                                  f"{len(ncc_pairs)} were stored in the pair table")
+    else:
+        n_qt = int(qt.sum())
+        best_rho = np.full(n_qt, np.nan, np.float32)
+        best_idx = np.full(n_qt, -1, np.int64)
+        q_flat = np.zeros(n_qt, bool)
+        ncc_pairs = pd.DataFrame({"query": [], "reference": [], "rho": []})
+        if rt_rows.size == 0:
+            notes["ncc"] = "no reference row has a thumbnail"
+    flat_col = pd.array([pd.NA] * len(q), dtype="boolean")
+    flat_col[tpos] = q_flat
+    flags["flat"] = flat_col
+    rho_col = np.full(len(q), np.nan, np.float32)
+    rho_col[tpos] = best_rho
+    flags["ncc_best_rho"] = rho_col
+    cp = np.full(len(q), -1, np.int64)
+    cp[tpos] = np.where(best_idx >= 0, rt_rows[np.maximum(best_idx, 0)] if rt_rows.size else -1,
+                        -1)
+    flags["ncc_nearest_counterpart"] = cp
+    # flat queries have no defined rho: not assessed for NCC (counted apart), never flagged
+    ncc_assessed = np.zeros(len(q), bool)
+    ncc_assessed[tpos] = np.isfinite(best_rho)
+    col = pd.array([pd.NA] * len(q), dtype="boolean")
+    col[ncc_assessed] = rho_col[ncc_assessed] >= tau
+    flags["ncc_nearest"] = col
+    assessed["ncc_nearest"] = int(ncc_assessed.sum())
+    sweep = ncc_sweep(rho_col[tpos], SWEEP)
+    sweep["rows"] = len(q)
+    if len(ncc_pairs):
+        pair_parts.append(pd.DataFrame({
+            "query_row": qt_rows[ncc_pairs["query"].to_numpy(np.int64)],
+            "reference_row": rt_rows[ncc_pairs["reference"].to_numpy(np.int64)],
+            "variant": "identity"}))
+
+    # ---- counterpart rules over the exact-pHash screen -----------------------------------
+    cand = hs.pairs[hs.pairs["d_p"] == 0]
+    cand_q = qh_rows[cand["query"].to_numpy(np.int64)]
+    cand_r = rh_rows[cand["reference"].to_numpy(np.int64)]
+    # keep candidates whose both sides have thumbnails
+    t_q_pos = _positions(qt_rows, cand_q)
+    t_r_pos = _positions(rt_rows, cand_r)
+    keep = (t_q_pos >= 0) & (t_r_pos >= 0)
+    cand_df = pd.DataFrame({"query": cand_q[keep], "reference": cand_r[keep]})
+    if keep.any() and qthumbs is not None:
+        rho = pair_rho(qthumbs, rthumbs, t_q_pos[keep], t_r_pos[keep])
+    else:
+        rho = np.empty(0, np.float32)
+    ref_path = r.set_index("row")["path"]
+    first = anyc = None
+    if len(cand_df):
+        # first_candidate takes paths by reference position: number the candidates
+        cpos = pd.DataFrame({"query": cand_df["query"], "reference": np.arange(len(cand_df))})
+        paths = ref_path.reindex(cand_df["reference"]).astype(str).to_numpy()
+        first = first_candidate(cpos, paths, rho, tau)
+        first["reference"] = cand_df["reference"].to_numpy()[first["reference"].to_numpy()]
+        anyc = any_candidate(cand_df, rho, tau)
+    for name, table in (("ncc_first_candidate", first), ("ncc_any_candidate", anyc)):
+        # assessed: query rows with a hash and a thumbnail; no candidate = not flagged
+        ok = qh & qt
+        col = pd.array([pd.NA] * len(q), dtype="boolean")
+        col[ok] = False
+        cpc = np.full(len(q), -1, np.int64)
+        rhoc = np.full(len(q), np.nan, np.float32)
+        if table is not None and len(table):
+            pos = _positions(q_rows, table["query"].to_numpy(np.int64))
+            col[pos] = table["flagged"].to_numpy(bool)
+            cpc[pos] = table["reference"].to_numpy(np.int64)
+            rhoc[pos] = table["rho"].to_numpy(np.float32)
+        flags[name] = col
+        flags[f"{name}_counterpart"] = cpc
+        flags[f"{name}_rho"] = rhoc
+        assessed[name] = int(ok.sum())
+    if len(cand_df):
+        pair_parts.append(pd.DataFrame({"query_row": cand_df["query"],
+                                        "reference_row": cand_df["reference"],
+                                        "variant": "identity"}))
+    # the nearest reference of every flagged query under any rule is a selected pair
+    for name in ("ncc_nearest", *HASH_PREDICATES):
+        hit = flags[name].fillna(False).to_numpy(bool)
+        cpn = flags[f"{name}_counterpart"].to_numpy()
+        hit &= cpn >= 0
+        if hit.any():
+            pair_parts.append(pd.DataFrame({"query_row": q_rows[hit], "reference_row": cpn[hit],
+                                            "variant": "identity"}))
+
+    # ---- dihedral variants (optional) -------------------------------------------------------
+    if dihedral:
+        _dihedral(q, r, q_rows, qh, rh, rh_rows, qt, rt_rows, rthumbs, boundary, tau, radius,
+                  geometry, flags, assessed, notes, pair_parts, workers, block)
+
+    # ---- pair table with every measurement --------------------------------------------------
+    pairs = _pair_table(pair_parts, rows, thumbs, boundary, geometry, tau, radius, flags,
+                        ssim, max_ssim_pairs, notes)
+    params = {"tau": tau, "radius": radius, **geometry, "dihedral": dihedral}
+    return NearDuplicates(boundary, params, flags, pairs, sweep, assessed, notes)
+
+
+def _positions(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Positions of ``rows`` in the ascending array ``sorted_rows`` (-1 when absent)."""
+    if sorted_rows.size == 0:
+        return np.full(np.asarray(rows).size, -1, np.int64)
+    pos = np.searchsorted(sorted_rows, rows)
+    pos_c = np.minimum(pos, sorted_rows.size - 1)
+    return np.where(sorted_rows[pos_c] == rows, pos_c, -1).astype(np.int64)
+
+
+def _dihedral(q, r, q_rows, qh, rh, rh_rows, qt, rt_rows, rthumbs, boundary, tau, radius,
+              geometry, flags, assessed, notes, pair_parts, workers, block) -> None:
+    """Match g⁻¹(query) against plain references for every non-identity variant g."""
+    try:
+        import splitscope.features.imaging  # noqa: F401
+        have_imaging = True
+    except ImportError:
+        have_imaging = False
+    files = q["file"].astype(str).to_numpy()
+    size = int(geometry.get("thumb_size", 96))
+    interp = str(geometry.get("interpolation", "bicubic"))
+    n = len(q)
+    best_var = {p: np.full(n, "", object) for p in DIHEDRAL_PREDICATES}
+    hit = {p: np.zeros(n, bool) for p in DIHEDRAL_PREDICATES}
+    best_rho = np.full(n, -np.inf, np.float32)
+    best_cp = np.full(n, -1, np.int64)
+    hash_cp = {p: np.full(n, -1, np.int64) for p in DIHEDRAL_PREDICATES}
+    ok_any = np.zeros(n, bool)
+    if not have_imaging:
+        notes["dihedral"] = "splitscope.features.imaging unavailable: not assessed"
+        return
+    for variant in dih.NON_IDENTITY:
+        feats = dih.query_side_features(files, variant, thumb_size=size, interpolation=interp)
+        ok = feats["ok"]
+        ok_any |= ok
+        # hashes
+        qsel = np.flatnonzero(ok)
+        if qsel.size and rh.any():
+            exclude = _exclude_positions(q_rows[qsel], rh_rows) if boundary.within else None
+            hs = hash_search(feats["phash"][qsel], feats["dhash"][qsel], r.loc[rh, "phash"],
+                             r.loc[rh, "dhash"], radius=radius, exclude=exclude,
+                             workers=workers, collect_pairs=False)
+            for rule in RULES:
+                name = f"hash_{rule}_dihedral"
+                f = hs.flags(rule)
+                new = qsel[f & ~hit[name][qsel]]
+                ref = hs.counterpart(rule)[f & ~hit[name][qsel]]
+                hit[name][new] = True
+                best_var[name][new] = variant
+                hash_cp[name][new] = rh_rows[ref]
+        # NCC
+        if qsel.size and rthumbs is not None:
+            exclude = _exclude_positions(q_rows[qsel], rt_rows) if boundary.within else None
+            res = ncc_search(feats["thumb"][qsel], rthumbs, tau=tau, exclude=exclude,
+                             block=block, collect_pairs=False)
+            v = np.nan_to_num(res.best_rho, nan=-np.inf)
+            better = v > best_rho[qsel]
+            idx = qsel[better]
+            best_rho[idx] = v[better]
+            best_cp[idx] = rt_rows[res.best_index[better]]
+            best_var["ncc_nearest_dihedral"][idx] = variant
+    name = "ncc_nearest_dihedral"
+    hit[name] = best_rho >= tau
+    hash_cp[name] = best_cp
+    for p in DIHEDRAL_PREDICATES:
+        base = p[: -len("_dihedral")]
+        ok = ok_any & (qt if p.startswith("ncc") else qh)
+        col = pd.array([pd.NA] * n, dtype="boolean")
+        col[ok] = hit[p][ok]
+        flags[p] = col
+        flags[f"{p}_variant"] = np.where(hit[p], best_var[p], "")
+        flags[f"{p}_counterpart"] = np.where(hit[p], hash_cp[p], -1)
+        plain = flags[base].fillna(False).to_numpy(bool)
+        flags[f"{p}_only"] = hit[p] & ~plain
+        assessed[p] = int(ok.sum())
+    rho_col = np.where(np.isfinite(best_rho), best_rho, np.nan).astype(np.float32)
+    flags["ncc_best_rho_dihedral"] = rho_col
+    for p in DIHEDRAL_PREDICATES:
+        sel = hit[p] & (flags[f"{p}_counterpart"].to_numpy() >= 0)
+        if sel.any():
+            pair_parts.append(pd.DataFrame({
+                "query_row": q_rows[sel],
+                "reference_row": flags[f"{p}_counterpart"].to_numpy()[sel],
+                "variant": flags[f"{p}_variant"].to_numpy()[sel]}))
+
+
+def _pair_table(parts, rows, thumbs, boundary, geometry, tau, radius, flags, ssim,
+                max_ssim_pairs, notes) -> pd.DataFrame:
+    cols = ["query_row", "query_path", "reference_row", "reference_path", "variant", "d_p", "d_d",
+            "rho", "ssim", "rules", "counterpart_rules", "boundary", "thumb_size",
+            "interpolation", "mode", "tau", "radius"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    pairs = (pd.concat(parts, ignore_index=True)
+             .drop_duplicates(["query_row", "reference_row", "variant"])
+             .sort_values(["query_row", "reference_row", "variant"], kind="stable")
+             .reset_index(drop=True))
+    by_row = rows.set_index("row")
+    qr = pairs["query_row"].to_numpy(np.int64)
+    rr = pairs["reference_row"].to_numpy(np.int64)
+    pairs["query_path"] = by_row["path"].reindex(qr).to_numpy()
+    pairs["reference_path"] = by_row["path"].reindex(rr).to_numpy()
+    ident = (pairs["variant"] == "identity").to_numpy()
+    # hash distances (plain pairs; dihedral pairs keep the plain-image distances too)
+    dp = np.full(len(pairs), -1, np.int16)
+    dd = np.full(len(pairs), -1, np.int16)
+    if "phash" in by_row:
+        hp_q, hp_r = by_row["phash"].reindex(qr), by_row["phash"].reindex(rr)
+        hd_q, hd_r = by_row["dhash"].reindex(qr), by_row["dhash"].reindex(rr)
+        okh = (hp_q.notna().to_numpy() & hp_r.notna().to_numpy() & hd_q.notna().to_numpy()
+               & hd_r.notna().to_numpy())
+        if okh.any():
+            dp[okh] = hamming_distance(hp_q.to_numpy()[okh], hp_r.to_numpy()[okh])
+            dd[okh] = hamming_distance(hd_q.to_numpy()[okh], hd_r.to_numpy()[okh])
+    pairs["d_p"] = pd.array(np.where(dp >= 0, dp, 0), dtype="Int16")
+    pairs.loc[dp < 0, "d_p"] = pd.NA
+    pairs["d_d"] = pd.array(np.where(dd >= 0, dd, 0), dtype="Int16")
+    pairs.loc[dd < 0, "d_d"] = pd.NA
+    # rho and SSIM on the plain thumbnails (dihedral pairs: reference transformed by variant)
+    ti = pd.to_numeric(by_row["thumb_index"], errors="coerce").reindex(qr).fillna(-1).to_numpy() \
+        if "thumb_index" in by_row else np.full(len(pairs), -1)
+    tr = pd.to_numeric(by_row["thumb_index"], errors="coerce").reindex(rr).fillna(-1).to_numpy() \
+        if "thumb_index" in by_row else np.full(len(pairs), -1)
+    okt = (ti >= 0) & (tr >= 0)
+    rho = np.full(len(pairs), np.nan, np.float32)
+    ss = np.full(len(pairs), np.nan, np.float64)
+    if okt.any():
+        sel = np.flatnonzero(okt)
+        uq, inv_q = np.unique(qr[sel], return_inverse=True)
+        ur, inv_r = np.unique(rr[sel], return_inverse=True)
+        qa = np.asarray(thumbs(uq))
+        ra = np.asarray(thumbs(ur))
+        variants = pairs["variant"].to_numpy()[sel]
+        for v in np.unique(variants):
+            m = variants == v
+            rv = ra if v == "identity" else dih.apply_array(ra, v)
+            rho[sel[m]] = pair_rho(qa, rv, inv_q[m], inv_r[m])
+            if ssim:
+                take = np.flatnonzero(m)
+                take = take[: max(0, max_ssim_pairs - int(np.isfinite(ss).sum()))]
+                if take.size:
+                    ss[sel[take]] = ssim_for_pairs(qa, rv, inv_q[take], inv_r[take])
+        if ssim and okt.sum() > max_ssim_pairs:
+            notes["ssim"] = f"SSIM computed on the first {max_ssim_pairs} pairs only"
+    pairs["rho"] = rho
+    pairs["ssim"] = ss
+    # rules each pair satisfies
+    p_ok = pairs["d_p"].notna().to_numpy()
+    dpv = pairs["d_p"].fillna(99).to_numpy(int)
+    ddv = pairs["d_d"].fillna(99).to_numpy(int)
+    tags = [
+        ("joint", ident & p_ok & (np.maximum(dpv, ddv) <= radius)),
+        ("sum", ident & p_ok & (dpv + ddv <= radius)),
+        ("exact_phash", ident & p_ok & (dpv == 0)),
+        ("ncc", ident & (np.nan_to_num(rho, nan=-1) >= tau)),
+        ("dihedral_ncc", ~ident & (np.nan_to_num(rho, nan=-1) >= tau)),
+    ]
+    text = np.full(len(pairs), "", object)
+    for tag, mask in tags:
+        text = np.where(mask, np.where(text == "", tag, text + ";" + tag), text)
+    pairs["rules"] = text
+    # counterpart rules: the pair that decides each named rule for its query
+    fl = flags.set_index("row")
+    crules = np.full(len(pairs), "", object)
+    for rule, col in (("nearest", "ncc_nearest_counterpart"),
+                      ("first_candidate", "ncc_first_candidate_counterpart"),
+                      ("any_candidate", "ncc_any_candidate_counterpart")):
+        if col not in fl:
+            continue
+        decided = fl[col].reindex(qr).to_numpy() == rr
+        mask = decided & ident
+        crules = np.where(mask, np.where(crules == "", rule, crules + ";" + rule), crules)
+    pairs["counterpart_rules"] = crules
+    pairs["boundary"] = boundary.name
+    pairs["thumb_size"] = geometry.get("thumb_size")
+    pairs["interpolation"] = geometry.get("interpolation")
+    pairs["mode"] = geometry.get("mode")
+    pairs["tau"] = tau
+    pairs["radius"] = radius
+    return pairs[cols]

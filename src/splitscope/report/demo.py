@@ -1,0 +1,213 @@
+"""``splitscope demo``: make the demo benchmark, audit it, and score the audit against what was
+planted.
+
+The demo (:func:`splitscope.datasets.make_demo`) lists every planted relation in
+``planted.csv`` with the predicates that should flag it (``expected``) and those that should
+not (``missed_by``). :func:`check_demo` reads the audit's exported tables and says, per planted
+relation, whether each expected predicate flagged it, and lists every flagged query row that
+was not planted for that predicate (an unplanted finding would be a false alarm).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from splitscope.errors import InputError
+
+#: Demo predicate name → column of the near-duplicate layer's ``query_flags`` table.
+FLAG_COLUMNS = {
+    "sha256": "sha256",
+    "basename": "basename",
+    "pixel_reencode": "pixel_sha256",
+    "ncc": "ncc_nearest",
+    "hash_screen": "hash_screen",
+    "hash_joint": "hash_joint",
+    "hash_sum": "hash_sum",
+    "hash_exact_phash": "hash_exact_phash",
+    "dihedral_ncc": "ncc_nearest_dihedral",
+    "dihedral_hash": "hash_joint_dihedral",
+}
+#: Boundary every row-level demo predicate is checked on.
+BOUNDARY = "test → train"
+
+
+def _read(lists: Path, name: str) -> pd.DataFrame | None:
+    for suffix, reader in ((".parquet", pd.read_parquet),
+                           (".csv", lambda p: pd.read_csv(p, dtype=str, keep_default_na=False))):
+        path = lists / f"{name}{suffix}"
+        if path.is_file():
+            return reader(path)
+    return None
+
+
+def _true(values: pd.Series) -> pd.Series:
+    return values.astype(str).str.lower().isin(["true", "1"])
+
+
+def _split_paths(value: str) -> list[str]:
+    """Paths of a joined cell (``a | b`` or ``a;b``)."""
+    return [p.strip() for p in value.replace("|", ";").split(";") if p.strip()]
+
+
+def header_probe_found(audit_doc: dict) -> bool | None:
+    """Whether the header-only probe beats chance within the pool (the lower end of its
+    interval above chance); ``None`` when no such completed record exists."""
+    for r in audit_doc.get("records", []):
+        text = f"{r.get('id')} {(r.get('predicate') or {}).get('name')}".lower()
+        if "header" not in text or "within" not in text or r.get("status") != "completed":
+            continue
+        unc = r.get("uncertainty") or {}
+        chance = (r.get("details") or {}).get("chance")
+        if unc.get("low") is None or not isinstance(chance, (int, float)):
+            return None
+        return bool(unc["low"] > chance)
+    return None
+
+
+def flagged_paths(lists: Path) -> dict[str, set[str]]:
+    """Query paths flagged on test → train per demo predicate, from the exported tables
+    (``query_flags``, ``identity_groups``, ``within_copies``, ``group_overlap_*``). A
+    predicate whose table is absent (its layer did not run) is missing from the result."""
+    found: dict[str, set[str]] = {}
+    flags = _read(lists, "query_flags")
+    if flags is not None:
+        flags = flags[flags["boundary"].astype(str) == BOUNDARY] if "boundary" in flags else flags
+        for demo_name, col in FLAG_COLUMNS.items():
+            if col in flags.columns:
+                found[demo_name] = set(flags.loc[_true(flags[col]), "path"].astype(str))
+    groups = _read(lists, "identity_groups")
+    if groups is not None and "label_relation" in groups.columns:
+        conflict = groups[groups["label_relation"].astype(str).isin(["disjoint", "conflicting"])]
+        paths: set[str] = set()
+        for col in ("query_paths", "paths", "query_path"):
+            if col in conflict.columns:
+                for value in conflict[col].astype(str):
+                    paths.update(_split_paths(value))
+        if "boundary" in conflict.columns or paths:
+            found["label_conflict"] = {p for p in paths if p.startswith("test/")}
+    within = _read(lists, "within_copies")
+    if within is not None:
+        paths = set()
+        for col in ("paths", "path"):
+            if col in within.columns:
+                for value in within[col].astype(str):
+                    paths.update(_split_paths(value))
+        found["within_split"] = paths
+    overlap_name = next((p.stem for p in sorted(lists.glob("group_overlap_*.csv"))
+                         if "test" in p.stem.split("group_overlap_", 1)[1].split("_")[0]), None)
+    if overlap_name is not None:
+        table = _read(lists, overlap_name)
+        if table is not None and "affected" in table.columns:
+            found["group_overlap"] = set(table.loc[_true(table["affected"]), "path"].astype(str))
+    return found
+
+
+def check_demo(root: str | Path, out_dir: str | Path, audit_doc: dict | None = None
+               ) -> dict[str, Any]:
+    """Score an audit of the demo against ``planted.csv``.
+
+    Returns
+    -------
+    dict
+        ``by_kind``: per planted kind, rows planted, expected predicates, and how many of the
+        expected (row, predicate) flags were found; ``missed``: expected flags not found;
+        ``unplanted``: flagged query rows that are in no planted relation at all (false
+        alarms: must be empty); ``beyond_expected``: planted query rows flagged by a predicate
+        ``planted.csv`` did not expect for them (e.g. an exact-pHash match after a mild
+        re-encode: a planted leak found by one more predicate, not a false alarm);
+        ``not_checked``: predicates whose layer wrote no table; ``lines``: the same in
+        words, for the printed summary; ``ok``: nothing missed and nothing unplanted.
+    """
+    root, lists = Path(root), Path(out_dir) / "lists"
+    planted_path = root / "planted.csv"
+    if not planted_path.is_file():
+        raise InputError(f"{planted_path} not found: not a demo made by splitscope.datasets")
+    planted = pd.read_csv(planted_path, dtype=str, keep_default_na=False)
+    found = flagged_paths(lists)
+    if audit_doc is None and (Path(out_dir) / "audit.json").is_file():
+        import json
+
+        audit_doc = json.loads((Path(out_dir) / "audit.json").read_text(encoding="utf-8"))
+    probe = header_probe_found(audit_doc or {})
+    if probe is not None:
+        found["header_probe"] = {""} if probe else set()
+    expected_by_pred: dict[str, set[str]] = {}
+    missed, by_kind = [], {}
+    for kind, part in planted.groupby("kind", sort=False):
+        exp = sorted({p for v in part["expected"] for p in v.split(";") if p})
+        hits = total = 0
+        for _, row in part.iterrows():
+            for pred in (p for p in row["expected"].split(";") if p):
+                path = row["query_path"]
+                expected_by_pred.setdefault(pred, set()).add(path)
+                if pred not in found:
+                    continue
+                total += 1
+                if path in found[pred] or (pred == "within_split"
+                                           and row["reference_path"] in found[pred]):
+                    hits += 1
+                else:
+                    missed.append({"kind": kind, "predicate": pred, "query_path": path,
+                                   "reference_path": row["reference_path"]})
+        by_kind[str(kind)] = {"planted": int(len(part)), "expected": exp,
+                              "checked_flags": total, "found_flags": hits}
+    planted_paths = set(planted["query_path"]) | set(
+        planted.loc[planted["kind"] == "within_split", "reference_path"])
+    unplanted, beyond = [], []
+    for pred, paths in found.items():
+        allowed = expected_by_pred.get(pred, set())
+        if pred == "within_split":
+            allowed = allowed | set(planted.loc[planted["kind"] == "within_split",
+                                                "reference_path"])
+        for path in sorted(paths - allowed):
+            entry = {"predicate": pred, "query_path": path}
+            (beyond if path in planted_paths else unplanted).append(entry)
+    not_checked = sorted(set(expected_by_pred) - set(found))
+    lines = ["Planted in the demo (planted.csv) and found by the audit:"]
+    for kind, info in by_kind.items():
+        if info["expected"]:
+            lines.append(f"  {kind:<15} {info['planted']:>2} planted; expected "
+                         f"{', '.join(info['expected'])}: found {info['found_flags']} of "
+                         f"{info['checked_flags']} flags")
+        else:
+            lines.append(f"  {kind:<15} {info['planted']:>2} planted; no predicate is expected "
+                         "to flag it (a hard case)")
+    lines.append(f"  missed: {len(missed)}; clean rows flagged (false alarms): {len(unplanted)}; "
+                 f"planted rows also flagged by a predicate not expected for them: "
+                 f"{len(beyond)}"
+                 + (f" ({', '.join(sorted({b['predicate'] for b in beyond}))})" if beyond else "")
+                 + (f"; not checked (layer did not run): {', '.join(not_checked)}"
+                    if not_checked else ""))
+    return {"by_kind": by_kind, "missed": missed, "unplanted": unplanted,
+            "beyond_expected": beyond,
+            "not_checked": not_checked, "lines": lines,
+            "ok": not missed and not unplanted}
+
+
+def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
+             workers: int | None = None, fail_on=(), progress: bool | None = None,
+             n_train: int | None = None, n_test: int | None = None):
+    """Make the demo in ``DIRECTORY/data`` (replacing an earlier demo there), audit it into
+    ``DIRECTORY/audit`` (workspace ``DIRECTORY/workspace``) with the demo's group regex and
+    the dihedral option, and check the audit against ``planted.csv``.
+
+    Returns
+    -------
+    (AuditResult, dict)
+        The audit and :func:`check_demo`'s result.
+    """
+    from splitscope.datasets import DEMO_GROUP_REGEX, make_demo
+    from splitscope.report.audit import audit
+
+    directory = Path(directory)
+    data = directory / "data"
+    sizes = {k: v for k, v in (("n_train", n_train), ("n_test", n_test)) if v is not None}
+    root = make_demo(data, seed=seed, overwrite=(data / "planted.json").is_file(), **sizes)
+    result = audit(root, group_regex=DEMO_GROUP_REGEX, dihedral=True,
+                   out_dir=directory / "audit", workspace=directory / "workspace",
+                   workers=workers, fail_on=fail_on, progress=progress,
+                   command=f"splitscope demo {directory}")
+    return result, check_demo(root, result.out_dir, result.document)

@@ -1,0 +1,300 @@
+"""``report.html``: one self-contained page rendered from an audit document (``audit.json``).
+
+The page is rendered by Jinja2 with autoescaping on, so every name, label and path that came
+from the input is text, never markup. Figures are small PNG data URIs (see
+:mod:`splitscope.report.figures`); the gallery's thumbnails are read from the files named in
+the document, downscaled (longest side ``thumb_px``) and JPEG-encoded, at most
+``max_pairs`` pairs. Nothing is fetched from the network: no scripts, fonts or style sheets
+from outside the file.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from splitscope.report import figures
+
+TEMPLATE_DIR = Path(__file__).with_name("templates")
+MAX_PAIRS = 60
+THUMB_PX = 96
+
+_PAIR_LAYERS = ("identity", "near_duplicate", "containment")
+_GROUP_LAYERS = ("group",)
+_PROVENANCE_LAYERS = ("provenance", "probe", "shift")
+
+
+# ---------------------------------------------------------------------------- formatting
+
+def fmt_num(value: Any, digits: int = 4) -> str:
+    """A number for a table cell: integers as integers, floats to ``digits`` significant
+    digits, ``None`` as an em dash (never as 0)."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "—"
+        if value.is_integer() and abs(value) < 1e15:
+            return f"{int(value):,}"
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def fmt_estimate(record: Mapping[str, Any]) -> str:
+    """The estimate of a record: a percentage with numerator and denominator for a rate, else
+    the number itself."""
+    est = record.get("estimate")
+    num, den = record.get("numerator"), record.get("denominator")
+    if num is not None and den and (est is None or abs(est - num / den) < 1e-9):
+        return f"{100 * num / den:.3g}% ({fmt_num(num)} of {fmt_num(den)})"
+    if est is not None and den:  # an estimate that is not numerator/denominator (AUC, BA)
+        return f"{fmt_num(est)} (n = {fmt_num(den)})"
+    if num is not None and den == 0:
+        return f"{fmt_num(num)} of 0 (rate undefined)"
+    if est is None:
+        return "—" if record.get("status") == "completed" else "not measured"
+    return fmt_num(est)
+
+
+def fmt_interval(unc: Mapping[str, Any] | None) -> str:
+    """``[low, high] (level, kind)`` or an em dash."""
+    if not unc or unc.get("low") is None or unc.get("high") is None:
+        return "—"
+    level = unc.get("level")
+    lvl = f"{100 * level:g}% " if level else ""
+    return f"[{fmt_num(unc['low'])}, {fmt_num(unc['high'])}] {lvl}{unc.get('kind', '')}".strip()
+
+
+def fmt_params(predicate: Mapping[str, Any] | None) -> str:
+    """``name (k=v, ...)`` of a predicate or contrast."""
+    if not predicate:
+        return "—"
+    params = predicate.get("params") or {}
+    shown = [(k, v) for k, v in params.items() if not isinstance(v, (dict, list))][:8]
+    inner = ", ".join(f"{k}={_compact(v)}" for k, v in shown)
+    if len(shown) < len(params):
+        more = f"… ({len(params) - len(shown)} more in audit.json)"
+        inner = f"{inner}, {more}" if inner else more
+    name = predicate.get("name") or ""
+    return f"{name} ({inner})" if inner else name or "—"
+
+
+def _compact(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 48 else text[:47] + "…"
+
+
+def to_json(value: Any, limit: int = 4000) -> str:
+    """Pretty JSON for a ``<pre>`` block, truncated to ``limit`` characters (the full value
+    is in audit.json)."""
+    text = json.dumps(value, indent=1, ensure_ascii=False, default=str)
+    if len(text) > limit:
+        text = text[:limit] + f"\n… ({len(text) - limit} more characters in audit.json)"
+    return text
+
+
+# ---------------------------------------------------------------------------- thumbnails
+
+def thumbnail_uri(file: str | None, size: int = THUMB_PX) -> str | None:
+    """A JPEG data URI of ``file`` downscaled so its longest side is ``size`` pixels, or
+    ``None`` when the file cannot be read or decoded (the gallery then says so)."""
+    if not file:
+        return None
+    try:
+        from PIL import Image
+
+        with Image.open(file) as img:
+            img.draft("RGB", (size, size))
+            img = img.convert("L") if img.mode in ("I", "I;16", "F", "L", "LA", "1") else img.convert("RGB")
+            img.thumbnail((size, size))
+            buf = io.BytesIO()
+            img.save(buf, format="JPEG", quality=80)
+    except Exception:  # unreadable, missing or undecodable: shown as "no thumbnail"
+        return None
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+# ---------------------------------------------------------------------------- view model
+
+def _layer_of(record: Mapping[str, Any]) -> str:
+    return str(record.get("layer") or "").lower()
+
+
+def _text(record: Mapping[str, Any]) -> str:
+    pred = record.get("predicate") or {}
+    return f"{record.get('id')} {pred.get('name')} {record.get('title')}".lower()
+
+
+def _estimate_items(records, label_of=None) -> list[dict[str, Any]]:
+    items = []
+    for r in records:
+        if r.get("estimate") is None or r.get("status") not in ("completed", "partial"):
+            continue
+        unc = r.get("uncertainty") or {}
+        items.append({"label": label_of(r) if label_of else (r.get("title") or r["id"]),
+                      "estimate": r["estimate"], "low": unc.get("low"), "high": unc.get("high")})
+    return items
+
+
+def _safe_figure(fn, *args, **kwargs) -> dict[str, Any]:
+    """Draw one figure; a failure becomes a visible note instead of a broken report."""
+    try:
+        return {"uri": fn(*args, **kwargs), "error": None}
+    except Exception as exc:  # a figure never takes the whole report down
+        return {"uri": None, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapping[str, Any],
+                   images: dict[str, str | None], max_pairs: int, thumb_px: int) -> dict[str, Any]:
+    name = boundary["name"]
+    mine = [r for r in records if (r.get("boundary") or {}).get("name") == name]
+    census = [r for r in mine if _layer_of(r).startswith(_PAIR_LAYERS)]
+    groups = [r for r in mine if _layer_of(r).startswith(_GROUP_LAYERS)]
+    # pool-wide provenance findings (within-pool probe, internal partition control) sit
+    # beside each boundary's cross-split ones, which they are compared with
+    prov = [r for r in records if _layer_of(r).startswith(_PROVENANCE_LAYERS)
+            and ((r.get("boundary") or {}).get("name") == name or not r.get("boundary"))]
+    header = [r for r in prov if "header" in _text(r)]
+    partition = [r for r in prov if "partition" in _text(r) or "shift" in _text(r)]
+    other_prov = [r for r in prov if r not in header and r not in partition]
+    other = [r for r in mine if r not in census and r not in groups and r not in prov]
+
+    fig = (audit.get("figures") or {}).get(name) or {}
+    view: dict[str, Any] = {"boundary": boundary, "census": census, "groups": groups,
+                            "header": header, "partition": partition, "other_prov": other_prov,
+                            "other": other, "tau": fig.get("tau")}
+    if fig.get("distribution"):
+        view["distribution"] = _safe_figure(figures.similarity_distribution, fig["distribution"],
+                                            tau=fig.get("tau"))
+    if fig.get("sweep"):
+        view["sweep"] = _safe_figure(figures.threshold_sweep, fig["sweep"], tau=fig.get("tau"))
+        view["sweep_rows"] = fig["sweep"]
+    for key, recs, xlabel, ref in (
+        ("header_fig", header, "balanced accuracy (header features only)", None),
+        ("partition_fig", partition, "estimate (AUC, d_A or balanced accuracy)", 0.5),
+    ):
+        items = _estimate_items(recs)
+        if items:
+            view[key] = _safe_figure(figures.interval_chart, items, xlabel=xlabel, reference=ref)
+    pairs = [g for g in (audit.get("gallery") or []) if g.get("boundary") == name][:max_pairs]
+    for pair in pairs:
+        for side in ("query", "reference"):
+            file = (pair.get(side) or {}).get("file")
+            if file not in images:
+                images[file] = thumbnail_uri(file, thumb_px)
+    view["gallery"] = pairs
+    view["gallery_total"] = sum(1 for g in (audit.get("gallery") or [])
+                                if g.get("boundary") == name)
+    return view
+
+
+def _evaluation_view(records: list[dict], audit: Mapping[str, Any]) -> dict[str, Any]:
+    evals = [r for r in records if _layer_of(r).startswith(("evaluation", "protocol"))]
+    view: dict[str, Any] = {"records": evals}
+    charted = [r for r in evals if "scoreab" not in _text(r)][:40]
+    items = _estimate_items(charted, label_of=lambda r: r.get("title") or r["id"])
+    if items:
+        view["metrics_fig"] = _safe_figure(figures.interval_chart, items, xlabel="metric value")
+    reliability = []
+    for r in evals:
+        bins = (r.get("details") or {}).get("reliability")
+        if bins and len(reliability) < 6:
+            reliability.append({"record": r, **_safe_figure(figures.reliability_diagram, bins,
+                                                            label=r.get("title") or r["id"])})
+    for entry in ((audit.get("figures") or {}).get("reliability") or [])[:8]:
+        if entry.get("bins"):
+            label = f"{entry.get('entry')} · {entry.get('view')} · ECE {entry.get('ece', 0):.3f}"
+            reliability.append({"entry": entry, **_safe_figure(
+                figures.reliability_diagram, entry["bins"], label=label)})
+        else:
+            reliability.append({"entry": entry, "uri": None,
+                                "error": entry.get("reason") or entry.get("error")})
+    view["reliability"] = reliability
+    return view
+
+
+def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
+                   thumb_px: int = THUMB_PX) -> dict[str, Any]:
+    """Everything the template shows, derived from the audit document (plus the gallery's
+    thumbnails, read from the files it names)."""
+    records = list(audit.get("records") or [])
+    images: dict[str, str | None] = {}
+    boundaries = [_boundary_view(b, records, audit, images, max_pairs, thumb_px)
+                  for b in audit.get("boundaries") or []]
+    named = {b["name"] for b in audit.get("boundaries") or []}
+    unbounded = [r for r in records
+                 if (r.get("boundary") or {}).get("name") not in named
+                 and not _layer_of(r).startswith(("evaluation", "protocol"))
+                 and not (boundaries and not r.get("boundary")
+                          and _layer_of(r).startswith(_PROVENANCE_LAYERS))]
+    status_counts: dict[str, int] = {}
+    for r in records:
+        status_counts[r.get("status", "?")] = status_counts.get(r.get("status", "?"), 0) + 1
+    return {
+        "audit": audit,
+        "title": "splitscope audit — " + ", ".join(
+            i["path"] for i in audit.get("inputs") or [] if i.get("role") == "audited"),
+        "boundaries": boundaries,
+        "evaluation": _evaluation_view(records, audit),
+        "unbounded": unbounded,
+        "records": records,
+        "status_counts": status_counts,
+        "images": images,
+        "max_pairs": max_pairs,
+    }
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        autoescape=True,  # every value from the input is text, never markup
+        undefined=jinja2.ChainableUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(num=fmt_num, estimate=fmt_estimate, interval=fmt_interval,
+                       params=fmt_params, pretty=to_json)
+    return env
+
+
+def render_html(audit: Mapping[str, Any], **options) -> str:
+    """The report as an HTML string (see :func:`render_report`)."""
+    return _environment().get_template("report.html.j2").render(**report_context(audit, **options))
+
+
+def render_report(audit: Mapping[str, Any], path: str | Path, *, max_pairs: int = MAX_PAIRS,
+                  thumb_px: int = THUMB_PX) -> Path:
+    """Write ``report.html`` for an audit document.
+
+    Parameters
+    ----------
+    audit : mapping
+        The audit document (the content of ``audit.json``).
+    path : path-like
+        Where to write the page.
+    max_pairs : int
+        At most this many flagged pairs per boundary in the gallery (the full pair tables are
+        in ``lists/``); keeps the page small.
+    thumb_px : int
+        Longest side of a gallery thumbnail, in pixels.
+
+    Returns
+    -------
+    pathlib.Path
+        The written file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(audit, max_pairs=max_pairs, thumb_px=thumb_px), encoding="utf-8")
+    return path

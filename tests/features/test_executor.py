@@ -1,0 +1,90 @@
+"""The executor interface: serial and process pools give the same results, in any order."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+
+from splitscope.errors import InputError
+from splitscope.features.executor import (
+    BLAS_THREAD_VARIABLES,
+    Executor,
+    ProcessExecutor,
+    SerialExecutor,
+    default_workers,
+    make_executor,
+    pin_blas_threads,
+)
+
+
+def _chunks(n):
+    return ((f"c{i:03d}", i) for i in range(n))
+
+
+def test_serial_yields_every_chunk_in_order():
+    out = list(SerialExecutor().map(math.factorial, _chunks(6)))
+    assert out == [(f"c{i:03d}", math.factorial(i)) for i in range(6)]
+
+
+@pytest.mark.slow
+def test_process_pool_matches_serial_and_pins_blas():
+    ex = ProcessExecutor(2, max_in_flight=2)
+    got = dict(ex.map(math.factorial, _chunks(20)))
+    assert got == dict(SerialExecutor().map(math.factorial, _chunks(20)))
+    # every worker starts with BLAS/OpenMP pools pinned to one thread
+    envs = dict(ex.map(os.getenv, ((name, name) for name in BLAS_THREAD_VARIABLES)))
+    assert envs == {name: "1" for name in BLAS_THREAD_VARIABLES}
+    # the source is read only as far as the in-flight bound allows
+    consumed = []
+
+    def source():
+        for i in range(50):
+            consumed.append(i)
+            yield i, i
+
+    it = ex.map(math.factorial, source())
+    next(it)
+    assert len(consumed) <= ex.max_in_flight + 1
+    it.close()
+
+
+def test_chunks_are_consumed_lazily_with_bounded_in_flight():
+    consumed = []
+
+    def source():
+        for i in range(10):
+            consumed.append(i)
+            yield i, i
+
+    it = SerialExecutor().map(abs, source())
+    next(it)
+    assert consumed == [0]  # nothing is read ahead by the serial executor
+
+
+def test_worker_count_validated_and_defaults():
+    assert default_workers() >= 1
+    assert isinstance(make_executor(1), SerialExecutor)
+    assert isinstance(make_executor(3), ProcessExecutor)
+    assert make_executor(3).workers == 3
+    assert isinstance(SerialExecutor(), Executor)
+    assert isinstance(ProcessExecutor(2), Executor)
+    with pytest.raises(InputError):
+        make_executor(0)
+    with pytest.raises(InputError):
+        ProcessExecutor(0)
+
+
+def test_pin_blas_threads_sets_variables(monkeypatch):
+    for name in BLAS_THREAD_VARIABLES:
+        monkeypatch.setenv(name, "8")
+    pin_blas_threads()
+    try:
+        assert all(os.environ[name] == "1" for name in BLAS_THREAD_VARIABLES)
+    finally:
+        from splitscope.features import executor
+
+        if executor._LIMITS is not None:  # give this test process its thread pools back
+            executor._LIMITS.restore_original_limits()
+            executor._LIMITS = None

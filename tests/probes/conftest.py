@@ -1,0 +1,21 @@
+"""Fixtures of the provenance tests: one demo release and its scan per session."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def demo_scan(tmp_path_factory):
+    """The demo release (seed 0) scanned once, with its planted-relations table."""
+    import pandas as pd
+
+    from splitscope.datasets import make_demo
+    from splitscope.datasets.demo import DEMO_GROUP_REGEX
+    from splitscope.features.scan import scan
+
+    base = tmp_path_factory.mktemp("demo")
+    root = make_demo(base / "demo", seed=0)
+    sc = scan(root, base / "ws", group_regex=DEMO_GROUP_REGEX, progress=False, workers=1)
+    planted = pd.read_csv(root / "planted.csv", dtype=str, keep_default_na=False)
+    return sc, planted, root

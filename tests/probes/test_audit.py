@@ -1,0 +1,104 @@
+"""Audit entry points: records with every field, not-applicable records, demo detection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from splitscope.boundary import boundary
+from splitscope.probes.audit import audit_groups, audit_provenance
+
+
+def _manifest(groups=True):
+    n = 40
+    rng = np.random.default_rng(0)
+    m = pd.DataFrame({
+        "row": np.arange(n, dtype=np.int64),
+        "path": pd.array([f"p{i % 12}_{i}.png" for i in range(n)], dtype="string"),
+        "split": pd.array(["train"] * 30 + ["test"] * 10, dtype="string"),
+        "label": pd.array(rng.choice(["a", "b"], n), dtype="string"),
+        "source": pd.array(rng.choice(["s1", "s2"], n), dtype="string"),
+        "group": pd.array([f"p{i % 12}" if groups else None for i in range(n)], dtype="string"),
+        "frame": pd.array([i for i in range(n)], dtype="Int64"),
+    })
+    return m
+
+
+def test_group_records_have_every_field_and_tables_are_row_keyed():
+    m = _manifest()
+    res = audit_groups(m, n_resamples=200, resplit=True)
+    ov = next(r for r in res.records if r.id == "group.overlap[test_train]")
+    for f in ("unit", "numerator", "denominator", "coverage", "estimate", "uncertainty",
+              "conclusion", "unresolved", "scope"):
+        assert getattr(ov, f) is not None, f
+    assert ov.unit == "affected query row" and ov.denominator == 10
+    assert ov.numerator == 10  # every test patient id 0..11 also occurs in train
+    assert "conditional on traceability" in ov.conclusion
+    assert ov.uncertainty.kind.startswith("group-resampling")
+    gap = next(r for r in res.records if r.id == "group.frame_gap[test_train]")
+    assert gap.status == "completed" and gap.estimate is not None
+    assert {"group_overlap_test_train", "frame_gaps_test_train", "resplit",
+            "resplit_folds"} <= set(res.tables)
+    for name in ("group_overlap_test_train", "frame_gaps_test_train", "resplit"):
+        assert {"row", "path"} <= set(res.tables[name].columns)
+    for r in res.records:
+        r.to_dict()  # JSON-ready
+
+
+def test_not_applicable_without_groups_or_boundaries():
+    res = audit_groups(_manifest(groups=False))
+    assert [r.status for r in res.records] == ["not applicable"]
+    assert "group" in res.records[0].reason
+    m = _manifest()
+    m["split"] = pd.array(["all"] * len(m), dtype="string")
+    res = audit_groups(m)
+    assert res.records[0].status == "not applicable" and "boundary" in res.records[0].reason
+
+
+def test_partial_when_some_rows_untraceable_and_caveat_carried():
+    m = _manifest()
+    m.loc[35:, "group"] = pd.NA
+    res = audit_groups(m, unresolved="ids may be numbered per split", resplit=False)
+    ov = res.records[0]
+    assert ov.status == "partial" and ov.coverage == {"traceable": 5, "total": 10, "share": 0.5}
+    assert "numbered per split" in ov.unresolved and "5 of 10" in ov.unresolved
+
+
+def test_provenance_on_a_manifest_without_scan():
+    res = audit_provenance(_manifest(), n_resamples=100)
+    by_id = {r.id: r for r in res.records}
+    assert by_id["provenance.header_probe.within_pool"].status == "not assessed"
+    assert by_id["provenance.source_label"].status == "completed"
+    assert by_id["provenance.partition"].status == "not assessed"
+
+
+@pytest.mark.slow
+def test_demo_planted_shared_patients_found(demo_scan):
+    sc, planted, _ = demo_scan
+    res = audit_groups(sc.manifest, n_resamples=200, resplit=False)
+    rows = res.tables["group_overlap_test_train"]
+    found = set(rows.loc[rows["affected"], "path"])
+    expected = set(planted.loc[planted["expected"].str.contains("group_overlap"), "query_path"])
+    shared = set(planted.loc[planted["kind"] == "shared_group", "query_path"])
+    assert shared and shared <= found
+    assert found == expected  # nothing beyond the planted relations
+
+
+@pytest.mark.slow
+def test_demo_format_shortcut_detected(demo_scan):
+    sc, planted, _ = demo_scan
+    assert (planted["kind"] == "format_shortcut").any()
+    res = audit_provenance(sc, n_resamples=500, partition=True, importance_repeats=3)
+    by_id = {r.id: r for r in res.records}
+    wp = by_id["provenance.header_probe.within_pool"]
+    assert wp.status == "completed"
+    assert wp.uncertainty.low > wp.details["chance"] + 0.1  # ≫ chance
+    top = wp.details["top_fields"]
+    assert {"format", "bytes_per_pixel", "jpeg_qt0", "jpeg_quality", "png_chunks",
+            "file_size"} & set(top[:3])
+    part = by_id["provenance.partition[test_train]"]
+    assert part.status in ("completed", "partial")
+    ctl = part.details["shuffled_control"]["auc"]
+    assert ctl["low"] < 0.5 < ctl["high"]
+    assert "provenance.partition.internal[train]" in by_id

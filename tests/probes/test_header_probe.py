@@ -1,0 +1,89 @@
+"""Header-only probe (METHODS §4.2) on synthetic header tables with a planted field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from splitscope.errors import InputError
+from splitscope.probes.header_probe import (
+    header_feature_matrix,
+    header_probe_cross_split,
+    header_probe_within_pool,
+)
+
+
+def _table(n=240, seed=0, signal=True):
+    rng = np.random.default_rng(seed)
+    label = np.where(rng.random(n) < 0.5, "a", "b")
+    fmt = np.where(label == "a", "JPEG", "PNG") if signal else rng.choice(["JPEG", "PNG"], n)
+    flip = rng.random(n) < 0.1  # 90% aligned
+    fmt = np.where(flip, np.where(fmt == "JPEG", "PNG", "JPEG"), fmt)
+    return pd.DataFrame({
+        "row": np.arange(n), "path": [f"x/{i}.img" for i in range(n)],
+        "label": pd.array(label, dtype="string"),
+        "split": pd.array(np.where(np.arange(n) < n * 3 // 4, "train", "test"), dtype="string"),
+        "format": pd.array(fmt, dtype="string"),
+        "width": pd.array(rng.integers(100, 300, n), dtype="Int64"),  # noise
+        "bit_depth": pd.array([8] * n, dtype="Int64"),  # constant
+        "exif_software": pd.array([f"id{i}" for i in range(n)], dtype="string"),  # ID-like
+        "jpeg_qt0": pd.array([",".join(["2"] * 63 + [str(rng.integers(1, 3))]) for _ in range(n)],
+                             dtype="string"),
+        "app_exif": pd.array(rng.random(n) < 0.5, dtype="boolean"),
+        "extension": pd.array(np.where(label == "a", "jpg", "png"), dtype="string"),
+        "sha256": [f"{i:064x}" for i in range(n)],
+    })
+
+
+def test_feature_matrix_encodes_drops_and_never_uses_pixels():
+    X, info = header_feature_matrix(_table())
+    assert "format" in X.columns and "width" in X.columns and "app_exif" in X.columns
+    assert info["dropped"]["bit_depth"] == "constant"
+    assert info["dropped"]["exif_software"].startswith("ID-like")
+    assert "name-derived" in info["dropped"]["extension"]
+    assert "jpeg_qt0[63]" in X.columns and "jpeg_qt0[0]" not in X.columns  # constant coefficient
+    assert not any(c.startswith("sha256") for c in X.columns)
+    with pytest.raises(InputError, match="pixel"):
+        header_feature_matrix(_table(), columns=["format", "sha256"])
+
+
+def test_within_pool_detects_planted_field_and_names_it():
+    r = header_probe_within_pool(_table(), n_resamples=300, importance_repeats=3)
+    ba = r.balanced_accuracy
+    assert r.chance == 0.5
+    assert ba["low"] > 0.75  # 90% aligned format field
+    assert r.importances.iloc[0]["feature"] == "format"
+    assert r.top_features(1) == ["format"]
+    assert len(r.predictions) == 240 and set(r.predictions["fold"]) == set(range(5))
+
+
+def test_within_pool_at_chance_without_signal():
+    r = header_probe_within_pool(_table(signal=False, seed=3), n_resamples=300,
+                                 importance_repeats=2)
+    assert r.balanced_accuracy["low"] < 0.5 < r.balanced_accuracy["high"] + 0.05
+    assert r.balanced_accuracy["estimate"] < 0.65
+
+
+def test_group_aware_folds_keep_groups_together():
+    t = _table()
+    t["group"] = pd.array([f"g{i // 4}" for i in range(len(t))], dtype="string")
+    r = header_probe_within_pool(t, n_resamples=100, importance_repeats=1)
+    folds = r.predictions.assign(group=t["group"].to_numpy()).groupby("group")["fold"].nunique()
+    assert folds.max() == 1
+    assert "StratifiedGroupKFold" in r.params["cv"]
+
+
+def test_cross_split_fit_train_score_test():
+    t = _table()
+    r = header_probe_cross_split(t[t.split == "train"], t[t.split == "test"], n_resamples=300,
+                                 importance_repeats=2)
+    assert r.n_rows == 60 and r.balanced_accuracy["estimate"] > 0.75
+    assert r.importances.iloc[0]["feature"] == "format"
+
+
+def test_single_class_is_input_error():
+    t = _table()
+    t["label"] = "a"
+    with pytest.raises(InputError, match="two classes"):
+        header_probe_within_pool(t)

@@ -1,0 +1,77 @@
+"""Partition classifier (METHODS §4.4): a planted content shift is found, none is not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from splitscope.errors import InputError
+from splitscope.probes.partition import (
+    content_features,
+    internal_split,
+    load_embeddings,
+    partition_classifier,
+    proxy_a_distance,
+)
+
+
+def _thumbs(n, rng, bright=0):
+    base = rng.integers(0, 200, (n, 96, 96)).astype(np.int64) + bright
+    return np.clip(base, 0, 255).astype(np.uint8)
+
+
+def test_content_features_shape_and_values():
+    t = np.zeros((2, 96, 96), np.uint8)
+    t[1] = 255
+    f = content_features(t)
+    assert f.shape == (2, 16 * 16 + 32)
+    assert np.allclose(f[0, :256], 0) and np.allclose(f[1, :256], 1)
+    assert f[0, 256] == 1 and f[1, -1] == 1  # all mass in the first / last bin
+    assert np.allclose(f[:, 256:].sum(1), 1)
+    # area mean: a 6×6 block mean
+    t2 = np.random.default_rng(0).integers(0, 256, (1, 96, 96)).astype(np.uint8)
+    assert content_features(t2)[0, 0] == pytest.approx(t2[0, :6, :6].mean() / 255, rel=1e-5)
+
+
+def test_proxy_a_distance():
+    y = np.array([1, 1, 0, 0], bool)
+    assert proxy_a_distance(y, np.array([0.9, 0.8, 0.1, 0.2]))[0] == pytest.approx(2.0)
+    assert proxy_a_distance(y, np.array([0.9, 0.1, 0.9, 0.1]))[0] == pytest.approx(0.0)
+
+
+def test_planted_shift_found_and_control_at_chance():
+    rng = np.random.default_rng(0)
+    X = content_features(np.concatenate([_thumbs(150, rng), _thumbs(60, rng, bright=40)]))
+    y = np.r_[np.zeros(150, bool), np.ones(60, bool)]
+    rows = pd.DataFrame({"row": np.arange(210), "path": [f"p{i}" for i in range(210)],
+                         "label": np.where(np.arange(210) % 2, "a", "b")})
+    r = partition_classifier(X, y, rows=rows, n_resamples=300)
+    assert r.auc["low"] > 0.9 and r.d_a > 1.0
+    assert abs(r.control["auc"]["estimate"] - 0.5) < 0.15
+    assert set(r.auc_by_class["label"]) == {"a", "b"}
+    assert (r.auc_by_class["auc"] > 0.85).all()
+    assert r.scores["prob_test"].notna().all()
+
+
+def test_no_shift_gives_auc_near_half():
+    rng = np.random.default_rng(1)
+    X = content_features(_thumbs(200, rng))
+    y = internal_split(200, 0.25, seed=2)
+    assert y.sum() == 50
+    r = partition_classifier(X, y, n_resamples=300, shuffled_control=False)
+    assert r.auc["low"] < 0.5 < r.auc["high"]
+
+
+def test_embeddings_by_path(tmp_path):
+    table = pd.DataFrame({"path": ["b", "a"], "e0": [1.0, 2.0], "e1": [3.0, 4.0]})
+    table.to_parquet(tmp_path / "emb.parquet")
+    got = load_embeddings(tmp_path / "emb.parquet", pd.Series(["a", "b"]))
+    assert np.allclose(got, [[2, 4], [1, 3]])
+    with pytest.raises(InputError, match="no embedding"):
+        load_embeddings(table, pd.Series(["c"]))
+
+
+def test_bad_features():
+    with pytest.raises(InputError):
+        partition_classifier(np.full((4, 2), np.nan), np.array([0, 0, 1, 1], bool))

@@ -1,0 +1,64 @@
+"""Bootstrap intervals and fast metrics against scikit-learn and naive resampling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import balanced_accuracy_score, roc_auc_score
+
+from splitscope.probes.stats import (
+    balanced_accuracy_rows,
+    bootstrap_auc,
+    bootstrap_balanced_accuracy,
+    weighted_auc,
+)
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 800)
+    score = np.round(rng.normal(size=800) + 0.6 * y, 1)  # rounded: many ties
+    yt = rng.integers(0, 3, 800)
+    yp = np.where(rng.random(800) < 0.6, yt, rng.integers(0, 3, 800))
+    return y, score, yt, yp, rng
+
+
+def test_weighted_auc_matches_sklearn_with_ties_and_weights(data):
+    y, score, _, _, rng = data
+    assert weighted_auc(y, score)[0] == pytest.approx(roc_auc_score(y, score))
+    w = rng.integers(0, 4, y.size)
+    assert weighted_auc(y, score, w[None])[0] == pytest.approx(
+        roc_auc_score(y, score, sample_weight=w))
+
+
+def test_balanced_accuracy_rows_matches_sklearn(data):
+    _, _, yt, yp, rng = data
+    other = rng.integers(0, 3, yt.size)
+    got = balanced_accuracy_rows(yt, np.stack([yp, other]))
+    assert got[0] == pytest.approx(balanced_accuracy_score(yt, yp))
+    assert got[1] == pytest.approx(balanced_accuracy_score(yt, other))
+
+
+def test_bootstrap_intervals_agree_with_naive_case_resampling(data):
+    y, score, yt, yp, rng = data
+    idx = rng.integers(0, y.size, (400, y.size))
+    naive_auc = np.quantile([roc_auc_score(y[i], score[i]) for i in idx], [0.025, 0.975])
+    naive_ba = np.quantile([balanced_accuracy_score(yt[i], yp[i]) for i in idx], [0.025, 0.975])
+    a = bootstrap_auc(y, score, n_resamples=2000, seed=0)
+    b = bootstrap_balanced_accuracy(yt, yp, n_resamples=2000, seed=0)
+    assert a["estimate"] == pytest.approx(roc_auc_score(y, score))
+    assert b["estimate"] == pytest.approx(balanced_accuracy_score(yt, yp))
+    # same distribution: interval ends within Monte-Carlo error of the naive bootstrap
+    assert a["low"] == pytest.approx(naive_auc[0], abs=0.012)
+    assert a["high"] == pytest.approx(naive_auc[1], abs=0.012)
+    assert b["low"] == pytest.approx(naive_ba[0], abs=0.012)
+    assert b["high"] == pytest.approx(naive_ba[1], abs=0.012)
+    assert a["low"] < a["estimate"] < a["high"]
+    assert bootstrap_auc(y, score, n_resamples=300, seed=4) == \
+        bootstrap_auc(y, score, n_resamples=300, seed=4)
+
+
+def test_auc_undefined_with_one_side():
+    r = bootstrap_auc(np.ones(5, bool), np.arange(5.0))
+    assert r["estimate"] is None and "not defined" in r["kind"]

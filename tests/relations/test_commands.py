@@ -1,0 +1,49 @@
+"""The ``duplicates`` CLI verb."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from splitscope.cli import app, main
+
+
+def test_duplicates_table_and_exports(planted_root, tmp_path):
+    out = tmp_path / "out"
+    runner = CliRunner()
+    res = runner.invoke(app, ["duplicates", str(planted_root), "--query", "test",
+                              "--reference", "train", "--workspace", str(tmp_path / "ws"),
+                              "--workers", "1", "--out", str(out), "--transforms", "2"])
+    assert res.exit_code == 0, res.output
+    assert "hash_screen" in res.output and "ncc_nearest" in res.output
+    assert "NCC sweep" in res.output and "0.995" in res.output
+    assert "transform sensitivity" in res.output and "center_crop_80" in res.output
+    assert (out / "pairs.parquet").is_file() and (out / "outputs.json").is_file()
+
+
+def test_duplicates_json_and_fail_on(planted_root, tmp_path):
+    runner = CliRunner()
+    args = ["duplicates", str(planted_root), "--workspace", str(tmp_path / "ws"),
+            "--workers", "1", "--json", "--control-boundary", "split=test&label=A->train"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    payload = json.loads(res.output)
+    assert set(payload) == {"predicates", "sweeps", "transforms", "records"}
+    sha = next(p for p in payload["predicates"] if p["predicate"] == "sha256"
+               and p["boundary"] == "test → train")
+    assert (sha["numerator"], sha["denominator"]) == (3, 18)
+    assert sha["control_rate"] is not None
+    held = runner.invoke(app, args + ["--fail-on", "sha256"])
+    assert held.exit_code == 1
+    assert main(["duplicates", str(planted_root), "--workspace", str(tmp_path / "ws"),
+                 "--workers", "1", "--fail-on", "nonsense"]) == 2
+    assert main(["duplicates", str(planted_root), "--workspace", str(tmp_path / "ws"),
+                 "--query", "test"]) == 2
+
+
+@pytest.mark.parametrize("selector", ["val", "split=nothing"])
+def test_unknown_population_is_an_input_error(planted_root, tmp_path, selector):
+    assert main(["duplicates", str(planted_root), "--workspace", str(tmp_path / "ws"),
+                 "--workers", "1", "--query", selector, "--reference", "train"]) == 2

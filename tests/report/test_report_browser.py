@@ -1,0 +1,53 @@
+"""report.html in a real browser (headless Chromium): no console errors, every section and
+figure rendered, markup from the input shown as text. Skipped when no Chromium is installed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from splitscope.records import AuditRecord
+from splitscope.report.browser import find_browser, inspect_page
+from splitscope.report.html import render_report
+from reportkit import EVIL, boundary, document, records
+
+pytestmark = pytest.mark.skipif(find_browser() is None, reason="no Chromium browser installed")
+
+SECTIONS = ("verdicts", "layers", "scorecard", "boundary", "census", "distribution", "sweep",
+            "gallery", "groups", "header", "partition", "evaluation", "all-records", "inputs")
+
+
+def test_report_renders_without_errors(tmp_path):
+    img = tmp_path / "q.png"
+    Image.fromarray(np.full((50, 40), 90, np.uint8)).save(img)
+    b = boundary(q="test", r="train")
+    recs = records(b, label=EVIL)
+    recs.append(AuditRecord(id="x", layer="identity", title=EVIL, status="not assessed",
+                            reason=EVIL))
+    gallery = [{"boundary": b.name, "predicate": "ncc", "measurements": {"rho": 0.991},
+                "query": {"row": 3, "path": f"test/{EVIL}.png", "label": EVIL, "file": str(img)},
+                "reference": {"row": 7, "path": "train/a.png", "label": "NORMAL",
+                              "file": str(img)}}]
+    path = render_report(document(recs, b, gallery=gallery), tmp_path / "report.html")
+    info = inspect_page(path, screenshot=tmp_path / "shot.png")
+    assert info["console_errors"] == []
+    assert info["scripts"] == 0 and info["injected"] == 0
+    assert info["broken"] == []
+    for section in SECTIONS:
+        assert section in info["sections"], section
+    assert len(info["figures"]) == 4 and all(f["w"] > 100 for f in info["figures"])
+    assert info["images"] == 6  # four figures and the two gallery thumbnails
+    assert EVIL in info["text"]  # shown as text
+    assert (tmp_path / "shot.png").stat().st_size > 5_000
+
+
+def test_a_blocked_external_resource_is_a_console_error(tmp_path):
+    """The check itself can fail: a page that loads from the network reports an error."""
+    page = tmp_path / "bad.html"
+    page.write_text('<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" '
+                    "content=\"default-src 'none'\"></head><body>"
+                    '<img src="https://example.invalid/x.png"></body></html>')
+    info = inspect_page(page)
+    assert info["console_errors"]
+    assert info["broken"]

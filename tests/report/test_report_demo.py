@@ -1,0 +1,111 @@
+"""splitscope demo: every planted leak appears in audit.json with the expected record, and
+nothing unplanted is reported as leakage (scored against planted.csv)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from splitscope.cli import app
+from splitscope.records.schema import validate
+from splitscope.report.browser import find_browser, inspect_page
+from splitscope.report.demo import FLAG_COLUMNS, flagged_paths, run_demo
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("demo")
+    result, check = run_demo(directory, seed=0, n_train=100, n_test=50, workers=1,
+                             progress=False)
+    planted = pd.read_csv(directory / "data" / "planted.csv", dtype=str, keep_default_na=False)
+    return result, check, planted
+
+
+def _expected(planted: pd.DataFrame, predicate: str) -> set[str]:
+    return {r.query_path for r in planted.itertuples() if predicate in r.expected.split(";")}
+
+
+def test_demo_check_finds_everything_planted_and_nothing_else(demo):
+    result, check, planted = demo
+    assert check["missed"] == []
+    assert check["unplanted"] == []
+    assert check["not_checked"] == []
+    assert check["ok"]
+    kinds = set(planted["kind"])
+    assert set(check["by_kind"]) == kinds
+    for kind, info in check["by_kind"].items():
+        assert info["found_flags"] == info["checked_flags"], kind
+
+
+def test_records_count_exactly_the_planted_rows(demo):
+    result, check, planted = demo
+    doc = json.loads(result.audit_json.read_text())
+    records = {r["id"]: r for r in doc["records"]}
+    found = flagged_paths(result.out_dir / "lists")
+    for demo_name, predicate in FLAG_COLUMNS.items():
+        rec = records[f"{'identity' if predicate in ('sha256', 'basename', 'pixel_sha256') else 'near_duplicate'}.{predicate}.test--train"]
+        assert rec["status"] == "completed"
+        assert rec["denominator"] == 50
+        expected = _expected(planted, demo_name)
+        # the record counts the flagged rows; all expected rows are among them, and every
+        # flagged row is a planted query row
+        assert rec["numerator"] == len(found[demo_name])
+        assert expected <= found[demo_name], demo_name
+        assert found[demo_name] <= set(planted["query_path"]), demo_name
+    byte = records["identity.sha256.test--train"]
+    assert byte["numerator"] == len(_expected(planted, "sha256")) == 8
+    assert byte["details"]["renamed_groups"] == 3
+    assert byte["details"]["label_disjoint_groups"] == 1
+    overlap = next(r for r in doc["records"] if r["id"].startswith("group.overlap"))
+    assert overlap["numerator"] == len(_expected(planted, "group_overlap"))
+    within = records["identity.within_copies.train--train"]
+    assert within["numerator"] == 2  # the planted copy and its original
+    assert records["identity.within_copies.test--test"]["numerator"] == 0
+    header = records["provenance.header_probe.within_pool"]
+    assert header["uncertainty"]["low"] > header["details"]["chance"]
+
+
+def test_demo_audit_document(demo):
+    result, check, planted = demo
+    doc = json.loads(result.audit_json.read_text())
+    validate(doc)
+    statuses = {l["layer"]: l["status"] for l in doc["layers"]}
+    assert statuses == {"duplicates": "completed", "groups": "completed",
+                        "provenance": "completed", "evaluation": "not applicable",
+                        "external": "not applicable"}
+    assert doc["params"]["dihedral"] is True
+    assert re.fullmatch(r"[0-9.]+% of the test split \(\d+ of 50 rows\) has a near-twin in "
+                        r"train \(NCC ≥ 0\.98, 96², bicubic\)\.", doc["summary"]["verdicts"][0])
+    assert result.report.stat().st_size < 5_000_000
+
+
+def test_demo_cli_prints_planted_and_found(tmp_path):
+    from click.testing import CliRunner
+
+    res = CliRunner().invoke(app, ["demo", str(tmp_path / "d"), "--workers", "1", "--json"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    payload = json.loads(res.output)
+    assert payload["demo"]["ok"] and payload["demo"]["unplanted"] == []
+    assert re.match(r"[0-9.]+% of the test split \(\d+ of 80 rows\) has a near-twin in train",
+                    payload["verdicts"][0])
+    lines = payload["demo"]["lines"]
+    assert lines[0].startswith("Planted in the demo") and "missed: 0" in lines[-1]
+
+
+@pytest.mark.skipif(find_browser() is None, reason="no Chromium browser installed")
+def test_demo_report_in_a_browser(demo, tmp_path):
+    result, _, _ = demo
+    info = inspect_page(result.report, screenshot=tmp_path / "shot.png")
+    assert info["console_errors"] == []
+    assert info["broken"] == [] and info["injected"] == 0 and info["scripts"] == 0
+    for section in ("verdicts", "layers", "scorecard", "census", "distribution", "sweep",
+                    "gallery", "groups", "header", "partition", "evaluation", "all-records"):
+        assert section in info["sections"], section
+    assert len(info["figures"]) >= 4 and all(f["w"] > 0 for f in info["figures"])
+    assert (tmp_path / "shot.png").stat().st_size > 10_000
