@@ -376,10 +376,10 @@ def fidelity(folders: dict[str, Path], limit: int | None = None) -> dict:
         y -= y.mean(axis=1, keepdims=True)
         rho = (x * y).sum(1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1) + 1e-12)
 
-        def bits(col):
+        def bits(col, ex=ex, fa=fa, reduced=reduced):
             a = ex.loc[reduced, col].to_numpy(dtype=np.uint64)
             b = fa.loc[reduced, col].to_numpy(dtype=np.uint64)
-            return np.array([bin(int(v)).count("1") for v in a ^ b])
+            return np.array([int(v).bit_count() for v in a ^ b], dtype=np.int64)
 
         pb, db = bits("phash"), bits("dhash")
 

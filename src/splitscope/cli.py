@@ -1,8 +1,9 @@
 """The command line. Thin: parses, calls the API, prints, sets the exit code.
 
-Exit codes: 0 success, 1 a ``--fail-on`` condition held, 2 usage or input error. Each layer
-contributes its verbs from ``splitscope.<layer>.commands`` (a list ``COMMANDS`` of click
-commands), so the verbs live next to the code they call.
+Exit codes: 0 success, 1 a ``--fail-on`` condition held, 2 usage or input error, 3 an audit
+was written but one of its layers failed (recorded as ``not assessed``). Each layer contributes
+its verbs from ``splitscope.<layer>.commands`` (a list ``COMMANDS`` of click commands), so the
+verbs live next to the code they call.
 """
 
 from __future__ import annotations
@@ -15,25 +16,40 @@ import click
 from splitscope import __version__
 from splitscope.errors import InputError
 
-_COMMAND_MODULES = (
-    "splitscope.features.commands",  # scan
-    "splitscope.relations.commands",  # duplicates
-    "splitscope.probes.commands",  # groups, probe, shift
-    "splitscope.evaluation.commands",  # metrics, rescore, effects, pools
-    "splitscope.report.commands",  # audit, demo
-)
+# verb → module whose ``COMMANDS`` list holds it. Modules are imported only when their verb
+# runs (or for --help), so a verb pays only for the libraries it uses.
+VERBS = {
+    "scan": "splitscope.features.commands",
+    "duplicates": "splitscope.relations.commands",
+    "groups": "splitscope.probes.commands",
+    "resplit": "splitscope.probes.commands",
+    "probe": "splitscope.probes.commands",
+    "shift": "splitscope.probes.commands",
+    "metrics": "splitscope.evaluation.commands",
+    "rescore": "splitscope.evaluation.commands",
+    "effects": "splitscope.evaluation.commands",
+    "pools": "splitscope.evaluation.commands",
+    "audit": "splitscope.report.commands",
+    "demo": "splitscope.report.commands",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(VERBS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in VERBS:
+            return None
+        module = importlib.import_module(VERBS[name])
+        return next(c for c in module.COMMANDS if c.name == name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="splitscope")
 def app() -> None:
     """Audit a machine-learning benchmark for train/test contamination and for how evaluation
     choices move its headline score."""
-
-
-for _name in _COMMAND_MODULES:
-    for _command in importlib.import_module(_name).COMMANDS:
-        app.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except SystemExit as exc:  # a verb's exit code: 1 a --fail-on condition held, 3 a layer failed
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except click.ClickException as exc:
         exc.show()
         return 2

@@ -81,8 +81,17 @@ def test_cli_metrics_json_and_exports(tmp_path, capsys):
     assert out["views"][0]["bootstrap"]["n_boot"] == 100
     assert (tmp_path / "out" / "metrics.csv").exists()
     code = main(["metrics", str(tmp_path / "p.csv"), "--truth", str(tmp_path / "truth.xlsx"),
-                 "--bootstrap", "0"])
-    assert code == 0 and "official" in capsys.readouterr().out
+                 "--bootstrap", "0", "--score-kind", "probability", "--fit", "source=S1",
+                 "--evaluate", "source=S2"])
+    text = capsys.readouterr().out
+    assert code == 0 and "official" in text and "thresholds fitted on source=S1" in text
+    assert "temperature T*" in text
+    code = main(["metrics", str(tmp_path / "p.csv"), "--truth", str(tmp_path / "truth.xlsx"),
+                 "--bootstrap", "0", "--fit", "source=S1", "--evaluate", "source=S2", "--json"])
+    tr = json.loads(capsys.readouterr().out)["transfer"]
+    assert tr["fit_rows"] + tr["evaluate_rows"] == 45 and "temperature" not in tr
+    assert {r["rule"] for r in tr["threshold_summary"]} == {"default", "youden", "prevalence",
+                                                           "oracle"}
 
 
 def test_cli_rescore_effects_pools(tmp_path, capsys):
@@ -133,3 +142,15 @@ def test_cli_input_errors_exit_2(tmp_path, capsys):
                  "--view", "bad"]) == 2
     assert "NAME=KIND" in capsys.readouterr().err
     assert main(["pools", str(tmp_path / "truth.csv"), "--train", "test"]) == 2
+
+
+def test_audit_auto_query_picks_the_predicted_split(split_manifest, tmp_path):
+    manifest, pred = split_manifest
+    p = pd.read_csv(pred)
+    test_paths = set(manifest.loc[manifest["split"] == "test", "path"])
+    p[p["image_path"].isin(test_paths)].to_csv(tmp_path / "only_test.csv", index=False)
+    res = audit_predictions(manifest, tmp_path / "only_test.csv", n_boot=0)
+    first = res.records[0]
+    assert first.numerator == 1 and "'test' 60 of 60 distinct path keys" in first.scope
+    every = audit_predictions(manifest, tmp_path / "only_test.csv", n_boot=0, query=None)
+    assert every.records[0].numerator == 0  # 60 val rows lack a prediction

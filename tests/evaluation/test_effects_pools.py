@@ -46,7 +46,7 @@ def test_view_contrasts_with_paired_t():
     d = E.dedup_sensitivity(runs)
     assert d["runs"] == 12 and d["summary_mean"] == pytest.approx(0.03)
     assert d["interval"]["low"] == pytest.approx(0.03) and d["interval"]["kind"].startswith(
-        "paired-t")
+        "paired-t 95% interval over 12 runs matched on model, policy, seed")
     tcost = E.transfer_cost(runs)
     assert tcost["summary_mean"] == pytest.approx(0.10)
     res = E.protocol_effects(runs, components=("policy", "threshold"))
@@ -139,3 +139,34 @@ def test_draw_order_rules(manifest):
         training_pools(manifest, draw_order="random")
     with pytest.raises(InputError, match="not in the training pool"):
         training_pools(manifest, drop_source="Z")
+
+
+def test_runs_and_true_class_table_from_prediction_files(tmp_path):
+    from eval_helpers import CLASSES, make_predictions, make_truth
+
+    from splitscope.evaluation.predictions import read_truth
+    from splitscope.evaluation.views import official_view, view_where
+
+    table = make_truth(n=30)
+    table.to_csv(tmp_path / "t.csv", index=False)
+    truth = read_truth(tmp_path / "t.csv")
+    rows = []
+    for arm in ("local", "distant"):
+        for seed in (0, 1):
+            p = make_predictions(table, quality=0.3 if arm == "local" else 0.6, seed=seed)
+            name = f"{arm}_{seed}.csv"
+            p.to_csv(tmp_path / name, index=False)
+            rows.append({"model": "m", "arm": arm, "seed": seed, "predictions": name})
+    runs = pd.DataFrame(rows)
+    scored = E.runs_from_predictions(runs, truth, [official_view(truth),
+                                                   view_where(truth, "source=S2", "s2")],
+                                     base=tmp_path)
+    assert len(scored) == 8 and scored["scoreable"].all()
+    assert scored["balanced_accuracy"].between(0, 1).all()
+    tc = E.true_class_table(runs, truth, exposed=[0, 1, 2, 3, 4], base=tmp_path)
+    assert len(tc) == 4 * 30 and tc["exposed"].sum() == 4 * 5
+    p0 = make_predictions(table, quality=0.3, seed=0)[CLASSES].to_numpy()
+    first = tc[(tc["arm"] == "local") & (tc["seed"] == 0)]["p_true"].to_numpy()
+    np.testing.assert_allclose(first, p0[np.arange(30), truth.labels])
+    out = E.did_true_class_probability(tc)
+    assert out["seeds"] == 2 and np.isfinite(out["did"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from eval_helpers import CLASSES, make_predictions, make_truth
 
 from splitscope.errors import InputError
 from splitscope.evaluation.predictions import (
@@ -14,8 +15,6 @@ from splitscope.evaluation.predictions import (
     read_truth,
 )
 from splitscope.evaluation.scoreability import check_scoreability
-
-from eval_helpers import CLASSES, make_predictions, make_truth
 
 
 def _write(table: pd.DataFrame, path):

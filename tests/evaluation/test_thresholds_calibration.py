@@ -26,7 +26,7 @@ def test_youden_equals_brute_force_and_roc_curve():
     j = [T.rates_at(y, s, c)["youden_j"] for c in cands]
     assert T.rates_at(y, s, t)["youden_j"] == pytest.approx(max(j), abs=1e-12)
     assert t == max(c for c, v in zip(cands, j) if v == pytest.approx(max(j), abs=1e-12))
-    fpr, tpr, thr = roc_curve(y, s)
+    fpr, tpr, _ = roc_curve(y, s)
     assert T.rates_at(y, s, t)["youden_j"] == pytest.approx(np.max(tpr - fpr), abs=1e-12)
 
 

@@ -171,3 +171,19 @@ def test_bootstrap_speed_16k_rows_10_classes():
     elapsed = time.perf_counter() - t0
     assert out["macro_auc"]["low"] < out["macro_auc"]["high"]
     assert elapsed < 60  # seconds; measured ~8 s on 2 shared cores
+
+
+@pytest.mark.parametrize("share", [0.2, 0.8])
+def test_weighted_auroc_both_sides_and_ties(share):
+    """The batched AUROC looks up the smaller side in the larger one; check both cases."""
+    rng = np.random.default_rng(5)
+    n = 200
+    pos = rng.random(n) < share
+    score = np.round(rng.normal(0, 1, n) + pos, 1)
+    idx = U.bootstrap_indices(n, 25, 9)
+    w = np.stack([np.bincount(i, minlength=n) for i in idx]).astype(np.float32)
+    got = U.weighted_auroc(w, pos, score)
+    for b in range(25):
+        assert got[b] == pytest.approx(roc_auc_score(pos[idx[b]], score[idx[b]]), abs=1e-12)
+    plan = U.AurocPlan(pos, score)
+    assert plan.flip == (share > 0.5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -81,7 +82,7 @@ def test_sha256_is_the_digest_of_the_bytes(tmp_path):
     rng = np.random.default_rng(1)
     path = _save(tmp_path / "x.png", _blobs(rng, 33, 21))
     table, _ = extract_files([path])
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     assert table.loc[0, "sha256"] == hashlib.sha256(data).hexdigest()
     assert table.loc[0, "size_bytes"] == len(data)
 
@@ -158,8 +159,8 @@ def test_fast_mode_reduced_jpeg_decode_is_close_to_exact(tmp_path):
         y = tf[i].astype(np.float64) - tf[i].mean()
         rho = (x * y).sum() / (np.linalg.norm(x) * np.linalg.norm(y))
         assert rho > 0.99
-        p_bits = bin(int(exact.loc[i, "phash"]) ^ int(fast.loc[i, "phash"])).count("1")
-        d_bits = bin(int(exact.loc[i, "dhash"]) ^ int(fast.loc[i, "dhash"])).count("1")
+        p_bits = (int(exact.loc[i, "phash"]) ^ int(fast.loc[i, "phash"])).bit_count()
+        d_bits = (int(exact.loc[i, "dhash"]) ^ int(fast.loc[i, "dhash"])).bit_count()
         assert p_bits <= 8 and d_bits <= 12
 
 
@@ -192,7 +193,7 @@ def test_dicom_without_pydicom_is_unsupported_and_names_the_extra(monkeypatch):
     table, _ = extract_files([path])
     assert table.loc[0, "status"] == "unsupported"
     assert "[dicom]" in table.loc[0, "error"]
-    assert table.loc[0, "sha256"] == hashlib.sha256(open(path, "rb").read()).hexdigest()
+    assert table.loc[0, "sha256"] == hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def test_dicom_without_pixel_data_is_unsupported(tmp_path):
@@ -230,3 +231,33 @@ def test_table_concatenates_with_pandas(tmp_path):
     both = pd.concat([a, b], ignore_index=True)
     assert str(both["phash"].dtype) == "UInt64"
     assert both["status"].tolist() == ["ok", "missing"]
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_realdata_c3_every_file_extracts_and_matches_imagehash(shared_data):
+    root = shared_data / "c3-brain-mri-yes-no"
+    if not root.is_dir():
+        pytest.skip(f"{root} absent")
+    files = sorted(str(p) for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+    table, _ = extract_files(files)
+    assert (table["status"] == "ok").all(), table.loc[table["status"] != "ok", "error"].head()
+    for path, p, d in zip(files, table["phash"], table["dhash"]):
+        with Image.open(path) as img:
+            assert format(int(p), "016x") == str(imagehash.phash(img))
+            assert format(int(d), "016x") == str(imagehash.dhash(img))
+    # some files are PNGs saved under JPEG names: format comes from the bytes
+    assert set(table["format"]) >= {"JPEG", "PNG"}
+    assert table["pixel_sha256"].notna().all()
+    # the release holds byte-identical copies; equal bytes always mean equal decoded pixels
+    assert table["sha256"].duplicated().any()
+    assert (table.groupby("sha256")["pixel_sha256"].nunique() == 1).all()
+
+
+def test_dcm_suffix_does_not_override_the_bytes(tmp_path):
+    """A PNG named .dcm is decoded as the PNG it is (format comes from the magic bytes)."""
+    rng = np.random.default_rng(9)
+    path = _save(tmp_path / "scan.dcm", _blobs(rng, 40, 40), "PNG")
+    table, _ = extract_files([path])
+    assert table.loc[0, "status"] == "ok" and table.loc[0, "format"] == "PNG"
+    assert table.loc[0, "decoded_mode"] == "L"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import imagehash
 import numpy as np
 import pytest
 from PIL import Image
 
-imagehash = pytest.importorskip("imagehash")
-
-from splitscope.features import imaging  # noqa: E402
-from splitscope.features.imaging import (  # noqa: E402
+from splitscope.features import imaging
+from splitscope.features.imaging import (
     array_to_gray8,
     dhash64,
     dhash64_batch,
@@ -217,22 +216,27 @@ def _real_files(root):
 @pytest.mark.slow
 @pytest.mark.parametrize("corpus", ["c3-brain-mri-yes-no", "kermany-chest-xray-224"])
 def test_realdata_every_file_bit_identical(shared_data, corpus):
-    """Exact-mode pHash/dHash of every file equal imagehash's (one decode per file)."""
+    """Exact-mode pHash/dHash of every file equal imagehash's, and the thumbnail equals
+    Pillow's direct bicubic resize (one decode per file)."""
     root = shared_data / corpus
     if not root.is_dir():
         pytest.skip(f"{root} absent")
     files = _real_files(root)
     assert files
-    mismatches = []
+    mismatches, thumb_mismatches = [], []
     for path in files:
         with Image.open(path) as img:
             img.load()
             feats = image_features(img)
             ref = _hexes(img)
+            thumb = np.asarray(img.convert("L").resize((96, 96), Image.Resampling.BICUBIC))
         got = (format(feats["phash"], "016x"), format(feats["dhash"], "016x"))
         if got != ref:
             mismatches.append((path.name, got, ref))
+        if not np.array_equal(feats["thumb"], thumb):
+            thumb_mismatches.append(path.name)
     assert not mismatches, mismatches[:5]
+    assert not thumb_mismatches, thumb_mismatches[:5]
     if corpus == "kermany-chest-xray-224":
         assert len(files) == 5840
     else:

@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from splitscope.boundary import boundary
 from splitscope.probes.audit import audit_groups, audit_provenance
 
 
@@ -42,8 +41,10 @@ def test_group_records_have_every_field_and_tables_are_row_keyed():
             "resplit_folds"} <= set(res.tables)
     for name in ("group_overlap_test_train", "frame_gaps_test_train", "resplit"):
         assert {"row", "path"} <= set(res.tables[name].columns)
+    from splitscope.records.schema import validate_record
+
     for r in res.records:
-        r.to_dict()  # JSON-ready
+        validate_record(r.to_dict())  # JSON-ready and schema-valid
 
 
 def test_not_applicable_without_groups_or_boundaries():
@@ -71,6 +72,10 @@ def test_provenance_on_a_manifest_without_scan():
     assert by_id["provenance.header_probe.within_pool"].status == "not assessed"
     assert by_id["provenance.source_label"].status == "completed"
     assert by_id["provenance.partition"].status == "not assessed"
+    from splitscope.records.schema import validate_record
+
+    for r in res.records:
+        validate_record(r.to_dict())
 
 
 @pytest.mark.slow
@@ -102,3 +107,32 @@ def test_demo_format_shortcut_detected(demo_scan):
     ctl = part.details["shuffled_control"]["auc"]
     assert ctl["low"] < 0.5 < ctl["high"]
     assert "provenance.partition.internal[train]" in by_id
+
+
+@pytest.mark.slow
+def test_demo_identity_recovery_and_schema(demo_scan):
+    """Test rows inherit the patient id of their training counterpart: byte copies by bytes,
+    re-encoded/resized/intensity-changed copies by NCC; every record validates."""
+    from splitscope.records.schema import validate_record
+    from splitscope.relations.recovery import recover_from_scans
+
+    sc, planted, _ = demo_scan
+    m = sc.manifest
+    test = m.loc[m["split"] == "test", "row"].to_numpy()
+    train = m.loc[m["split"] == "train", "row"].to_numpy()
+    rec = recover_from_scans(sc, sc, query_rows=test, upstream_rows=train)
+    mp = rec.mapping.set_index("path")
+    for kind in ("byte_copy",):
+        for p in planted.loc[planted["kind"] == kind, "query_path"]:
+            assert mp.loc[p, "method"] == "bytes"
+            assert mp.loc[p, "recovered_group"] == m.set_index("path").loc[p, "group"]
+    for kind in ("lossy_reencode", "intensity", "resized"):
+        for q, r in planted.loc[planted["kind"] == kind, ["query_path", "reference_path"]].values:
+            assert mp.loc[q, "method"] == "ncc", (kind, q)
+            assert mp.loc[q, "upstream_path"] == r
+    # classes all occur upstream here, so the matcher check is not assessed
+    assert rec.summary["matcher_check"] == "not assessed"
+    res = audit_groups(sc.manifest, recovery=rec, n_resamples=100)
+    assert "group_mapping" in res.tables
+    for r in res.records:
+        validate_record(r.to_dict())

@@ -62,3 +62,16 @@ def test_bootstrap_intervals_agree_with_naive_case_resampling(data):
 def test_auc_undefined_with_one_side():
     r = bootstrap_auc(np.ones(5, bool), np.arange(5.0))
     assert r["estimate"] is None and "not defined" in r["kind"]
+
+
+def test_within_strata_auc_ignores_offsets_between_strata():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400).astype(bool)
+    fold = np.repeat(np.arange(4), 100)
+    score = rng.normal(size=400) + 0.8 * y + 5.0 * fold  # large per-fold offsets
+    per_fold = [roc_auc_score(y[fold == k], score[fold == k]) for k in range(4)]
+    pairs = [(y[fold == k].sum() * (~y[fold == k]).sum()) for k in range(4)]
+    want = np.average(per_fold, weights=pairs)
+    assert weighted_auc(y, score, strata=fold)[0] == pytest.approx(want)
+    r = bootstrap_auc(y, score, n_resamples=200, strata=fold)
+    assert r["estimate"] == pytest.approx(want) and r["low"] < want < r["high"]

@@ -21,7 +21,7 @@ from splitscope.records.schema import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-from reportkit import document  # noqa: E402
+from reportkit import document
 
 
 def test_schema_file_is_packaged_and_valid():

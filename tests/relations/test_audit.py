@@ -8,13 +8,12 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from relations_helpers import PLANTED, mini_scan
 
 from splitscope.boundary import Boundary, Population
 from splitscope.errors import InputError
 from splitscope.relations.audit import audit_duplicates, resolve_boundaries
 from splitscope.relations.controls import control_rate
-
-from conftest import PLANTED, mini_scan
 
 HASHES = ["hash_screen", "hash_joint", "hash_sum", "hash_exact_phash"]
 NEAR = HASHES + ["ncc_nearest"]
@@ -184,3 +183,10 @@ def test_resolve_boundaries_inputs(planted_scan):
         resolve_boundaries(m, ("val", "train"))
     with pytest.raises(InputError, match="cannot read boundary"):
         resolve_boundaries(m, ["test"])
+
+
+def test_records_match_the_schema(audited):
+    schema = pytest.importorskip("splitscope.records.schema")
+    result, _ = audited
+    for rec in result.records:
+        schema.validate_record(rec.to_dict())

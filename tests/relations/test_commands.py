@@ -23,6 +23,7 @@ def test_duplicates_table_and_exports(planted_root, tmp_path):
     assert (out / "pairs.parquet").is_file() and (out / "outputs.json").is_file()
 
 
+@pytest.mark.slow
 def test_duplicates_json_and_fail_on(planted_root, tmp_path):
     runner = CliRunner()
     args = ["duplicates", str(planted_root), "--workspace", str(tmp_path / "ws"),

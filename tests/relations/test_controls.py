@@ -6,13 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
+from relations_helpers import mini_scan, smooth_image
 
 from splitscope.errors import InputError
 from splitscope.relations.audit import audit_duplicates
 from splitscope.relations.controls import comparison_pairs, median_difference
 from splitscope.relations.transforms import TRANSFORMS, transform_sensitivity
-
-from conftest import mini_scan, smooth_image
 
 
 def test_comparison_pairs_pick_adjacent_and_distant():
@@ -88,3 +87,29 @@ def test_transform_sensitivity_on_known_images(tmp_path):
     assert again.attrs["sample"] == {"n": 2, "seed": 0, "pool": 4}
     with pytest.raises(InputError):
         transform_sensitivity([], n=3)
+
+
+def test_comparison_pairs_match_brute_force():
+    rng = np.random.default_rng(9)
+    n = 300
+    rows = pd.DataFrame({"row": range(n), "group": rng.choice(["a", "b", "c"], n),
+                         "frame": rng.integers(0, 2000, n)})
+    flagged = pd.DataFrame({"query_row": rng.choice(n, 20, replace=False)})
+    same = rows.set_index("row")
+    flagged["reference_row"] = [int(rows[(rows["group"] == same.loc[q, "group"])
+                                         & (rows["row"] != q)]["row"].iloc[0])
+                                for q in flagged["query_row"]]
+    got = comparison_pairs(rows, flagged)
+    involved = set(flagged["query_row"]) | set(flagged["reference_row"])
+    for kind, low in (("adjacent", 1), ("distant", 500)):
+        mine = got[got["kind"] == kind].set_index("query_row")
+        for q in flagged["query_row"].unique():
+            g, fq = same.loc[q, "group"], same.loc[q, "frame"]
+            c = rows[(rows["group"] == g) & ~rows["row"].isin(involved)].copy()
+            c["gap"] = (c["frame"] - fq).abs()
+            c = c[c["gap"] >= low].sort_values(["gap", "row"])
+            if c.empty:
+                assert q not in mine.index
+            else:
+                assert mine.loc[q, "gap"] == c["gap"].iloc[0]
+                assert mine.loc[q, "reference_row"] == c["row"].iloc[0]

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from PIL import Image
+from reportkit import EVIL
 
 from splitscope.cli import app, main
 from splitscope.errors import InputError
 from splitscope.records.schema import validate
 from splitscope.report.audit import LAYERS, audit, run_layer
-from reportkit import EVIL
 
 LAYER_NAMES = set(LAYERS)
 
@@ -270,3 +270,16 @@ def test_predictions_evaluation_layer(release, tmp_path, workspace):
     assert any("balanced accuracy on the official view" in v for v in doc["summary"]["verdicts"])
     html = res.report.read_text()
     assert 'data-section="reliability"' in html and "<img src=x" not in html
+
+
+def test_rerun_into_the_same_folder_lists_only_this_run(release, tmp_path, workspace):
+    out = tmp_path / "o"
+    first = audit(release, out_dir=out, workspace=workspace, workers=1, progress=False,
+                  layers=["duplicates"])
+    stale = out / "lists" / "stale.csv"
+    stale.write_text("x\n")
+    second = audit(release, out_dir=out, workspace=workspace, workers=1, progress=False,
+                   layers=["groups"])
+    assert not stale.exists()
+    assert {a["path"] for a in second.document["artifacts"]} < \
+        {a["path"] for a in first.document["artifacts"]}

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PIL import Image
+from reportkit import EVIL, boundary, document, records
 
 from splitscope.records import AuditRecord
 from splitscope.report.browser import find_browser, inspect_page
 from splitscope.report.html import render_report
-from reportkit import EVIL, boundary, document, records
 
 pytestmark = pytest.mark.skipif(find_browser() is None, reason="no Chromium browser installed")
 

@@ -31,7 +31,7 @@ def _expected(planted: pd.DataFrame, predicate: str) -> set[str]:
 
 
 def test_demo_check_finds_everything_planted_and_nothing_else(demo):
-    result, check, planted = demo
+    _, check, planted = demo
     assert check["missed"] == []
     assert check["unplanted"] == []
     assert check["not_checked"] == []
@@ -43,7 +43,7 @@ def test_demo_check_finds_everything_planted_and_nothing_else(demo):
 
 
 def test_records_count_exactly_the_planted_rows(demo):
-    result, check, planted = demo
+    result, _, planted = demo
     doc = json.loads(result.audit_json.read_text())
     records = {r["id"]: r for r in doc["records"]}
     found = flagged_paths(result.out_dir / "lists")
@@ -71,7 +71,7 @@ def test_records_count_exactly_the_planted_rows(demo):
 
 
 def test_demo_audit_document(demo):
-    result, check, planted = demo
+    result, _, _ = demo
     doc = json.loads(result.audit_json.read_text())
     validate(doc)
     statuses = {l["layer"]: l["status"] for l in doc["layers"]}

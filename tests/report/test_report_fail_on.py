@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from reportkit import boundary, records
 
 from splitscope.errors import InputError
 from splitscope.report.audit import METRICS, evaluate_conditions, parse_condition
-from reportkit import boundary, records
 
 
 def test_parse_condition_forms():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pytest
 from PIL import Image
+from reportkit import EVIL, boundary, document, records
 
 from splitscope.records import AuditRecord
 from splitscope.report.html import (
@@ -15,7 +15,6 @@ from splitscope.report.html import (
     render_report,
     thumbnail_uri,
 )
-from reportkit import EVIL, boundary, document, records
 
 
 def _evil_doc(tmp_path):

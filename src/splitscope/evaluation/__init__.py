@@ -1,1 +1,51 @@
-"""evaluation layer."""
+"""Evaluation sensitivity on saved predictions (METHODS §5).
+
+Readers and scoreability (:mod:`.predictions`, :mod:`.scoreability`), metrics (:mod:`.metrics`),
+thresholds (:mod:`.thresholds`), temperature scaling (:mod:`.calibration`), uncertainty
+(:mod:`.uncertainty`), evaluation views (:mod:`.views`), re-scoring of entries
+(:mod:`.rescore`), protocol effects (:mod:`.effects`), training-pool controls (:mod:`.pools`)
+and the layer's audit entry point (:mod:`.audit`).
+"""
+
+from splitscope.evaluation.audit import audit_predictions
+from splitscope.evaluation.effects import (
+    delta_arch,
+    did_true_class_probability,
+    protocol_effects,
+)
+from splitscope.evaluation.metrics import score_predictions
+from splitscope.evaluation.pools import training_pools
+from splitscope.evaluation.predictions import (
+    Predictions,
+    Truth,
+    read_predictions,
+    read_truth,
+)
+from splitscope.evaluation.rescore import RescoreResult, final_ranking, rescore
+from splitscope.evaluation.scoreability import Verdict, check_scoreability
+from splitscope.evaluation.uncertainty import bootstrap_metrics, delong_test
+from splitscope.evaluation.views import View, official_view, view_from_list, view_where
+
+__all__ = [
+    "Predictions",
+    "RescoreResult",
+    "Truth",
+    "Verdict",
+    "View",
+    "audit_predictions",
+    "bootstrap_metrics",
+    "check_scoreability",
+    "delong_test",
+    "delta_arch",
+    "did_true_class_probability",
+    "final_ranking",
+    "official_view",
+    "protocol_effects",
+    "read_predictions",
+    "read_truth",
+    "rescore",
+    "score_predictions",
+    "training_pools",
+    "view_from_list",
+    "view_where",
+]

@@ -34,7 +34,9 @@ def _truth_from(manifest_or_truth, classes=None, query: str | None = None) -> Tr
         if "label" not in m.columns:
             raise InputError("the manifest has no label column; evaluation needs labels")
         all_classes = classes or sorted(m["label"].dropna().astype(str).unique().tolist())
-        if query:
+        if isinstance(query, list):  # splits chosen by _auto_query
+            m = m[m["split"].astype("string").isin(query).fillna(False)]
+        elif query:
             pop = select(m, query)
             m = m[m["row"].isin(pop.rows)]
         m = m[m["label"].notna()]
@@ -42,6 +44,32 @@ def _truth_from(manifest_or_truth, classes=None, query: str | None = None) -> Tr
             raise InputError(f"no labelled manifest rows for evaluation (query {query!r})")
         return read_truth(m, all_classes)
     return read_truth(Path(manifest_or_truth), classes)
+
+
+def _auto_query(manifest_or_truth, preds, path_mode: str) -> tuple[list | None, str | None]:
+    """The splits of a manifest that hold the entries' paths (see
+    :func:`audit_predictions`), with a note saying so; ``(None, None)`` otherwise."""
+    from splitscope.evaluation.predictions import path_keys
+
+    m = manifest_or_truth
+    if not isinstance(m, pd.DataFrame) or "split" not in m.columns or not preds:
+        return None, None
+    keys: set = set()
+    for pred in preds:
+        if pred.path_column is not None:
+            keys |= set(path_keys(pred.table[pred.path_column].astype("string").to_numpy(
+                dtype=object, na_value=None), path_mode))
+    if not keys:
+        return None, None
+    hits = pd.Series(path_keys(m["path"].to_numpy(dtype=object), path_mode),
+                     dtype="object").isin(keys).to_numpy()
+    counts = m.loc[hits, "split"].astype("string").value_counts().sort_index()
+    if counts.empty:
+        return None, "no manifest path matches the predictions; every labelled row is the truth"
+    splits = [str(x) for x in counts.index]
+    held = ", ".join(f"{k!r} {int(v):,}" for k, v in counts.items())
+    return splits, (f"truth rows chosen automatically: the split(s) holding the predicted "
+                    f"paths ({held} of {len(keys):,} distinct path keys)")
 
 
 def _boundary(view: View, truth: Truth) -> dict:
@@ -62,7 +90,7 @@ def audit_predictions(
     *,
     views=None,
     classes: list[str] | None = None,
-    query: str | None = None,
+    query: str | None = "auto",
     score_kind="score",
     path_mode: str = "exact",
     n_boot: int = 2000,
@@ -81,6 +109,11 @@ def audit_predictions(
     manifest_or_truth : DataFrame, Truth or path
         A manifest (labels from ``label``; rows chosen by ``query``), a :class:`Truth`, or a
         truth file (CSV/Parquet/XLSX; one-hot class columns or a label column).
+    query : str or None
+        Selector of the manifest rows the predictions are scored against. ``"auto"`` (default)
+        takes the split(s) holding the entries' paths (path keys of ``path_mode``) and
+        records that choice in the scoreability record; ``None`` takes every labelled row. The task's
+        classes are always every label of the manifest.
     predictions : path, Predictions or list
         One prediction file, a folder of them (one entry each), or :class:`Predictions`.
     views : list of View or of spec strings, optional
@@ -106,12 +139,15 @@ def audit_predictions(
         Records (layer ``evaluation``) and tables ``evaluation_views`` (row-keyed view
         membership), ``evaluation_verdicts``, ``evaluation_scores``, ``evaluation_ranks``.
     """
+    preds = load_entries(predictions, score_kind=score_kind) if not isinstance(
+        predictions, Predictions) else [predictions]
+    query_note = None
+    if query == "auto":
+        query, query_note = _auto_query(manifest_or_truth, preds, path_mode)
     truth = _truth_from(manifest_or_truth, classes, query)
     view_list = [official_view(truth)]
     for v in views or []:
         view_list.append(v if isinstance(v, View) else parse_view(truth, v, path_mode=path_mode))
-    preds = load_entries(predictions, score_kind=score_kind) if not isinstance(
-        predictions, Predictions) else [predictions]
     res = rescore(preds, truth, view_list, score_kind=score_kind, path_mode=path_mode,
                   reported=reported, final=final, exclude=exclude)
     inputs = []
@@ -131,7 +167,9 @@ def audit_predictions(
                                               "no missing or non-numeric values",
                                               "no duplicate paths"]}},
         unit="prediction file (entry)", numerator=int(v["scoreable"].sum()),
-        denominator=int(len(v)), scope=f"{len(v)} entries against {truth.origin}",
+        denominator=len(v),
+        scope=(f"{len(v)} entries against {truth.origin} ({len(truth):,} rows"
+               + (f"; {query_note}" if query_note else "") + ")"),
         conclusion=(f"{int(v['scoreable'].sum())} of {len(v)} entries are scoreable"
                     + ("" if v["scoreable"].all() else "; the others are reported with every "
                        "reason and not repaired")),
@@ -203,7 +241,9 @@ def audit_predictions(
             scope="scoreable, not excluded entries",
             conclusion=("Spearman ρ of each view's ranking with the official view: "
                         + ", ".join(f"{k} {val:.3f}" for k, val in off_rho.items()
-                                    if np.isfinite(val))),
+                                    if np.isfinite(val))
+                        if any(np.isfinite(val) for val in off_rho.values()) else
+                        "fewer than 3 scored entries: ranks only, no rank correlation"),
             details={"spearman": sp.to_dict(orient="records"),
                      "max_abs_rank_change": int(res.ranks["rank_change"].abs().max())
                      if len(res.ranks) else 0}))
@@ -250,7 +290,7 @@ def _transfer_records(truth: Truth, aligned_by_entry: dict, fit: str | None,
             boundary=boundary, predicate={"name": "threshold transfer", "params": {
                 "rules": ["default", "youden", "prevalence", "oracle"],
                 "per_class": "one versus rest"}},
-            unit="class", denominator=int(len(you)),
+            unit="class", denominator=len(you),
             estimate=gap if np.isfinite(gap) else None,
             scope="mean over classes of the oracle gap of Youden's threshold (balanced accuracy)",
             conclusion=None if not np.isfinite(gap) else
@@ -286,4 +326,4 @@ def _transfer_records(truth: Truth, aligned_by_entry: dict, fit: str | None,
     return out
 
 
-__all__ = ["audit_predictions", "RescoreResult"]
+__all__ = ["RescoreResult", "audit_predictions"]

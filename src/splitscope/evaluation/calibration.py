@@ -70,7 +70,7 @@ def temperature_transfer(y_fit, s_fit, y_eval, s_eval, score_kind: str = "logit"
 
 def summarize_temperature(results: pd.DataFrame) -> dict:
     """Across runs: how many got a worse evaluation ECE after temperature scaling."""
-    n = int(len(results))
+    n = len(results)
     worse = int(results["worse"].sum()) if n else 0
     return {"runs": n, "ece_worse": worse,
             "ece_worse_share": worse / n if n else float("nan"),

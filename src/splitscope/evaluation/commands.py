@@ -22,7 +22,7 @@ _KINDS = click.Choice(["probability", "logit", "score"])
 def _console():
     from rich.console import Console
 
-    return Console(width=160)
+    return Console(width=160, markup=False, highlight=False)
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -36,14 +36,16 @@ def _fmt(v, digits: int = 4) -> str:
 
 
 def _table(title: str, frame: pd.DataFrame, columns: list[str]):
+    """A rich table of plain text (cells and title are never read as markup)."""
     from rich.table import Table
+    from rich.text import Text
 
-    t = Table(title=title, title_justify="left")
+    t = Table(title=Text(title), title_justify="left")
     cols = [c for c in columns if c in frame.columns]
     for c in cols:
-        t.add_column(c, overflow="fold")
+        t.add_column(Text(str(c)), overflow="fold")
     for _, r in frame[cols].iterrows():
-        t.add_row(*[_fmt(r[c]) for c in cols])
+        t.add_row(*[Text(_fmt(r[c])) for c in cols])
     return t
 
 
@@ -108,6 +110,35 @@ def _with(options):
     return deco
 
 
+def _transfer(truth, aligned, score_kind, fit_sel, eval_sel) -> dict:
+    """Threshold transfer (one class vs rest) and temperature scaling between two selectors."""
+    from splitscope.boundary import select
+    from splitscope.evaluation.calibration import temperature_transfer
+    from splitscope.evaluation.thresholds import threshold_transfer_multiclass
+
+    if not (fit_sel and eval_sel):
+        raise InputError("--fit and --evaluate go together")
+    frame = truth.frame()
+    fm = np.isin(frame["row"], select(frame, fit_sel).rows)
+    em = np.isin(frame["row"], select(frame, eval_sel).rows)
+    if not fm.any() or not em.any():
+        raise InputError(f"--fit {fit_sel!r} selects {int(fm.sum())} rows, --evaluate "
+                         f"{eval_sel!r} {int(em.sum())}; both need rows")
+    y = truth.labels
+    table = threshold_transfer_multiclass(y[fm], aligned[fm], y[em], aligned[em], truth.classes)
+    ok = table.dropna(subset=["rule"])
+    summary = (ok.groupby("rule", sort=False)[["threshold", "eval_balanced_accuracy",
+                                                "transfer_gap", "oracle_gap"]].mean()
+               .reset_index().rename(columns={"threshold": "mean_threshold"}))
+    out = {"fit": fit_sel, "evaluate": eval_sel, "fit_rows": int(fm.sum()),
+           "evaluate_rows": int(em.sum()), "thresholds": table.to_dict(orient="records"),
+           "threshold_summary": summary.to_dict(orient="records")}
+    if score_kind in ("probability", "logit"):
+        out["temperature"] = temperature_transfer(y[fm], aligned[fm], y[em], aligned[em],
+                                                  score_kind)
+    return out
+
+
 @click.command("metrics")
 @click.argument("predictions", type=click.Path(exists=True, dir_okay=False))
 @_with(_truth_options)
@@ -116,8 +147,13 @@ def _with(options):
 @click.option("--layout", type=click.Choice(["wide", "long"]), default="wide", show_default=True)
 @click.option("--bootstrap", "n_boot", default=2000, show_default=True, type=int,
               help="Percentile bootstrap resamples over cases (0: none).")
+@click.option("--fit", "fit_sel", default=None,
+              help="Selector of the rows thresholds/temperature are fitted on (e.g. "
+                   "'source!=KVASIR'); needs --evaluate.")
+@click.option("--evaluate", "eval_sel", default=None,
+              help="Selector of the rows they are evaluated on (e.g. 'source=KVASIR').")
 def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed, as_json,
-                out_dir, score_kind, layout, n_boot):
+                out_dir, score_kind, layout, n_boot, fit_sel, eval_sel):
     """Metrics of one prediction file on every view, with bootstrap intervals."""
     from splitscope.evaluation.predictions import read_predictions
     from splitscope.evaluation.scoreability import check_scoreability
@@ -138,6 +174,8 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
                 m["bootstrap"] = bootstrap_metrics(truth.labels[view.rows], aligned[view.rows],
                                                    n_boot=n_boot, seed=seed)
             result["views"].append(m)
+        if fit_sel or eval_sel:
+            result["transfer"] = _transfer(truth, aligned, score_kind, fit_sel, eval_sel)
     if out_dir:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -149,7 +187,7 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
         click.echo(_dump(result))
         return
     con = _console()
-    con.print(f"[bold]{pred.name}[/bold]: {'scoreable' if verdict.scoreable else 'NOT scoreable'}"
+    con.print(f"{pred.name}: {'scoreable' if verdict.scoreable else 'NOT scoreable'}"
               f" (path mode {path_mode}, scores declared {score_kind})")
     for r in verdict.reasons:
         con.print(f"  reason: {r}")
@@ -168,6 +206,17 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
             rows.append(row)
         con.print(_table("metrics per view ([low, high] = 95% percentile bootstrap over "
                          "cases)", pd.DataFrame(rows), list(rows[0])))
+        tr = result.get("transfer")
+        if tr:
+            gaps = pd.DataFrame(tr["threshold_summary"])
+            con.print(_table(f"thresholds fitted on {tr['fit']} ({tr['fit_rows']} rows), "
+                             f"evaluated on {tr['evaluate']} ({tr['evaluate_rows']} rows); "
+                             f"mean over classes", gaps, list(gaps.columns)))
+            t = tr.get("temperature")
+            if t:
+                con.print(f"temperature T* = {_fmt(t['temperature'])}: evaluation ECE "
+                          f"{_fmt(t['eval_ece_before'])} → {_fmt(t['eval_ece_after'])} "
+                          f"({'worse' if t['worse'] else 'not worse'})")
         for m in result["views"]:
             for key in ("balanced_accuracy_reason", "macro_auc_skipped", "probability_reason"):
                 if m.get(key):

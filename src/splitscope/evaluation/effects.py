@@ -82,7 +82,7 @@ def delta_arch(runs: pd.DataFrame, metric: str = "balanced_accuracy") -> pd.Data
         if g.empty:
             continue
         best, worst = g.loc[g["mean"].idxmax()], g.loc[g["mean"].idxmin()]
-        rows.append({**dict(zip(proto, key)), "metric": metric, "models": int(len(g)),
+        rows.append({**dict(zip(proto, key)), "metric": metric, "models": len(g),
                      "delta_arch": float(best["mean"] - worst["mean"]),
                      "best_model": best["model"], "worst_model": worst["model"],
                      "seeds_per_model_min": int(g["count"].min())})
@@ -137,8 +137,8 @@ def component_effect(runs: pd.DataFrame, component: str, metric: str = "balanced
 
 def view_contrast(runs: pd.DataFrame, first: str, second: str, metric: str = "balanced_accuracy",
                   name: str = "contrast") -> dict:
-    """metric(view ``first``) − metric(view ``second``) per matched run, with mean ± SD over
-    runs and, when runs are paired by seed, a paired-t 95% interval."""
+    """metric(view ``first``) − metric(view ``second``) per matched run (runs matched on every
+    other identity column), with mean ± SD over runs and a paired-t 95% interval over them."""
     _need(runs, ["view", metric])
     d = paired_differences(runs, "view", first, second, metric)
     deltas = d["delta"].dropna().to_numpy()
@@ -146,7 +146,9 @@ def view_contrast(runs: pd.DataFrame, first: str, second: str, metric: str = "ba
            "runs": int(deltas.size), **{f"summary_{k}": v for k, v in
                                         seed_summary(deltas).items()}}
     if deltas.size >= 2:
-        out["interval"] = paired_t_interval(deltas)
+        paired_by = [c for c in identity_columns(runs) if c != "view"]
+        out["interval"] = paired_t_interval(
+            deltas, unit=f"runs matched on {', '.join(paired_by) or 'row order'}")
     out["per_run"] = d.to_dict(orient="records")
     return out
 
@@ -243,6 +245,38 @@ def runs_from_predictions(runs: pd.DataFrame, truth, views, *, score_kind="proba
     return pd.DataFrame(out)
 
 
+def true_class_table(runs: pd.DataFrame, truth, exposed, *, score_kind="probability",
+                     path_mode: str = "exact", prediction_column: str = "predictions",
+                     arm: str = "arm", seed: str = "seed", base: Path | None = None
+                     ) -> pd.DataFrame:
+    """Per-row true-class probabilities of per-run prediction files, for
+    :func:`did_true_class_probability`: one row per (run, truth row) with the run's arm and
+    seed, the truth ``row``, ``exposed`` (row id in ``exposed``) and ``p_true`` (softmax for
+    logits). Unscoreable runs are an error naming the run and its reasons."""
+    from splitscope.evaluation.metrics import to_probabilities
+    from splitscope.evaluation.predictions import read_predictions
+    from splitscope.evaluation.scoreability import check_scoreability
+
+    _need(runs, [prediction_column, arm, seed])
+    exposed_mask = np.isin(truth.rows, np.asarray(list(exposed), dtype=np.int64))
+    parts = []
+    for _, r in runs.iterrows():
+        p = Path(str(r[prediction_column]))
+        if base is not None and not p.is_absolute():
+            p = base / p
+        pred = read_predictions(p, score_kind=score_kind)
+        verdict, aligned = check_scoreability(pred, truth, path_mode)
+        if aligned is None:
+            raise InputError(f"run {p.name} is not scoreable: {'; '.join(verdict.reasons)}")
+        probs, reason = to_probabilities(aligned, score_kind)
+        if probs is None:
+            raise InputError(f"run {p.name}: {reason}")
+        parts.append(pd.DataFrame({arm: r[arm], seed: r[seed], "row": truth.rows,
+                                   "exposed": exposed_mask,
+                                   "p_true": probs[np.arange(len(truth)), truth.labels]}))
+    return pd.concat(parts, ignore_index=True)
+
+
 @dataclass
 class EffectsResult:
     delta_arch: pd.DataFrame
@@ -294,6 +328,6 @@ def protocol_effects(runs: pd.DataFrame, metric: str = "balanced_accuracy", *,
             contrasts.append(fn(runs, metric, **kw))
         else:
             skipped.append(f"{name}: views {official!r} and {second!r} not both present")
-    return EffectsResult(da, comps, contrasts, {"metric": metric, "runs": int(len(runs)),
+    return EffectsResult(da, comps, contrasts, {"metric": metric, "runs": len(runs),
                                                 "skipped": skipped,
                                                 "identity_columns": identity_columns(runs)})

@@ -255,9 +255,9 @@ def expected_calibration_error(y_true, probs, n_bins: int = ECE_BINS) -> float:
     conf = p.max(axis=1)
     correct = (p.argmax(axis=1) == y).astype(np.float64)
     b = _bin_index(conf, n_bins)
-    n_b = np.bincount(b, minlength=n_bins)
     acc_b = np.bincount(b, weights=correct, minlength=n_bins)
     conf_b = np.bincount(b, weights=conf, minlength=n_bins)
+    # Σ_b (n_b / n) · |hits_b / n_b − conf_b / n_b| = Σ_b |hits_b − conf_b| / n
     return float(np.abs(acc_b - conf_b).sum() / y.size)
 
 

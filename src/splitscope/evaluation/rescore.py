@@ -59,7 +59,7 @@ class RescoreResult:
         """Small JSON-ready summary with stable keys."""
         v = self.verdicts
         out = {
-            "entries": int(len(v)), "scoreable": int(v["scoreable"].sum()),
+            "entries": len(v), "scoreable": int(v["scoreable"].sum()),
             "excluded": self.params.get("exclude", []),
             "not_scoreable": [
                 {"entry": r.entry, "reasons": r.reasons} for r in v.itertuples() if not r.scoreable

@@ -72,7 +72,7 @@ def check_scoreability(pred: Predictions, truth: Truth, path_mode: str = "exact"
     classes = truth.classes
     reasons: list[str] = list(pred.problems)
     notes: list[str] = []
-    counts: dict = {"rows": int(len(table)), "truth_rows": int(len(truth))}
+    counts: dict = {"rows": len(table), "truth_rows": len(truth)}
     if path_mode != "exact":
         notes.append(f"path mode {path_mode!r} (opt-in normalization): rows aligned by "
                      f"{'file name' if path_mode == 'basename' else path_mode}, not full path")

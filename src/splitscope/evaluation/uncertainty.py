@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from splitscope.errors import InputError
@@ -79,7 +80,7 @@ def cluster_weights(groups, n_boot: int = DEFAULT_BOOT, seed: int = 0, chunk: in
 
 def _group_codes(groups) -> tuple[np.ndarray, np.ndarray]:
     arr = np.asarray(groups, dtype=object)
-    if any(v is None or (isinstance(v, float) and np.isnan(v)) for v in arr):
+    if pd.isna(pd.Series(arr, dtype="object")).any():
         raise InputError("cluster bootstrap needs a group for every row; some rows have none")
     uniques, codes = np.unique(arr.astype(str), return_inverse=True)
     return codes.astype(np.int64), uniques
@@ -304,7 +305,7 @@ def delong_test(y_binary, score_a, score_b, level: float = 0.95) -> dict:
     q = stats.norm.ppf(0.5 + level / 2)
     return {"auc_a": float(aucs[0]), "auc_b": float(aucs[1]), "difference": diff,
             "variance": var, "se": se, "z": float(z), "p_value": p,
-            "low": diff - q * se, "high": diff + q * se, "level": level,
+            "low": float(diff - q * se), "high": float(diff + q * se), "level": level,
             "kind": "DeLong test (fast midrank algorithm), two-sided, normal approximation"}
 
 
@@ -321,10 +322,11 @@ def seed_summary(values) -> dict:
             "kind": "mean ± SD over seeds (sample SD, ddof 1)"}
 
 
-def paired_t_interval(a, b=None, level: float = 0.95) -> dict:
+def paired_t_interval(a, b=None, level: float = 0.95, unit: str = "paired seeds") -> dict:
     """Paired-t interval of mean(a − b) over paired seeds: mean ± t_{(1+level)/2, n−1}·SD/√n.
 
-    With ``b`` omitted, ``a`` already holds the paired differences.
+    With ``b`` omitted, ``a`` already holds the paired differences; ``unit`` names what was
+    paired (seeds by default, or e.g. matched runs).
     """
     d = np.asarray(a, dtype=np.float64) - (0.0 if b is None else np.asarray(b, dtype=np.float64))
     n = d.size
@@ -334,7 +336,7 @@ def paired_t_interval(a, b=None, level: float = 0.95) -> dict:
     t = float(stats.t.ppf(0.5 + level / 2, n - 1))
     half = t * sd / np.sqrt(n)
     return {"mean": mean, "sd": sd, "n": n, "t": t, "low": mean - half, "high": mean + half,
-            "level": level, "kind": f"paired-t {int(level * 100)}% interval over {n} paired seeds"}
+            "level": level, "kind": f"paired-t {int(level * 100)}% interval over {n} {unit}"}
 
 
 def seed_bootstrap(values, n_boot: int = DEFAULT_BOOT, seed: int = 0, level: float = 0.95

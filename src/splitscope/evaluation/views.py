@@ -133,7 +133,7 @@ def view_from_list(
     return View(name, mask, definition or f"truth rows {'minus' if mode == 'exclude' else 'in'} "
                 f"the {len(table):,} listed rows of {where}",
                 {"list": where, "mode": mode, "matched_by": matched_by,
-                 "list_entries": int(len(table)), "rows_matched": int(hit.sum()),
+                 "list_entries": len(table), "rows_matched": int(hit.sum()),
                  "unmatched_list_entries": unmatched})
 
 
@@ -191,10 +191,11 @@ def per_source_scores(y, scores, classes, sources) -> pd.DataFrame:
     """Metrics within each source: rows, accuracy, present-class balanced accuracy, macro AUC
     (classes with positives and negatives in that source), their mean, the classes present."""
     rows = []
-    src = np.asarray(sources, dtype=object)
+    src = pd.Series(np.asarray(sources, dtype=object), dtype="object").fillna("<NA>")
+    src = src.astype(str).to_numpy()
     k = len(classes)
-    for name in sorted(set(map(str, src))):
-        m = src.astype(str) == name
+    for name in sorted(set(src)):
+        m = src == name
         yy, ss = y[m], scores[m]
         pred = M.predict(ss)
         bap = M.balanced_accuracy_present(yy, pred, k)
@@ -212,7 +213,7 @@ def equal_source_scores(y, scores, classes, sources) -> dict:
     """Unweighted means over sources of the per-source metrics (see :func:`per_source_scores`);
     sources where a metric is undefined are left out of its mean and counted."""
     table = per_source_scores(y, scores, classes, sources)
-    out = {"sources": int(len(table))}
+    out = {"sources": len(table)}
     for col in ("accuracy", "balanced_accuracy_present", "macro_auc", "organizer_score_present"):
         v = table[col].to_numpy(dtype=float)
         out[f"equal_source_{col}"] = float(np.nanmean(v)) if np.isfinite(v).any() else np.nan

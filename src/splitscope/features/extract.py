@@ -76,8 +76,8 @@ from splitscope.features import imaging
 __all__ = [
     "EXTRACT_VERSION",
     "FEATURE_COLUMNS",
-    "FeatureParams",
     "REASONS",
+    "FeatureParams",
     "extract_files",
 ]
 
@@ -228,10 +228,13 @@ def _read_bytes(path: str) -> bytes:
 
 
 def _is_dicom(data: bytes, name: str, header: dict[str, Any] | None) -> bool:
-    if header is not None and header.get("format") == "DICOM":
-        return True
+    """DICOM by its preamble; by the ``.dcm`` suffix only when the bytes name no other format
+    (DICOM files without the 128-byte preamble exist)."""
     if len(data) >= 132 and data[128:132] == b"DICM":
         return True
+    fmt = None if header is None else header.get("format")
+    if fmt is not None:
+        return fmt == "DICOM"
     return name.lower().endswith((".dcm", ".dicom"))
 
 
@@ -296,7 +299,7 @@ def _decode_pillow(
         raise _decode_failure(exc) from None
     mode = img.mode
     digest = None if reduced else _pixel_digest(img)
-    rule = "minmax" if mode in imaging._WIDE_MODES else "convert"
+    rule = "minmax" if mode in imaging.WIDE_MODES else "convert"
     try:
         gray = imaging.to_gray8(img)
     except (ValueError, OSError) as exc:
@@ -385,15 +388,17 @@ def _extract_one(path: str, params: FeatureParams, header_mod) -> tuple[dict, np
         row["error"] = f"unexpected {type(exc).__name__}: {exc}"[:300]
         return row, None
     row["status"] = "ok"
-    row["dhash"] = imaging._pack_bits(small9[:, 1:] > small9[:, :-1])
     row["flat"] = bool(thumb.min() == thumb.max())
-    row["_small32"] = small32
+    row["_small"] = (small32, small9)
     return row, thumb
 
 
 class _ExtractionContext:
     """Pillow settings for one extraction: bomb bound, no silent truncation, warnings as
-    errors only for decompression bombs (other decoder warnings are not failures)."""
+    errors only for decompression bombs (other decoder warnings are not failures).
+
+    The settings are process-wide Pillow globals, restored on exit: run concurrent extractions
+    in processes (as the scan does), not in threads of one process."""
 
     def __init__(self, params: FeatureParams):
         self.params = params
@@ -456,13 +461,16 @@ def extract_files(
     rows: list[dict[str, Any]] = []
     header_mod = _header_module()
     ok_positions: list[int] = []
-    smalls: list[np.ndarray] = []
+    smalls32: list[np.ndarray] = []
+    smalls9: list[np.ndarray] = []
     with _ExtractionContext(params):
         for i, path in enumerate(files):
             row, thumb = _extract_one(path, params, header_mod)
             if thumb is not None:
                 thumbs[i] = thumb
-                smalls.append(row.pop("_small32"))
+                s32, s9 = row.pop("_small")
+                smalls32.append(s32)
+                smalls9.append(s9)
                 ok_positions.append(i)
             rows.append(row)
     table = _build_table(rows)
@@ -470,11 +478,11 @@ def extract_files(
     has_thumb[ok_positions] = True
     table["has_thumb"] = has_thumb
     if ok_positions:
-        ph = imaging.phash64_batch(np.stack(smalls))
-        phash = np.zeros(len(files), dtype=np.uint64)
-        phash[ok_positions] = ph
-        table["phash"] = pd.array(phash, dtype="UInt64")
-        table.loc[~has_thumb, "phash"] = pd.NA
+        for name, values in (("phash", imaging.phash64_batch(np.stack(smalls32))),
+                             ("dhash", imaging.dhash64_batch(np.stack(smalls9)))):
+            full = np.zeros(len(files), dtype=np.uint64)
+            full[ok_positions] = values
+            table[name] = pd.arrays.IntegerArray(full, ~has_thumb)
     return table, thumbs
 
 

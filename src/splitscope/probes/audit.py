@@ -11,8 +11,10 @@ header-only probe, the source–label association and the partition classifier. 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,7 +42,13 @@ def _inputs(manifest: pd.DataFrame) -> list[dict[str, str]]:
             except OSError:
                 out.append({"path": str(path), "sha256": "unreadable"})
         elif path:
-            out.append({"path": str(path), "sha256": "folder (see features)"})
+            # a folder has no single file to digest: the digest of its released path list
+            # (the manifest rows of this input, in order) stands for it
+            paths = manifest.loc[manifest["file"].astype("string").str.startswith(
+                str(Path(path).resolve())).fillna(False), "path"].astype(str)
+            digest = hashlib.sha256("\n".join(paths).encode("utf-8")).hexdigest()
+            out.append({"path": str(path), "sha256": digest,
+                        "sha256_of": "newline-joined released paths of the folder"})
     return out
 
 
@@ -581,7 +589,7 @@ def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds
             keep = np.zeros(len(ids), bool)
             for side in (True, False):  # stratified by side, seeded
                 pos = np.flatnonzero(is_test == side)
-                k = max(2, int(round(max_rows * len(pos) / len(ids))))
+                k = max(2, round(max_rows * len(pos) / len(ids)))
                 keep[rng.choice(pos, size=min(k, len(pos)), replace=False)] = True
             ids, is_test = ids[keep], is_test[keep]
             sub = int(keep.sum())

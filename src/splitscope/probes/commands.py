@@ -94,7 +94,7 @@ def write_tables(tables: dict, out_dir: str | Path) -> list[dict]:
             else:
                 table.to_parquet(path, index=False)
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            written.append({"path": str(path), "sha256": digest, "rows": int(len(table))})
+            written.append({"path": str(path), "sha256": digest, "rows": len(table)})
     (out / "outputs.json").write_text(json.dumps(written, indent=2, sort_keys=True))
     return written
 

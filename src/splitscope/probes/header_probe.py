@@ -38,9 +38,18 @@ from splitscope.probes.stats import (
     single_threaded,
 )
 
-__all__ = ["PIXEL_DERIVED", "NAME_DERIVED", "ProbeResult", "header_columns",
-           "header_feature_matrix", "header_probe_within_pool", "header_probe_cross_split",
-           "permutation_importances", "field_of", "single_field_accuracy"]
+__all__ = [
+    "NAME_DERIVED",
+    "PIXEL_DERIVED",
+    "ProbeResult",
+    "field_of",
+    "header_columns",
+    "header_feature_matrix",
+    "header_probe_cross_split",
+    "header_probe_within_pool",
+    "permutation_importances",
+    "single_field_accuracy",
+]
 
 #: Columns derived from decoded pixels or row identity; never header-probe inputs.
 PIXEL_DERIVED = frozenset({

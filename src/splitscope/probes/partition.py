@@ -6,7 +6,9 @@ S×S grayscale thumbnail plus a 32-bin intensity histogram), or supplied embeddi
 classifier (standardised logistic regression with balanced class weights by default) predicts
 *test vs train pool*; its out-of-fold probabilities give the AUC overall and within each class
 (train-pool rows of the class vs its test rows), each with a percentile-bootstrap interval over
-cases. Controls: the same cross-validation with the partition labels permuted (seeded; AUC
+cases. The AUC counts only test–train pairs scored by the same fold's model (pooled within
+folds), since pooling probabilities across folds lets fold-to-fold offsets bias it (below 0.5
+under no shift); the across-fold pooled value is kept in the parameters. Controls: the same cross-validation with the partition labels permuted (seeded; AUC
 should be ≈ 0.5), and the same classifier on an internal split of the reference side (a seeded
 random share of train vs the rest). The proxy A-distance is d_A = 2(1 − 2ε) with ε the balanced
 error of the out-of-fold predictions at probability 0.5 (negative when ε > 0.5, reported as is).
@@ -23,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
-from splitscope.probes.stats import bootstrap_auc, single_threaded
+from splitscope.probes.stats import bootstrap_auc, single_threaded, weighted_auc
 
 __all__ = ["PartitionResult", "content_features", "internal_split", "load_embeddings",
            "partition_classifier", "proxy_a_distance"]
@@ -222,7 +224,8 @@ def _partition(features, is_test, *, rows, groups, name, folds, seed, n_resample
             g = pd.factorize(gs)[0]
     prob, fold = _oof_prob(X, y, g, folds=folds, seed=seed, classifier=classifier)
     ok = np.isfinite(prob)
-    auc = bootstrap_auc(y[ok], prob[ok], n_resamples=n_resamples, seed=seed)
+    auc = bootstrap_auc(y[ok], prob[ok], n_resamples=n_resamples, seed=seed, strata=fold[ok])
+    pooled = float(weighted_auc(y[ok], prob[ok])[0]) if ok.any() else float("nan")
     d_a, eps = proxy_a_distance(y[ok], prob[ok])
     if rows is None:
         rows = pd.DataFrame({"row": np.arange(len(y)), "path": pd.NA, "label": pd.NA})
@@ -231,7 +234,7 @@ def _partition(features, is_test, *, rows, groups, name, folds, seed, n_resample
     per = []
     for lab in sorted(set(labels)):
         m = (labels == lab) & ok
-        b = bootstrap_auc(y[m], prob[m], n_resamples=n_resamples, seed=seed)
+        b = bootstrap_auc(y[m], prob[m], n_resamples=n_resamples, seed=seed, strata=fold[m])
         per.append({"label": lab, "train_rows": int((~y[m]).sum()), "test_rows": int(y[m].sum()),
                     "auc": b["estimate"], "low": b["low"], "high": b["high"]})
     by_class = pd.DataFrame(per)
@@ -245,9 +248,10 @@ def _partition(features, is_test, *, rows, groups, name, folds, seed, n_resample
     if shuffled_control:
         rng = np.random.default_rng(seed)
         y_perm = rng.permutation(y)
-        p2, _ = _oof_prob(X, y_perm, g, folds=folds, seed=seed, classifier=classifier)
+        p2, f2 = _oof_prob(X, y_perm, g, folds=folds, seed=seed, classifier=classifier)
         ok2 = np.isfinite(p2)
-        c_auc = bootstrap_auc(y_perm[ok2], p2[ok2], n_resamples=n_resamples, seed=seed)
+        c_auc = bootstrap_auc(y_perm[ok2], p2[ok2], n_resamples=n_resamples, seed=seed,
+                              strata=f2[ok2])
         c_da, c_eps = proxy_a_distance(y_perm[ok2], p2[ok2])
         control = {"name": "shuffled partition labels", "auc": c_auc, "d_a": c_da,
                    "balanced_error": c_eps, "seed": seed}
@@ -258,7 +262,9 @@ def _partition(features, is_test, *, rows, groups, name, folds, seed, n_resample
                                if classifier == "logistic" else
                                "HistGradientBoostingClassifier(class_weight='balanced')"),
                 "cv": ("StratifiedGroupKFold" if g is not None else "StratifiedKFold")
-                + f"({folds}, shuffle)", "seed": seed, "unscored_rows": int((~ok).sum())})
+                + f"({folds}, shuffle)", "seed": seed, "unscored_rows": int((~ok).sum()),
+                "auc": "pooled within folds (positive–negative pairs of one fold)",
+                "auc_pooled_across_folds": pooled})
 
 
 def internal_split(n: int, share: float = 0.2, seed: int = 0) -> np.ndarray:
@@ -266,5 +272,5 @@ def internal_split(n: int, share: float = 0.2, seed: int = 0) -> np.ndarray:
     control's pseudo test set."""
     rng = np.random.default_rng(seed)
     out = np.zeros(n, dtype=bool)
-    out[rng.choice(n, size=max(1, int(round(share * n))), replace=False)] = True
+    out[rng.choice(n, size=max(1, round(share * n)), replace=False)] = True
     return out

@@ -16,15 +16,22 @@ import numpy as np
 
 from splitscope.errors import InputError
 
-__all__ = ["single_threaded", "balanced_accuracy_rows", "balanced_accuracy", "bootstrap_balanced_accuracy", "weighted_auc",
-           "bootstrap_auc", "interval_kind"]
+__all__ = [
+    "balanced_accuracy",
+    "balanced_accuracy_rows",
+    "bootstrap_auc",
+    "bootstrap_balanced_accuracy",
+    "interval_kind",
+    "single_threaded",
+    "weighted_auc",
+]
 
 
 def single_threaded(threads: int | None = 1):
     """Context limiting BLAS/OpenMP pools (scikit-learn's gradient boosting, NumPy) to
     ``threads``: on a shared or small machine, oversubscribed OpenMP makes small fits tens of
     times slower. ``None`` leaves the pools as they are."""
-    import sklearn.ensemble  # noqa: F401  load the OpenMP runtime first, so the limit binds
+    import sklearn.ensemble
     import sklearn.linear_model  # noqa: F401
     from threadpoolctl import threadpool_limits
 
@@ -87,13 +94,8 @@ def bootstrap_balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray, *, n_res
             "seed": seed, "kind": interval_kind(n_resamples)}
 
 
-def weighted_auc(y: np.ndarray, score: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """AUC (probability that a positive outscores a negative, ties one half) for one or many
-    weight vectors. ``weights`` (B, n) gives B AUCs; ``None`` gives the plain AUC as a (1,)
-    array. NaN where one side has zero weight."""
-    y = np.asarray(y).astype(bool)
-    score = np.asarray(score, dtype=np.float64)
-    w = np.ones((1, y.size)) if weights is None else np.atleast_2d(np.asarray(weights, np.float64))
+def _auc_parts(y: np.ndarray, score: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted Mann-Whitney numerator and denominator for each row of ``w`` (B, n)."""
     order = np.argsort(score, kind="stable")
     s_sorted = score[order]
     starts = np.flatnonzero(np.r_[True, s_sorted[1:] != s_sorted[:-1]])  # tie blocks
@@ -101,29 +103,53 @@ def weighted_auc(y: np.ndarray, score: np.ndarray, weights: np.ndarray | None = 
     wp = np.add.reduceat(w[:, order] * pos, starts, axis=1)
     wn = np.add.reduceat(w[:, order] * ~pos, starts, axis=1)
     below = np.cumsum(wn, axis=1) - wn  # negative weight strictly below each block
-    num = np.sum(wp * (below + 0.5 * wn), axis=1)
-    den = wp.sum(axis=1) * wn.sum(axis=1)
+    return np.sum(wp * (below + 0.5 * wn), axis=1), wp.sum(axis=1) * wn.sum(axis=1)
+
+
+def weighted_auc(y: np.ndarray, score: np.ndarray, weights: np.ndarray | None = None,
+                 strata: np.ndarray | None = None) -> np.ndarray:
+    """AUC (probability that a positive outscores a negative, ties one half) for one or many
+    weight vectors. ``weights`` (B, n) gives B AUCs; ``None`` gives the plain AUC as a (1,)
+    array. With ``strata`` only positive–negative pairs of the same stratum count (e.g. the
+    cross-validation fold, so that fold-to-fold shifts of the scores do not enter: the
+    pooled-within-fold AUC). NaN where no pair has weight."""
+    y = np.asarray(y).astype(bool)
+    score = np.asarray(score, dtype=np.float64)
+    w = np.ones((1, y.size)) if weights is None else np.atleast_2d(np.asarray(weights, np.float64))
+    if strata is None:
+        num, den = _auc_parts(y, score, w)
+    else:
+        strata = np.asarray(strata)
+        num = np.zeros(w.shape[0])
+        den = np.zeros(w.shape[0])
+        for k in np.unique(strata):
+            m = strata == k
+            a, b = _auc_parts(y[m], score[m], w[:, m])
+            num += a
+            den += b
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
 
 
 def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = 2000, seed: int = 0,
-                  level: float = 0.95, chunk: int = 250) -> dict[str, Any]:
+                  level: float = 0.95, chunk: int = 250,
+                  strata: np.ndarray | None = None) -> dict[str, Any]:
     """AUC and its percentile-bootstrap interval over cases (resamples with one side empty are
-    undefined and left out, and counted)."""
+    undefined and left out, and counted). ``strata``: see :func:`weighted_auc`."""
     y = np.asarray(y).astype(bool)
-    if y.size == 0 or y.all() or (~y).all():
+    if y.size == 0 or y.all() or (~y).all() or not np.isfinite(
+            weighted_auc(y, score, strata=strata)[0]):
         return {"estimate": None, "low": None, "high": None, "level": level,
                 "resamples": 0, "undefined_resamples": 0, "seed": seed,
                 "kind": "not defined: one side has no cases"}
-    est = float(weighted_auc(y, score)[0])
+    est = float(weighted_auc(y, score, strata=strata)[0])
     rng = np.random.default_rng(seed)
     vals = []
     p = np.full(y.size, 1.0 / y.size)
     for start in range(0, n_resamples, chunk):
         b = min(chunk, n_resamples - start)
         w = rng.multinomial(y.size, p, size=b)
-        vals.append(weighted_auc(y, score, w))
+        vals.append(weighted_auc(y, score, w, strata=strata))
     aucs = np.concatenate(vals)
     ok = np.isfinite(aucs)
     alpha = (1 - level) / 2

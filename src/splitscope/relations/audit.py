@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from splitscope.boundary import Boundary, Population, boundary as make_boundary
-from splitscope.boundary import default_boundaries
+from splitscope.boundary import Boundary, Population, default_boundaries
+from splitscope.boundary import boundary as make_boundary
 from splitscope.errors import InputError
 from splitscope.records import AuditRecord, LayerResult
 from splitscope.relations.controls import DEFAULT_CONTROL_BOUND, control_rate
@@ -35,14 +35,11 @@ from splitscope.relations.identity import (
     side,
     within_copies,
 )
+from splitscope.relations.ncc import DEFAULT_TAU
 from splitscope.relations.near_duplicate import (
-    DIHEDRAL_PREDICATES,
-    HASH_PREDICATES,
-    NCC_PREDICATES,
     NearDuplicates,
     near_duplicates,
 )
-from splitscope.relations.ncc import DEFAULT_TAU
 
 IDENTITY_PREDICATES = ("sha256", "basename", "pixel_sha256")
 #: predicates whose query rows a deduplicated split removes by default
@@ -321,7 +318,7 @@ def _within_record(copies: pd.DataFrame, pop: Population) -> AuditRecord:
         conclusion=(f"{len(copies)} identity group(s) hold {n_rows} rows; {excess} row(s) are "
                     f"extra copies; {conflicting} group(s) carry conflicting labels")
         if len(copies) else "no byte-identical copies inside the population",
-        details={"groups": int(len(copies)), "extra_copies": excess,
+        details={"groups": len(copies), "extra_copies": excess,
                  "label_conflicting_groups": conflicting},
     )
 
@@ -356,7 +353,7 @@ def _records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, radius: int
             c = rel.census
             g = c.groups
             details.update({
-                "identity_groups": int(len(g)),
+                "identity_groups": len(g),
                 "renamed_groups": int(g["renamed"].sum()) if len(g) else 0,
                 "label_disjoint_groups": int((g["label_relation"].isin(
                     ["disjoint", "conflicting"])).sum()) if len(g) else 0,
@@ -394,8 +391,8 @@ def _records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, radius: int
                                f"the clean control (bound {crate['bound']:.0%})")
         status, reason = "completed", None
         if assessed == 0:
-            status, reason = "not assessed", "no query row could be assessed (unreadable files " \
-                                             "or no reference)"
+            status = "not assessed"
+            reason = "no query row could be assessed (unreadable files or no reference)"
         elif assessed < n_query:
             status, reason = "partial", f"{n_query - assessed} query row(s) not assessed"
         out.append(AuditRecord(
@@ -424,7 +421,7 @@ def _records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, radius: int
 def _params(pred: str, tau: float, radius: int, geometry: dict) -> dict:
     if pred in IDENTITY_PREDICATES:
         return {}
-    base = pred[: -len("_dihedral")] if pred.endswith("_dihedral") else pred
+    base = pred.removesuffix("_dihedral")
     params: dict = {"dihedral": pred.endswith("_dihedral")}
     if base.startswith("hash_"):
         params.update({"rule": base[len("hash_"):], "radius": radius, "hash_size": 8,
@@ -452,7 +449,7 @@ def _comparison_records(rel: BoundaryRelations, rows: pd.DataFrame, thumbs, tau:
     pairs = rel.near.pairs
     flagged = pairs[pairs["rules"].astype(str).str.contains("ncc") & (pairs["variant"] ==
                                                                       "identity")]
-    table = comparison_pairs(rows, flagged)
+    table = comparison_pairs(rows, flagged, reference_rows=rel.boundary.reference.rows)
     if "thumb_index" in rows:
         has = rows.set_index("row")["thumb_index"]
         ok = (has.reindex(table["query_row"]).to_numpy() >= 0) & \

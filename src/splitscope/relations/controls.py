@@ -47,7 +47,7 @@ def control_rate(flags, *, bound: float = DEFAULT_CONTROL_BOUND) -> dict:
 
 
 def comparison_pairs(rows: pd.DataFrame, flagged: pd.DataFrame, *,
-                     distant_gap: int = DISTANT_GAP) -> pd.DataFrame:
+                     distant_gap: int = DISTANT_GAP, reference_rows=None) -> pd.DataFrame:
     """Adjacent and distant control pairs for flagged pairs inside groups.
 
     Parameters
@@ -56,13 +56,17 @@ def comparison_pairs(rows: pd.DataFrame, flagged: pd.DataFrame, *,
     flagged : DataFrame with ``query_row, reference_row`` (the flagged pairs)
     distant_gap : int
         Minimum frame gap of a *distant* control.
+    reference_rows : array-like of int, optional
+        Rows a control may pair a query with (the boundary's reference side); default: every
+        row. Rows that take part in any flagged pair are never controls.
 
     Returns
     -------
-    DataFrame ``query_row, reference_row, group, gap, kind`` with kind ``flagged``, ``adjacent``
-    (per flagged query: the same group's unflagged reference row with the smallest frame gap,
-    lowest row on ties) or ``distant`` (the smallest gap >= ``distant_gap``). Flagged pairs whose
-    query has no group or frame are left out (they cannot have controls).
+    DataFrame ``query_row, reference_row, group, gap, kind`` with kind ``flagged`` (flagged
+    pairs whose two rows share a group), ``adjacent`` (per flagged query: the same group's
+    candidate with the smallest frame gap > 0, lowest row on ties) or ``distant`` (the
+    smallest gap >= ``distant_gap``). Queries without a group or frame have no controls.
+    Per group, candidates are found by binary search over sorted frames (no pair loop).
     """
     for col in ("row", "group", "frame"):
         if col not in rows.columns:
@@ -71,28 +75,46 @@ def comparison_pairs(rows: pd.DataFrame, flagged: pd.DataFrame, *,
     meta["frame"] = meta["frame"].astype("int64")
     meta["group"] = meta["group"].astype(str)
     f = flagged[["query_row", "reference_row"]].merge(
-        meta.rename(columns={"row": "query_row", "group": "group", "frame": "qf"}), on="query_row")
+        meta.rename(columns={"row": "query_row", "frame": "qf"}), on="query_row")
     f = f.merge(meta.rename(columns={"row": "reference_row", "group": "rgroup", "frame": "rf"}),
                 on="reference_row", how="left")
     f = f[f["rgroup"] == f["group"]]
     out = [pd.DataFrame({"query_row": f["query_row"], "reference_row": f["reference_row"],
                          "group": f["group"], "gap": (f["qf"] - f["rf"]).abs(),
                          "kind": "flagged"})]
-    flagged_set = set(zip(flagged["query_row"], flagged["reference_row"]))
-    q_rows = f.drop_duplicates("query_row")[["query_row", "group", "qf"]]
-    cand = q_rows.merge(meta.rename(columns={"row": "reference_row", "frame": "rf"}), on="group")
-    cand = cand[cand["reference_row"] != cand["query_row"]]
-    is_flagged = [(a, b) in flagged_set for a, b in zip(cand["query_row"], cand["reference_row"])]
-    flagged_refs = set(flagged["reference_row"]) | set(flagged["query_row"])
-    cand = cand[~np.asarray(is_flagged, bool) & ~cand["reference_row"].isin(flagged_refs)]
-    cand = cand.assign(gap=(cand["qf"] - cand["rf"]).abs())
-    for kind, sub in (("adjacent", cand[cand["gap"] > 0]),
-                      ("distant", cand[cand["gap"] >= distant_gap])):
-        pick = sub.sort_values(["query_row", "gap", "reference_row"], kind="stable") \
-            .drop_duplicates("query_row")
-        out.append(pd.DataFrame({"query_row": pick["query_row"],
-                                 "reference_row": pick["reference_row"],
-                                 "group": pick["group"], "gap": pick["gap"], "kind": kind}))
+    involved = set(flagged["reference_row"]) | set(flagged["query_row"])
+    cand = meta[~meta["row"].isin(involved)]
+    if reference_rows is not None:
+        cand = cand[cand["row"].isin(np.asarray(reference_rows))]
+    queries = f.drop_duplicates("query_row")[["query_row", "group", "qf"]]
+    picks = {"adjacent": [], "distant": []}
+    for group, qpart in queries.groupby("group", sort=True):
+        c = cand[cand["group"] == group].sort_values(["frame", "row"], kind="stable")
+        if c.empty:
+            continue
+        frames = c["frame"].to_numpy(np.int64)
+        crow = c["row"].to_numpy(np.int64)
+        qf = qpart["qf"].to_numpy(np.int64)
+        qrow = qpart["query_row"].to_numpy(np.int64)
+        for kind, low_gap in (("adjacent", 1), ("distant", distant_gap)):
+            # nearest candidate at or below qf - low_gap, and at or above qf + low_gap
+            lo = np.searchsorted(frames, qf - low_gap, side="right") - 1
+            hi = np.searchsorted(frames, qf + low_gap, side="left")
+            gap_lo = np.where(lo >= 0, qf - frames[np.maximum(lo, 0)], np.iinfo(np.int64).max)
+            gap_hi = np.where(hi < frames.size, frames[np.minimum(hi, frames.size - 1)] - qf,
+                              np.iinfo(np.int64).max)
+            # several rows may share the chosen frame: take the lowest row of that frame
+            first_lo = np.searchsorted(frames, frames[np.maximum(lo, 0)], side="left")
+            row_lo = crow[first_lo]
+            row_hi = crow[np.minimum(hi, frames.size - 1)]
+            use_lo = (gap_lo < gap_hi) | ((gap_lo == gap_hi) & (row_lo < row_hi))
+            gap = np.where(use_lo, gap_lo, gap_hi)
+            ref = np.where(use_lo, row_lo, row_hi)
+            ok = gap < np.iinfo(np.int64).max
+            picks[kind].append(pd.DataFrame({"query_row": qrow[ok], "reference_row": ref[ok],
+                                             "group": group, "gap": gap[ok], "kind": kind}))
+    for kind in ("adjacent", "distant"):
+        out.extend(picks[kind])
     return pd.concat(out, ignore_index=True).reset_index(drop=True)
 
 
@@ -130,7 +152,7 @@ def median_difference(values: pd.DataFrame, *, measure: str, control: str, n_boo
     return {"measure": measure, "control": control, "difference": diff,
             "median_flagged": float(np.median(fl[measure])),
             "median_control": float(np.median(co[measure])),
-            "n_flagged": int(len(fl)), "n_control": int(len(co)), "groups": int(groups.size),
+            "n_flagged": len(fl), "n_control": len(co), "groups": int(groups.size),
             "interval": {"kind": f"percentile, {len(boots)} group resamples (seed {seed})",
                          "level": 0.95, "low": lo, "high": hi},
             "status": "completed"}

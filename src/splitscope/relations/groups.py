@@ -9,6 +9,7 @@ which is therefore **conditional on traceability** and says so.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,11 +21,11 @@ from splitscope.errors import InputError
 
 __all__ = [
     "GroupOverlap",
-    "group_overlap",
-    "rows_per_group",
-    "frame_gaps",
     "frame_gap_summary",
+    "frame_gaps",
+    "group_overlap",
     "group_resampling_interval",
+    "rows_per_group",
 ]
 
 
@@ -286,7 +287,7 @@ def frame_gaps(manifest: pd.DataFrame, boundary: Boundary) -> pd.DataFrame:
         q_group = out["group"].astype(str).to_numpy()[q_ok]
         q_frame = out["frame"].to_numpy(dtype=np.float64, na_value=np.nan)[q_ok].astype(np.int64)
         q_row = out["row"].to_numpy(dtype=np.int64)[q_ok]
-        codes, uniques = pd.factorize(pd.Series(np.concatenate([r_group, q_group])), sort=True)
+        codes, _uniques = pd.factorize(pd.Series(np.concatenate([r_group, q_group])), sort=True)
         rc, qc = codes[: r_group.size].astype(np.int64), codes[r_group.size:].astype(np.int64)
         lo = min(r_frame.min(), q_frame.min())
         span = int(max(r_frame.max(), q_frame.max()) - lo) + 1
@@ -339,7 +340,7 @@ def frame_gap_summary(gaps: pd.DataFrame, bins: list[int] | None = None) -> dict
     edges = list(bins) if bins is not None else [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000]
     counts = np.histogram(g, bins=edges + [np.iinfo(np.int64).max])[0] if g.size else \
         np.zeros(len(edges), dtype=np.int64)
-    labels = [f"[{a}, {b})" for a, b in zip(edges[:-1], edges[1:])] + [f"≥{edges[-1]}"]
+    labels = [f"[{a}, {b})" for a, b in itertools.pairwise(edges)] + [f"≥{edges[-1]}"]
     if g.size:
         q1, med, q3 = np.percentile(g, [25, 50, 75])
     else:

@@ -239,6 +239,7 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
         cd = np.empty((block_query, br), np.uint8)
         cj = np.empty((block_query, br), np.uint8)
         cs = np.empty((block_query, br), np.uint8)
+        ar = np.arange(block_query)
         found: list[tuple] = []
         stored = 0
         total = 0
@@ -269,15 +270,17 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
                     np.add(p, d, out=s)
                     mats["j"] = j
                     mats["s"] = s
+                block_min = {}
                 for key, mat in mats.items():
                     a = mat.argmin(axis=1)
-                    v = mat[np.arange(m), a].astype(np.int16)
+                    v = mat[ar[:m], a].astype(np.int16)
+                    block_min[key] = v
                     limit = 2 * _EXCLUDED if key == "s" else _EXCLUDED
                     better = (v < best[key]) & (v < limit)
                     best[key][better] = v[better]
                     arg[key][better] = a[better] + r0
                 if collect_pairs and not _single:
-                    rows = np.flatnonzero((j.min(axis=1) <= radius) | (p.min(axis=1) == 0))
+                    rows = np.flatnonzero((block_min["j"] <= radius) | (block_min["p"] == 0))
                     if rows.size:
                         sub_p, sub_j = p[rows], j[rows]
                         qi, ri = np.nonzero((sub_j <= radius) | (sub_p == 0))

@@ -90,7 +90,7 @@ class IdentityCensus:
 
     @property
     def n_affected(self) -> int:
-        return int(len(self.affected))
+        return len(self.affected)
 
     @property
     def rate(self) -> float:
@@ -178,7 +178,7 @@ def identity_census(rows: pd.DataFrame, boundary: Boundary, *, confirm: bool = T
                     "groups_with_unreadable_file": unreadable_groups,
                     "method": "byte-for-byte comparison of every distinct file in each group"
                     if confirm and key == "sha256" else "not performed"}
-    return IdentityCensus(boundary, int(len(side(rows, boundary.query))), not_assessed, groups,
+    return IdentityCensus(boundary, len(side(rows, boundary.query)), not_assessed, groups,
                           affected, confirmation)
 
 

@@ -5,6 +5,14 @@ counterpart rules, SSIM on the selected pairs, optionally the dihedral variants.
 (keyed by the manifest ``row``) and one pair table with every measurement. Query rows without
 hashes or without a thumbnail (unreadable files) are *not assessed* for the predicates that
 need them and stay in the denominator; reference rows without them cannot be counterparts.
+
+On a boundary of a population with itself (``Boundary.within``) a row is never its own
+counterpart; two *different* rows that name the same file (a list entry repeated) are
+counterparts of each other, since a repeated entry is a copy inside the split.
+
+In the pair table, ``d_p`` and ``d_d`` are the distances between the plain (untransformed)
+images, also for dihedral pairs; ``rho`` and ``ssim`` of a dihedral pair are measured after
+applying its variant to the reference thumbnail.
 """
 
 from __future__ import annotations

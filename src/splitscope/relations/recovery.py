@@ -19,7 +19,7 @@ import pandas as pd
 
 from splitscope.errors import InputError
 
-__all__ = ["Recovery", "recover_identity", "recover_from_scans"]
+__all__ = ["Recovery", "recover_from_scans", "recover_identity"]
 
 
 @dataclass
@@ -203,15 +203,20 @@ def recover_identity(
 
 
 def recover_from_scans(scan: Any, upstream_scan: Any, *, query_rows: np.ndarray | None = None,
-                       tau: float = 0.98, pixels: bool = True,
+                       upstream_rows: np.ndarray | None = None, tau: float = 0.98,
+                       pixels: bool = True,
                        impossible_classes: Iterable[str] | None = None) -> Recovery:
     """:func:`recover_identity` between two :class:`splitscope.features.scan.Scan` objects
-    (``upstream_scan`` must carry groups). Rows without a thumbnail take part in byte matching
-    only; they are never an NCC counterpart."""
+    (``upstream_scan`` must carry groups; the two may be the same scan with disjoint
+    ``query_rows`` / ``upstream_rows``). Rows without a thumbnail take part in byte matching
+    only; they are never an NCC counterpart (an all-zero thumbnail is flat, and NCC is
+    undefined for flat images)."""
     q = scan.rows()
     u = upstream_scan.rows()
     if query_rows is not None:
         q = q[q["row"].isin(np.asarray(query_rows))]
+    if upstream_rows is not None:
+        u = u[u["row"].isin(np.asarray(upstream_rows))]
     qt = ut = None
     if pixels:
         qt, q_has = _thumbs(scan, q)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from splitscope.errors import InputError
 
-__all__ = ["group_disjoint_split", "group_kfold", "class_balance"]
+__all__ = ["class_balance", "group_disjoint_split", "group_kfold"]
 
 
 def _units(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray, int]:

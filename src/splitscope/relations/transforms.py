@@ -132,8 +132,8 @@ def transform_sensitivity(files, *, n: int = 50, seed: int = 0, tau: float = DEF
             skipped.append({"file": f, "reason": f"{type(exc).__name__}: {exc}"})
             continue
         for name, feats in outs.items():
-            d_p = bin(int(base["phash"]) ^ int(feats["phash"])).count("1")
-            d_d = bin(int(base["dhash"]) ^ int(feats["dhash"])).count("1")
+            d_p = (int(base["phash"]) ^ int(feats["phash"])).bit_count()
+            d_d = (int(base["dhash"]) ^ int(feats["dhash"])).bit_count()
             rows.append({"file": f, "transform": name, "d_p": d_p, "d_d": d_d})
             originals.append(base["thumb"])
             variants.append(feats["thumb"])

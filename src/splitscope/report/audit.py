@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import sys
 import time
 import traceback
@@ -286,7 +287,7 @@ def run_layer(layer: str, module: str, function: str, call: Callable[[Callable],
     started = time.perf_counter()
     try:
         fn = _import(module, function)
-    except Exception as exc:  # the layer is not installed or does not import
+    except Exception as exc:  # noqa: BLE001 - the layer is not installed or does not import
         reason = f"{module}.{function} not available: {type(exc).__name__}: {exc}"
         rec = not_run_record(layer, "not assessed", reason, inputs=inputs)
         return LayerOutcome(layer, LayerResult([rec]), "not assessed", reason,
@@ -298,12 +299,12 @@ def run_layer(layer: str, module: str, function: str, call: Callable[[Callable],
         rec = not_run_record(layer, "not applicable", reason, inputs=inputs)
         return LayerOutcome(layer, LayerResult([rec]), "not applicable", reason,
                             time.perf_counter() - started)
-    except Exception as exc:  # a failing layer is recorded, the audit goes on
+    except Exception as exc:  # noqa: BLE001 - a failing layer is recorded, the audit goes on
         reason = f"layer error: {type(exc).__name__}: {exc}"
         rec = not_run_record(layer, "not assessed", reason, inputs=inputs)
         rec.details["traceback"] = traceback.format_exc(limit=8)
         return LayerOutcome(layer, LayerResult([rec]), "not assessed", reason,
-                            time.perf_counter() - started, )
+                            time.perf_counter() - started)
     if result is None:
         result = LayerResult()
     if isinstance(result, (list, tuple)):
@@ -337,7 +338,7 @@ def fingerprint_input(path: str | Path, role: str, manifest: pd.DataFrame | None
     listing (one ``path<TAB>split<TAB>label`` line per row, release order), which names
     exactly what was read."""
     path = Path(path)
-    rows = int(len(manifest)) if manifest is not None else None
+    rows = len(manifest) if manifest is not None else None
     if path.is_file():
         fp = file_fingerprint(path)
         return {"role": role, "path": str(path), "kind": "list", "sha256": fp["sha256"],
@@ -419,7 +420,7 @@ def best_rho_on(scan, boundary: Boundary, tau: float = DEFAULT_TAU) -> np.ndarra
     counterpart on a within-population boundary. ``None`` when the search is unavailable."""
     try:
         from splitscope.relations.ncc import ncc_search
-    except Exception:
+    except ImportError:
         return None
     qi = scan.thumb_index(boundary.query.rows)
     ri = scan.thumb_index(boundary.reference.rows)
@@ -447,7 +448,7 @@ def control_best_rho(control_scan, tau: float = DEFAULT_TAU) -> tuple[np.ndarray
         rho = best_rho_on(control_scan, bounds[0], tau)
         corpus = ",".join(sorted(set(control_scan.manifest["corpus"].dropna().astype(str))))
         return rho, f"{corpus} {bounds[0].name}"
-    except Exception:  # the figure is optional; the control rates are in the records
+    except Exception:  # noqa: BLE001 - the figure is optional; the control rates are in the records
         return None, None
 
 
@@ -578,9 +579,11 @@ def _export_frame(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_tables(tables: Mapping[str, Any], lists_dir: Path) -> list[Path]:
+def write_tables(tables: Mapping[str, Any], lists_dir: Path,
+                 problems: list[str] | None = None) -> list[Path]:
     """Write each table as ``lists/<name>.csv`` and ``.parquet`` (names made file-safe),
-    unless the layer already wrote ``lists/<name>.csv`` itself (its own export wins)."""
+    unless the layer already wrote ``lists/<name>.csv`` itself (its own export wins). A table
+    Parquet cannot store is written as CSV only, and ``problems`` gets a line saying so."""
     lists_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name in sorted(tables):
@@ -598,8 +601,10 @@ def write_tables(tables: Mapping[str, Any], lists_dir: Path) -> list[Path]:
         try:
             frame.to_parquet(lists_dir / f"{stem}.parquet", index=False)
             written.append(lists_dir / f"{stem}.parquet")
-        except Exception:  # a column pyarrow cannot store: the CSV is still there
-            pass
+        except Exception as exc:  # noqa: BLE001 - a column pyarrow cannot store: CSV only
+            if problems is not None:
+                problems.append(f"lists/{stem}.parquet not written ({type(exc).__name__}: "
+                                f"{exc}); lists/{stem}.csv holds the table")
     return written
 
 
@@ -799,7 +804,7 @@ def _counts(series: pd.Series) -> dict[str, int]:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _default_workspace(out_dir: Path) -> Path:
@@ -889,8 +894,8 @@ def audit(
 
     from splitscope.features.scan import scan as run_scan
 
-    scan_opts = dict(thumb_size=thumb_size, mode=mode, interpolation=interpolation,
-                     workers=workers, progress=progress)
+    scan_opts = {"thumb_size": thumb_size, "mode": mode, "interpolation": interpolation,
+                 "workers": workers, "progress": progress}
     t = time.perf_counter()
     audited_scan = run_scan(inputs_list, workspace, group_regex=group_regex, **scan_opts)
     scan_seconds = time.perf_counter() - t
@@ -936,6 +941,9 @@ def audit(
         return True
 
     lists_dir = out_dir / "lists"
+    if lists_dir.is_dir() and ((out_dir / "audit.json").is_file()
+                               or (out_dir / "artifacts.json").is_file()):
+        shutil.rmtree(lists_dir)  # an earlier audit's lists: never mixed with this run's
     lists_dir.mkdir(parents=True, exist_ok=True)
     # group overlap, cross-split probes and the partition classifier compare two sides; a
     # release audited against itself has none (its within-pool probe still runs)
@@ -1043,7 +1051,7 @@ def audit(
         if rho is None:
             try:
                 rho = best_rho_on(scan_for_figures, b, tau)
-            except Exception:  # figures are optional; the records carry the numbers
+            except Exception:  # noqa: BLE001 - figures are optional; the records carry the numbers
                 rho = None
         if rho is not None:
             fig["distribution"] = [distribution(rho, f"{b.name} (audited)", "audited")]
@@ -1059,10 +1067,11 @@ def audit(
     if predictions is not None and (wanted is None or "evaluation" in wanted):
         try:
             figures["reliability"] = reliability_figures(manifest, predictions, score_kind)
-        except Exception as exc:  # the figure is optional; the records carry the metrics
+        except Exception as exc:  # noqa: BLE001 - the figure is optional; the records carry the metrics
             figures["reliability"] = [{"error": f"{type(exc).__name__}: {exc}"}]
 
-    written = write_tables(tables, lists_dir)
+    export_problems: list[str] = []
+    written = write_tables(tables, lists_dir, export_problems)
     manifest_out = lists_dir / "manifest.csv"
     _export_frame(manifest).to_csv(manifest_out, index=False)
     written.append(manifest_out)
@@ -1086,7 +1095,7 @@ def audit(
                    "feature_params": _feature_params(audited_scan),
                    "layers": sorted(wanted) if wanted is not None else "all"},
         "software": dict(software_versions()),
-        "manifest": {"rows": int(len(manifest)), "splits": _counts(manifest["split"]),
+        "manifest": {"rows": len(manifest), "splits": _counts(manifest["split"]),
                      "labels": _counts(manifest["label"]),
                      "corpora": _counts(manifest["corpus"]),
                      "excluded": len(manifest.attrs.get("excluded", []) or []),
@@ -1103,12 +1112,10 @@ def audit(
     }
     doc["fail_on"] = evaluate_conditions(conditions, record_dicts, layer_summaries,
                                          [b.name for b in all_boundaries])
-    failed_layers = [l for l in layer_summaries if l["status"] == "not assessed"
-                     and str(l.get("reason") or "").startswith(("layer error", "splitscope."))]
-    exit_code = EXIT_FAIL_ON if any(c["held"] for c in doc["fail_on"]) else (
-        EXIT_LAYER_FAILED if any(str(l.get("reason") or "").startswith("layer error")
-                                 for l in layer_summaries) else EXIT_OK)
-    doc["summary"] = {"verdicts": verdicts(doc), "lines": _summary_notes(doc, failed_layers)}
+    held = any(c["held"] for c in doc["fail_on"])
+    crashed = any(str(l.get("reason") or "").startswith("layer error") for l in layer_summaries)
+    exit_code = EXIT_FAIL_ON if held else (EXIT_LAYER_FAILED if crashed else EXIT_OK)
+    doc["summary"] = {"verdicts": verdicts(doc), "lines": _summary_notes(doc) + export_problems}
     doc["run"]["finished"] = _now()
     doc["run"]["duration_s"] = round(time.perf_counter() - started, 3)
     doc["run"]["exit_code"] = exit_code
@@ -1194,7 +1201,7 @@ def reliability_figures(manifest: pd.DataFrame, predictions: str | Path,
     files = [pred_path] if pred_path.is_file() else list_prediction_files(pred_path)
     out = []
     for f in files:
-        entry = {"entry": f.stem, "file": f.name, "view": "official", "rows": int(len(rows))}
+        entry = {"entry": f.stem, "file": f.name, "view": "official", "rows": len(rows)}
         if score_kind not in ("probability", "logit"):
             out.append({**entry, "reason": "scores not declared as probabilities or logits "
                                            "(--score-kind)"})
@@ -1233,7 +1240,7 @@ def _feature_params(scan) -> dict[str, Any]:
     if params is not None and hasattr(params, "to_dict"):
         try:
             return dict(params.to_dict())
-        except Exception:
+        except (TypeError, ValueError, AttributeError):
             return {}
     return {}
 
@@ -1241,14 +1248,15 @@ def _feature_params(scan) -> dict[str, Any]:
 def _scan_summary(scan) -> dict[str, Any]:
     try:
         s = scan.summary()
-    except Exception as exc:  # the summary is informative only
+    except Exception as exc:  # noqa: BLE001 - the summary is informative only
         return {"error": f"{type(exc).__name__}: {exc}"}
     keep = ("rows", "unique_files", "rows_without_file", "features_ok", "thumbnails",
             "flat_thumbnails", "failures", "extracted", "reused", "seconds")
     return json.loads(json.dumps({k: s.get(k) for k in keep}, default=str))
 
 
-def _summary_notes(doc: Mapping[str, Any], failed_layers) -> list[str]:
+def _summary_notes(doc: Mapping[str, Any]) -> list[str]:
+    """Layers that did not complete (with the reason) and the --fail-on outcomes."""
     notes = []
     for l in doc["layers"]:
         if l["status"] != "completed":

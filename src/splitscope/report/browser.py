@@ -138,7 +138,7 @@ def inspect_page(html: str | Path, *, screenshot: str | Path | None = None,
 
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, close_fds=False,
-                            preexec_fn=child_fds)
+                            preexec_fn=child_fds)  # noqa: PLW1509 - no threads started here
     os.close(to_r)
     os.close(from_w)
     pipe = _Pipe(proc, to_w, from_r)
@@ -167,9 +167,9 @@ def inspect_page(html: str | Path, *, screenshot: str | Path | None = None,
             Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
             Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
         time.sleep(0.2)  # let late console/log events arrive
-        try:
+        try:  # a round trip, so events sent before it are read
             pipe.send("Runtime.evaluate", {"expression": "1"}, session=session, timeout=5)
-        except Exception:
+        except (RuntimeError, TimeoutError, OSError):
             pass
         errors = []
         for ev in pipe.events:
@@ -182,9 +182,9 @@ def inspect_page(html: str | Path, *, screenshot: str | Path | None = None,
             elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
                 errors.append(str(params["entry"].get("text")))
         info["console_errors"] = errors
-        try:
+        try:  # the browser may close the pipe before it answers
             pipe.send("Browser.close", timeout=5)
-        except Exception:
+        except (RuntimeError, TimeoutError, OSError):
             pass
         return info
     finally:

@@ -11,6 +11,7 @@ import click
 
 from splitscope.errors import InputError
 
+
 def _fail_on_help() -> str:
     from splitscope.report.audit import METRICS
 
@@ -70,6 +71,9 @@ def print_summary(result, extra_lines: list[str] | None = None) -> None:
         console.print(escape(line))
     for line in extra_lines or []:
         console.print(escape(line))
+    for line in doc["summary"].get("lines", []):  # notes not shown in the tables below
+        if not line.startswith(("Layer ", "--fail-on ")):
+            console.print(escape(line))
     table = Table(title=None, show_edge=False, pad_edge=False, box=None)
     for col in ("layer", "status", "records", "seconds", "reason"):
         table.add_column(col)

@@ -152,7 +152,7 @@ def check_demo(root: str | Path, out_dir: str | Path, audit_doc: dict | None = N
                 else:
                     missed.append({"kind": kind, "predicate": pred, "query_path": path,
                                    "reference_path": row["reference_path"]})
-        by_kind[str(kind)] = {"planted": int(len(part)), "expected": exp,
+        by_kind[str(kind)] = {"planted": len(part), "expected": exp,
                               "checked_flags": total, "found_flags": hits}
     planted_paths = set(planted["query_path"]) | set(
         planted.loc[planted["kind"] == "within_split", "reference_path"])

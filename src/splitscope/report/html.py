@@ -120,7 +120,7 @@ def thumbnail_uri(file: str | None, size: int = THUMB_PX) -> str | None:
             img.thumbnail((size, size))
             buf = io.BytesIO()
             img.save(buf, format="JPEG", quality=80)
-    except Exception:  # unreadable, missing or undecodable: shown as "no thumbnail"
+    except Exception:  # noqa: BLE001 - unreadable, missing or undecodable: shown as "no thumbnail"
         return None
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
@@ -151,7 +151,7 @@ def _safe_figure(fn, *args, **kwargs) -> dict[str, Any]:
     """Draw one figure; a failure becomes a visible note instead of a broken report."""
     try:
         return {"uri": fn(*args, **kwargs), "error": None}
-    except Exception as exc:  # a figure never takes the whole report down
+    except Exception as exc:  # noqa: BLE001 - a figure never takes the whole report down
         return {"uri": None, "error": f"{type(exc).__name__}: {exc}"}
 
 
