@@ -50,9 +50,7 @@ def test_groups_table_output_and_fail_on(fold_lists, capsys):
     assert main(args) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "split_0 → split_1" in text and "(conditional on traceability)" in text
-    with pytest.raises(SystemExit) as exc:  # --fail-on conditions raise SystemExit(1)
-        main(args + ["--fail-on-overlap"])
-    assert exc.value.code == 1
+    assert main(args + ["--fail-on-overlap"]) == 1
 
 
 def test_groups_input_errors(fold_lists, capsys):
@@ -82,13 +80,34 @@ def test_probe_and_shift_on_demo(demo_scan, capsys):
     sc, _, root = demo_scan
     from splitscope.datasets.demo import DEMO_GROUP_REGEX
 
-    with pytest.raises(SystemExit) as exc:
-        main(["probe", str(root), "-w", str(sc.workspace), "--group-regex", DEMO_GROUP_REGEX,
-              "--resamples", "200", "--fail-above-chance"])
-    assert exc.value.code == 1
+    assert main(["probe", str(root), "-w", str(sc.workspace), "--group-regex", DEMO_GROUP_REGEX,
+                 "--resamples", "200", "--fail-above-chance"]) == 1
     text = capsys.readouterr().out
     assert "within pool" in text
     assert main(["shift", str(root), "-w", str(sc.workspace), "--resamples", "200",
                  "--json"]) == 0
     recs = {r["id"]: r for r in json.loads(capsys.readouterr().out)["records"]}
     assert "provenance.partition[test_train]" in recs
+
+
+@pytest.mark.slow
+def test_groups_with_upstream_recovery(demo_scan, tmp_path, capsys):
+    """The demo's test rows, stripped of group ids, recover them from the training folder
+    used as the upstream corpus; the recovered ids then give the overlap."""
+    import shutil
+
+    _, planted, root = demo_scan
+    up = tmp_path / "upstream"
+    shutil.copytree(root / "train", up / "train")
+    from splitscope.datasets.demo import DEMO_GROUP_REGEX
+
+    assert main(["groups", str(root), "--upstream", str(up), "--upstream-group-regex",
+                 DEMO_GROUP_REGEX, "-w", str(tmp_path / "ws"), "--json",
+                 "--out", str(tmp_path / "out")]) == 0
+    recs = {r["id"]: r for r in json.loads(capsys.readouterr().out)["records"]}
+    rec = recs["group.recovery"]
+    assert rec["numerator"] > 0 and rec["details"]["summary"]["matched_bytes"] >= 4
+    mapping = pd.read_csv(tmp_path / "out" / "group_mapping.csv")
+    assert {"row", "path", "method", "recovered_group"} <= set(mapping.columns)
+    ov = recs["group.overlap[test_train]"]
+    assert ov["predicate"]["params"]["group_key"]["kind"] == "recovered where missing"

@@ -80,6 +80,7 @@ def audit_groups(
     resplit_fractions: Sequence[float] = (0.7, 0.15, 0.15),
     k_folds: int = 5,
     recovery: Any = None,
+    apply_recovery: bool = True,
     unresolved: str | None = None,
 ) -> LayerResult:
     """Group-layer records and tables (METHODS §3) from a manifest alone.
@@ -100,6 +101,9 @@ def audit_groups(
     recovery : Recovery, optional
         A finished :func:`splitscope.relations.recovery.recover_identity`; becomes a record
         and the ``group_mapping`` table.
+    apply_recovery : bool
+        Rows without a group key inherit the recovered group (and frame) before the overlap
+        is measured (METHODS §3.4); the group key is then recorded as column + recovery.
     unresolved : str, optional
         A caveat about the group key that the evidence cannot settle (e.g. ids numbered per
         split); it is carried into every overlap record.
@@ -118,6 +122,10 @@ def audit_groups(
     inputs = _inputs(manifest)
     result = LayerResult()
     key = manifest.attrs.get("group_key", {"kind": "column", "column": "group"})
+    if recovery is not None and apply_recovery:
+        manifest, filled = _apply_recovery(manifest, recovery.mapping)
+        key = {"kind": "recovered where missing", "base": key, "rows_filled": filled,
+               "rules": recovery.summary["rules"]}
     has_groups = "group" in manifest.columns and manifest["group"].notna().any()
     bounds = _boundaries(manifest, boundaries)
     if not has_groups:
@@ -298,6 +306,22 @@ def _resplit(manifest, bounds, fractions, k, seed, inputs) -> LayerResult:
     out.tables["resplit"] = parts
     out.tables["resplit_folds"] = folds
     return out
+
+
+def _apply_recovery(manifest: pd.DataFrame, mapping: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Fill ``group`` (and ``frame``) of rows without one from a recovery mapping."""
+    out = manifest.copy()
+    out.attrs = dict(manifest.attrs)
+    hit = mapping[mapping["recovered_group"].notna()].drop_duplicates("row")
+    by_row = hit.set_index("row")
+    rows = out["row"].astype("int64")
+    missing = out["group"].isna() & rows.isin(by_row.index)
+    out.loc[missing, "group"] = rows[missing].map(by_row["recovered_group"]).astype("string")
+    if "frame" in out.columns:
+        fill_frame = missing & out["frame"].isna()
+        out.loc[fill_frame, "frame"] = rows[fill_frame].map(by_row["recovered_frame"]) \
+            .astype("Int64")
+    return out, int(missing.sum())
 
 
 def _recovery_record(rec, inputs) -> LayerResult:

@@ -246,22 +246,48 @@ def _print_groups(result) -> None:
               help="Also make group-disjoint re-splits.")
 @click.option("--fail-on-overlap", is_flag=True,
               help="Exit 1 when any boundary has an affected query row.")
+@click.option("--upstream", default=None, type=click.Path(exists=True),
+              help="Identity recovery: an upstream release carrying group ids (folder or list); "
+                   "rows without a group inherit the id of their byte / NCC counterpart there "
+                   "(scans both releases).")
+@click.option("--upstream-group-regex", default=None,
+              help="Group regex for the upstream release.")
+@click.option("--tau", type=float, default=0.98, show_default=True,
+              help="NCC threshold of identity recovery.")
+@click.option("--workspace", "-w", type=click.Path(file_okay=False), default=None,
+              help="Workspace of the feature cache (identity recovery only).")
 @_with(_list_opts)
 def groups_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
-                   resamples, out_dir, as_json, unresolved, resplit, fail_on_overlap,
-                   path_column, label_column, split_column, source_column, group_column,
-                   list_root, constant_split) -> None:
+                   resamples, out_dir, as_json, unresolved, resplit, fail_on_overlap, upstream,
+                   upstream_group_regex, tau, workspace, path_column, label_column,
+                   split_column, source_column, group_column, list_root,
+                   constant_split) -> None:
     """Shared patients/videos across boundaries and frame-index gaps (METHODS §3.2–3.3), from
-    the manifest alone: list files without images work."""
+    the manifest alone: list files without images work. With --upstream, identity recovery
+    (METHODS §3.4) first."""
     from splitscope.probes.audit import audit_groups
 
+    opts = _list_options(path_column, label_column, split_column, source_column, group_column,
+                         list_root, constant_split)
     manifest = load_manifest(inputs, split_per_list=split_per_list, group_regex=group_regex,
-                             **_list_options(path_column, label_column, split_column,
-                                             source_column, group_column, list_root,
-                                             constant_split))
+                             **opts)
+    recovery = None
+    if upstream is not None:
+        from splitscope.features.scan import scan
+        from splitscope.relations.recovery import recover_from_scans
+
+        ws = Path(workspace) if workspace else Path("splitscope-workspace")
+        audited = scan(manifest, ws, progress=False)
+        up = scan(upstream, ws.parent / f"{ws.name}-upstream", group_regex=upstream_group_regex,
+                  progress=False)
+        if up.manifest["group"].isna().all():
+            raise InputError(f"the upstream release {upstream} carries no group ids; pass "
+                             "--upstream-group-regex")
+        recovery = recover_from_scans(audited, up, tau=tau)
+        manifest = audited.manifest
     bounds = resolve_boundaries(manifest, query, reference, both_directions)
     result = audit_groups(manifest, bounds, n_resamples=resamples, seed=seed, resplit=resplit,
-                          unresolved=unresolved)
+                          unresolved=unresolved, recovery=recovery)
     _emit(result, as_json, out_dir, _print_groups)
     if fail_on_overlap and any(r.id.startswith("group.overlap[") and (r.numerator or 0) > 0
                                for r in result.records):

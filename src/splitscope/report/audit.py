@@ -976,10 +976,9 @@ def audit(
             removed = lists_dir / "dedup" / "test_removed.csv"
             if removed.is_file():  # the duplicates layer's deduplicated test split
                 views.append(f"deduplicated=exclude:{removed}")
-            query = evaluation_query(manifest)
             outcomes.append(run_layer(
                 "evaluation", "splitscope.evaluation.audit", "audit_predictions",
-                lambda fn: _call(fn, manifest, predictions, query=query, views=views,
+                lambda fn: _call(fn, manifest, predictions, views=views,
                                  score_kind=score_kind),
                 inputs=record_inputs))
     external_boundary = None
