@@ -261,3 +261,16 @@ def test_dcm_suffix_does_not_override_the_bytes(tmp_path):
     table, _ = extract_files([path])
     assert table.loc[0, "status"] == "ok" and table.loc[0, "format"] == "PNG"
     assert table.loc[0, "decoded_mode"] == "L"
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L", "1", "P"])
+def test_pixel_digest_of_large_images_is_streamed_identically(tmp_path, monkeypatch, mode):
+    from splitscope.features import extract as extract_mod
+
+    rng = np.random.default_rng(10)
+    img = Image.fromarray(rng.integers(0, 256, (97, 61, 3), dtype=np.uint8)).convert(mode)
+    path = _save(tmp_path / "x.png", img)
+    whole, _ = extract_files([path])
+    monkeypatch.setattr(extract_mod, "_DIGEST_STRIP_PIXELS", 200)  # ~3 rows per strip
+    strips, _ = extract_files([path])
+    assert whole.loc[0, "pixel_sha256"] == strips.loc[0, "pixel_sha256"]

@@ -182,9 +182,9 @@ class _Axis:
     """Pillow's fixed-point filter for one axis (in_size -> out_size), in output blocks.
 
     ``blocks`` is a list of ``(out_start, out_stop, in_start, in_stop, matrix)`` where
-    ``matrix[i, j]`` is the integer coefficient of input ``in_start + i`` for output
-    ``out_start + j`` (float64); inputs outside ``in_start:in_stop`` have zero weight for those
-    outputs. Blocks keep the matrix products banded: each output uses only a few inputs.
+    ``matrix[i, j]`` is Pillow's integer coefficient of input ``in_start + i`` for output
+    ``out_start + j``, times 2**-22 (float64); inputs outside ``in_start:in_stop`` have zero
+    weight for those outputs. Blocks keep the matrix products banded: each output uses only a few inputs.
     """
 
     __slots__ = ("blocks", "first", "last", "out_size")
@@ -239,14 +239,16 @@ def _axis(in_size: int, out_size: int, resample: int) -> _Axis | None:
         for j in range(o0, o1):
             n = int(xmax[j])
             m[xmin[j] - i0: xmin[j] - i0 + n, j - o0] = kint[j, :n]
-        blocks.append((o0, o1, i0, i1, m))
+        # scaled by 2**-22 (exact: a power of two), so a product is already Pillow's
+        # accumulator shifted right, up to the rounding half added in _fixed_to_u8
+        blocks.append((o0, o1, i0, i1, m * (1.0 / (1 << _PRECISION_BITS))))
     return _Axis(blocks, int(xmin.min()), int((xmin + xmax).max()), out_size)
 
 
 def _fixed_to_u8(acc: np.ndarray) -> np.ndarray:
-    """Pillow's ``clip8``: add half, shift right by the precision, clip to 0..255 (in place)."""
-    acc += float(1 << (_PRECISION_BITS - 1))
-    acc *= 1.0 / (1 << _PRECISION_BITS)
+    """Pillow's ``clip8`` on an accumulator already scaled by 2**-22: add the rounding half,
+    floor (the arithmetic shift), clip to 0..255 (in place)."""
+    acc += 0.5
     np.floor(acc, out=acc)
     np.maximum(acc, 0.0, out=acc)
     return np.minimum(acc, 255.0, out=acc)

@@ -491,7 +491,11 @@ def _probe_record(r, rid, title, b, inputs, within=None) -> AuditRecord:
     correct = int((r.predictions["label"] == r.predictions["predicted"]).sum())
     top = r.top_features(5)
     above = ba["low"] is not None and ba["low"] > r.chance
-    if r.kind == "within pool":
+    if not r.features:
+        conclusion = ("no header field varies across these rows, so headers carry no label "
+                      "signal here; the model predicts the majority class (balanced accuracy "
+                      f"{ba['estimate']:.3f}, chance {r.chance:.3f})")
+    elif r.kind == "within pool":
         conclusion = (f"header features alone predict the label within the pool: balanced "
                       f"accuracy {ba['estimate']:.3f} (95% CI {ba['low']:.3f}–{ba['high']:.3f}) "
                       f"vs chance {r.chance:.3f}; a construction shortcut, carried by "

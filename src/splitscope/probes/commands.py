@@ -387,6 +387,12 @@ def _print_probe(result) -> None:
     if t.row_count:
         console.print(t)
     for r in result.records:
+        if r.id == "provenance.header_probe.within_pool" and r.status == "completed" \
+                and r.details.get("single_field"):
+            console.print("fields alone (held-out BA, 8-leaf tree): " + ", ".join(
+                f"{escape(str(x['feature']))} {x['balanced_accuracy']:.3f}"
+                for x in r.details["single_field"][:5]))
+    for r in result.records:
         if r.id == "provenance.source_label" and r.status == "completed":
             table = pd.DataFrame(r.details["table"]).fillna(0).astype(int)  # label × source
             dom = pd.DataFrame(r.details["dominant"]).set_index("label")
@@ -421,7 +427,14 @@ def _print_shift(result) -> None:
                       f"{_f(u.low)}–{_f(u.high)}", _f(ctl.get("estimate")),
                       _f(r.details.get("d_a")))
     if t.row_count:
-        _console().print(t)
+        console = _console()
+        console.print(t)
+        for r in result.records:
+            if r.id.startswith("provenance.partition") and r.status in ("completed", "partial"):
+                per = r.details.get("auc_by_class") or []
+                console.print(escape(r.title.replace("Partition classifier ", "")) + ", per class: "
+                              + "; ".join(f"{escape(str(x['label']))} {_f(x['auc'])} "
+                                          f"({_f(x['low'])}–{_f(x['high'])})" for x in per))
 
 
 _scan_opts = [

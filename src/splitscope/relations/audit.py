@@ -425,7 +425,7 @@ def _params(pred: str, tau: float, radius: int, geometry: dict) -> dict:
     params: dict = {"dihedral": pred.endswith("_dihedral")}
     if base.startswith("hash_"):
         params.update({"rule": base[len("hash_"):], "radius": radius, "hash_size": 8,
-                       "hashes": "imagehash phash/dhash"})
+                       "hashes": "imagehash phash/dhash", "mode": geometry.get("mode")})
     else:
         params.update({"tau": tau, "counterpart_rule": base[len("ncc_"):], **geometry})
         if base in ("ncc_first_candidate", "ncc_any_candidate"):

@@ -96,7 +96,7 @@ def test_groups_with_upstream_recovery(demo_scan, tmp_path, capsys):
     used as the upstream corpus; the recovered ids then give the overlap."""
     import shutil
 
-    _, planted, root = demo_scan
+    _, _, root = demo_scan
     up = tmp_path / "upstream"
     shutil.copytree(root / "train", up / "train")
     from splitscope.datasets.demo import DEMO_GROUP_REGEX
