@@ -159,3 +159,15 @@ def test_invalid_inputs_raise():
         M.check_inputs(np.array([0, 3]), np.ones((2, 2)))
     with pytest.raises(InputError):
         M.check_inputs(np.array([0.5, 1.0]))
+
+
+def test_reliability_bins_agree_with_ece():
+    from splitscope.evaluation.metrics import expected_calibration_error, reliability_bins
+
+    rng = np.random.default_rng(3)
+    probs = rng.dirichlet(np.ones(4), size=500)
+    y = rng.integers(0, 4, size=500)
+    bins = reliability_bins(y, probs)
+    assert len(bins) == 15 and sum(b["count"] for b in bins) == 500
+    ece = sum(b["count"] * abs(b["accuracy"] - b["confidence"]) for b in bins if b["count"]) / 500
+    assert abs(ece - expected_calibration_error(y, probs)) < 1e-12

@@ -156,6 +156,33 @@ def test_unsupported_format(tmp_path):
     assert row["status"] == "unsupported", row["error"]
 
 
+def test_unsupported_tiff_variant(tmp_path):
+    """A TIFF whose compression tag names no known codec: recognised, not decodable."""
+    buf = io.BytesIO()
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(buf, "TIFF")
+    data = bytearray(buf.getvalue())
+    assert data[:2] == b"II"
+    ifd = struct.unpack("<I", data[4:8])[0]
+    for i in range(struct.unpack("<H", data[ifd:ifd + 2])[0]):
+        entry = ifd + 2 + 12 * i
+        if struct.unpack("<H", data[entry:entry + 2])[0] == 259:  # Compression
+            data[entry + 8:entry + 10] = struct.pack("<H", 60000)
+    path = tmp_path / "odd.tif"
+    path.write_bytes(bytes(data))
+    row, _ = _one(path)
+    assert row["status"] == "unsupported", row["error"]
+    assert row["format"] == "TIFF" and "TIFF" in row["error"]
+
+
+def test_png_cut_inside_its_header_is_truncated(tmp_path):
+    buf = io.BytesIO()
+    _image().save(buf, "PNG")
+    path = tmp_path / "stub.png"
+    path.write_bytes(buf.getvalue()[:10])
+    row, _ = _one(path)
+    assert row["status"] == "truncated", row["error"]
+
+
 def test_decompression_bomb_header(tmp_path):
     """A small PNG whose header claims 100000 x 100000 pixels is listed, not decoded."""
     data = _png(100_000, 100_000)

@@ -261,6 +261,22 @@ def expected_calibration_error(y_true, probs, n_bins: int = ECE_BINS) -> float:
     return float(np.abs(acc_b - conf_b).sum() / y.size)
 
 
+def reliability_bins(y_true, probs, n_bins: int = ECE_BINS) -> list[dict]:
+    """Top-label reliability diagram data on the ECE's bins: per equal-width confidence bin,
+    its edges, rows, mean confidence and accuracy (``None`` for an empty bin)."""
+    y = np.asarray(y_true, dtype=np.int64)
+    p = np.asarray(probs, dtype=np.float64)
+    conf = p.max(axis=1)
+    correct = (p.argmax(axis=1) == y).astype(np.float64)
+    b = _bin_index(conf, n_bins)
+    n = np.bincount(b, minlength=n_bins)
+    hits = np.bincount(b, weights=correct, minlength=n_bins)
+    conf_sum = np.bincount(b, weights=conf, minlength=n_bins)
+    return [{"bin": i, "low": i / n_bins, "high": (i + 1) / n_bins, "count": int(n[i]),
+             "confidence": float(conf_sum[i] / n[i]) if n[i] else None,
+             "accuracy": float(hits[i] / n[i]) if n[i] else None} for i in range(n_bins)]
+
+
 def brier_score(y_true, probs) -> float:
     """Multi-class Brier score: mean over rows of sum_k (p_k − 1[y = k])², in [0, 2]."""
     y = np.asarray(y_true, dtype=np.int64)

@@ -21,8 +21,10 @@ header fields). Reason codes:
 ``permission_denied``     the file exists but may not be read
 ``unreadable``            any other error reading the bytes (e.g. the path is a directory)
 ``zero_byte``             the file is empty
-``not_an_image``          neither Pillow nor (for DICOM bytes) pydicom recognises it
-``unsupported``           recognised, but cannot be decoded here (no decoder, a mode with no
+``not_an_image``          no image format in its magic bytes, and Pillow (or, for DICOM bytes,
+                          pydicom) does not recognise it
+``unsupported``           recognised, but cannot be decoded here (no decoder, a variant Pillow
+                          cannot open such as an unknown TIFF compression, a mode with no
                           grayscale conversion, DICOM without the ``[dicom]`` extra or without
                           pixel data)
 ``truncated``             decoding failed part-way: truncated or corrupt image data (Pillow's
@@ -38,8 +40,8 @@ Modes (``FeatureParams.mode``):
   reduced DCT scale (Pillow ``draft``: scale 1/2, 1/4 or 1/8, chosen so that the decoded image
   keeps at least 2·T pixels on each side; for YCbCr JPEGs the Y channel is decoded as the
   grayscale image instead of Pillow's RGB→L conversion), then resized with the same
-  antialiasing Pillow filters (LANCZOS for the hashes, the thumbnail interpolation for the
-  thumbnail). It is a different geometry: ``FeatureParams.key()`` differs, so fast features are
+  antialiasing Pillow filters as exact mode (LANCZOS for the hashes, the thumbnail
+  interpolation for the thumbnail). It is a different geometry: ``FeatureParams.key()`` differs, so fast features are
   cached apart and never compared with exact ones. Files decoded at reduced scale get no
   ``pixel_sha256`` (their full-resolution pixels were never decoded; decoded-pixel identity is
   not assessed for them). Other files are decoded exactly as in exact mode.
@@ -92,8 +94,10 @@ EXTRACT_VERSION = "1"
 """Version of the extraction code; part of every cache key. Bump when any feature changes."""
 
 DEFAULT_MAX_PIXELS = 2**27
-"""Default decompression-bomb bound: 134,217,728 pixels (e.g. 11,585 × 11,585). A decoded RGB
-image of that size takes ~400 MB per worker; larger files are listed, not decoded."""
+"""Default decompression-bomb bound: 134,217,728 pixels (e.g. 11,585 × 11,585). Decoding an RGB
+image of that size takes ~400 MB plus ~130 MB for its grayscale copy, per worker; larger files
+are listed as ``decompression_bomb``, not decoded (Pillow's own default warns at 89.5 M pixels
+and refuses at twice that; here the one bound replaces both)."""
 
 REASONS = (
     "missing",
@@ -282,14 +286,27 @@ def _decode_failure(exc: BaseException) -> _Failure:
     return _Failure("truncated", f"decoding failed (corrupt data?): {msg}")
 
 
+def _unidentified(header: dict[str, Any] | None) -> _Failure:
+    """Pillow cannot open the bytes: not an image, unless the magic bytes name a format."""
+    fmt = None if header is None else header.get("format")
+    if fmt is None:
+        return _Failure("not_an_image", "not a recognised image format")
+    problem = (header or {}).get("header_error")
+    if problem and any(w in problem.lower() for w in _TRUNCATION_WORDS):
+        return _Failure("truncated", f"{fmt} file cannot be opened: {problem}")
+    detail = f" (header: {problem})" if problem else ""
+    return _Failure("unsupported", f"{fmt} recognised from its bytes, but Pillow cannot open "
+                                   f"this variant{detail}")
+
+
 def _decode_pillow(
-    data: bytes, params: FeatureParams
+    data: bytes, params: FeatureParams, header: dict[str, Any] | None = None
 ) -> tuple[Image.Image, str, str | None, str]:
     """Decode with Pillow; return (gray image, decoded mode, pixel digest or None, gray rule)."""
     try:
         img = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
-        raise _Failure("not_an_image", "not a recognised image format") from None
+        raise _unidentified(header) from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise _Failure(
             "decompression_bomb", f"{exc} (bound: max_pixels = {params.max_pixels}); not decoded"
@@ -383,7 +400,7 @@ def _extract_one(path: str, params: FeatureParams, header_mod) -> tuple[dict, np
         if _is_dicom(data, path, header):
             gray, mode, digest, rule = _decode_dicom(data, params)
         else:
-            gray, mode, digest, rule = _decode_pillow(data, params)
+            gray, mode, digest, rule = _decode_pillow(data, params, header)
         row["decoded_mode"] = mode
         row["gray_rule"] = rule
         row["pixel_sha256"] = digest

@@ -13,7 +13,6 @@ ordered by file path, not by completion.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import os
 import sys
@@ -43,6 +42,7 @@ from splitscope.features.workspace import (
     write_json,
     write_parquet,
 )
+from splitscope.records.model import sha256_file
 
 __all__ = ["DEFAULT_WORKSPACE", "Scan", "load_scan", "scan"]
 
@@ -468,7 +468,7 @@ def scan(
         t = time.perf_counter()
         manifest_path = workspace / "manifest.parquet"
         write_parquet(manifest, manifest_path)
-        manifest_sha = _sha256(manifest_path)
+        manifest_sha = sha256_file(manifest_path)
         timings["write_manifest"] = time.perf_counter() - t
         seconds = time.perf_counter() - started
         timings["total"] = seconds
@@ -524,12 +524,6 @@ def _schema(extractor: Extractor, params: Any) -> dict[str, Any] | None:
     return {str(c): dtype for c, dtype in table.dtypes.items()}
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # ----------------------------------------------------------------------------- reopening
@@ -570,7 +564,7 @@ def load_scan(workspace: str | Path | None = None, params: Any = None) -> Scan:
             f"{', '.join(known) or 'none'}; run `splitscope scan` with these parameters"
         )
     manifest_path = workspace / "manifest.parquet"
-    if not manifest_path.is_file() or _sha256(manifest_path) != meta.get("manifest_sha256"):
+    if not manifest_path.is_file() or sha256_file(manifest_path) != meta.get("manifest_sha256"):
         raise InputError(
             f"the manifest in {workspace} changed since the features with key {key!r} were "
             f"assembled (or a scan was interrupted); rerun `splitscope scan`"

@@ -6,7 +6,9 @@ from splitscope.records.model import (
     LayerResult,
     Uncertainty,
     file_fingerprint,
+    sha256_file,
     software_versions,
 )
 
-__all__ = ["STATUSES", "AuditRecord", "LayerResult", "Uncertainty", "file_fingerprint", "software_versions"]
+__all__ = ["STATUSES", "AuditRecord", "LayerResult", "Uncertainty", "file_fingerprint", "sha256_file",
+           "software_versions"]

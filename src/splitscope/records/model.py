@@ -82,13 +82,18 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def file_fingerprint(path: str | Path) -> dict[str, str]:
-    """``{"path", "sha256"}`` of an input list, so a record names exactly what it read."""
+def sha256_file(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks (memory stays bounded)."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
-    return {"path": str(path), "sha256": digest.hexdigest()}
+    return digest.hexdigest()
+
+
+def file_fingerprint(path: str | Path) -> dict[str, str]:
+    """``{"path", "sha256"}`` of an input list, so a record names exactly what it read."""
+    return {"path": str(path), "sha256": sha256_file(path)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -114,7 +119,7 @@ class LayerResult:
     records: list[AuditRecord] = field(default_factory=list)
     tables: dict[str, Any] = field(default_factory=dict)
 
-    def extend(self, other: "LayerResult") -> "LayerResult":
+    def extend(self, other: LayerResult) -> LayerResult:
         self.records.extend(other.records)
         self.tables.update(other.tables)
         return self

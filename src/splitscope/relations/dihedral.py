@@ -69,7 +69,7 @@ def query_side_features(files, variant: str, *, thumb_size: int = 96,
                 img.load()
                 feats = image_features(apply_image(img, inv), thumb_size=thumb_size,
                                        interpolation=interpolation)
-        except Exception:  # noqa: BLE001 - an undecodable query is counted, not raised
+        except Exception:  # noqa: BLE001, S112 - an undecodable query is counted, not raised
             continue
         ph[i] = np.uint64(int(feats["phash"]))
         dh[i] = np.uint64(int(feats["dhash"]))

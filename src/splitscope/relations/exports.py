@@ -14,13 +14,14 @@ with its SHA-256 so a released audit can be verified.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from splitscope.records.model import sha256_file
 
 _MEASURE = {
     "hash_screen": "d_p_min", "hash_joint": "d_joint_min", "hash_sum": "d_sum_min",
@@ -170,12 +171,6 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "all"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def write_exports(result, out_dir) -> list[dict]:
@@ -209,7 +204,7 @@ def write_exports(result, out_dir) -> list[dict]:
                 p = out / "dedup" / f"{_safe(str(split))}_{kind}.csv"
                 sub.to_csv(p, index=False)
                 written.append(p)
-    manifest = [{"path": p.relative_to(out).as_posix(), "sha256": _sha256(p)} for p in written]
+    manifest = [{"path": p.relative_to(out).as_posix(), "sha256": sha256_file(p)} for p in written]
     (out / "outputs.json").write_text(json.dumps({"files": manifest}, indent=2))
     names = [m["path"] for m in manifest]
     for rec in result.records:

@@ -291,8 +291,8 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
                             found.append((rows[qi] + q0, ri + r0, sub_p[qi, ri],
                                           d[rows][qi, ri]))
                             stored += keep
-            for key in best:
-                out[key][q0:q1] = best[key]
+            for key, value in best.items():
+                out[key][q0:q1] = value
                 idx[key][q0:q1] = arg[key]
         counts.append(total)
         return found

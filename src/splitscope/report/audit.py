@@ -50,6 +50,7 @@ import pandas as pd
 from splitscope.boundary import Boundary, Population, default_boundaries
 from splitscope.errors import InputError
 from splitscope.records import AuditRecord, LayerResult, file_fingerprint, software_versions
+from splitscope.records.model import sha256_file
 from splitscope.records.schema import SCHEMA_VERSION, validation_errors
 from splitscope.records.scorecard import score_card
 
@@ -550,17 +551,11 @@ _FORMATS = {".csv": "text/csv", ".parquet": "application/x-parquet", ".json": "a
             ".html": "text/html", ".txt": "text/plain"}
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def artifact(path: Path, root: Path, description: str | None = None) -> dict[str, Any]:
     """``{path (relative to root), sha256, bytes, encodingFormat, description}`` of a file."""
-    return {"path": path.relative_to(root).as_posix(), "sha256": _sha256(path),
+    return {"path": path.relative_to(root).as_posix(), "sha256": sha256_file(path),
             "bytes": path.stat().st_size,
             "encodingFormat": _FORMATS.get(path.suffix.lower(), "application/octet-stream"),
             "description": description}
@@ -923,7 +918,7 @@ def audit(
             digest = hashlib.sha256()
             for f in sorted(p for p in pred_path.rglob("*") if p.is_file()):
                 digest.update(f.relative_to(pred_path).as_posix().encode() + b"\0")
-                digest.update(_sha256(f).encode() + b"\n")
+                digest.update(sha256_file(f).encode() + b"\n")
             input_fps.append({"role": "predictions", "path": str(pred_path), "kind": "folder",
                               "sha256": digest.hexdigest(),
                               "sha256_of": "relative path and SHA-256 of every file, sorted",
@@ -1158,23 +1153,6 @@ def evaluation_query(manifest: pd.DataFrame) -> str | None:
     return "split!=train" if "train" in splits and len(splits) > 1 else None
 
 
-def reliability_bins(y_true: np.ndarray, probs: np.ndarray, n_bins: int = 15) -> list[dict]:
-    """Top-label reliability: per equal-width confidence bin (METHODS §5.2, 15 bins), rows,
-    mean confidence and accuracy; confidence = the largest probability, prediction = its
-    argmax."""
-    y = np.asarray(y_true, dtype=np.int64)
-    p = np.asarray(probs, dtype=np.float64)
-    conf = p.max(axis=1)
-    correct = (p.argmax(axis=1) == y).astype(np.float64)
-    b = np.clip(np.ceil(conf * n_bins).astype(np.int64) - 1, 0, n_bins - 1)
-    n = np.bincount(b, minlength=n_bins)
-    acc = np.bincount(b, weights=correct, minlength=n_bins)
-    cs = np.bincount(b, weights=conf, minlength=n_bins)
-    return [{"bin": int(i), "low": i / n_bins, "high": (i + 1) / n_bins, "count": int(n[i]),
-             "confidence": float(cs[i] / n[i]) if n[i] else None,
-             "accuracy": float(acc[i] / n[i]) if n[i] else None} for i in range(n_bins)]
-
-
 def reliability_figures(manifest: pd.DataFrame, predictions: str | Path,
                         score_kind: str) -> list[dict[str, Any]]:
     """Reliability-diagram data of each prediction entry on the official view (the rows of
@@ -1182,7 +1160,11 @@ def reliability_figures(manifest: pd.DataFrame, predictions: str | Path,
     to the truth by exact path with every class column present; other entries are listed with
     the reason they were not drawn (the evaluation records say whether they are scoreable)."""
     from splitscope.boundary import select
-    from splitscope.evaluation.metrics import to_probabilities
+    from splitscope.evaluation.metrics import (
+        expected_calibration_error,
+        reliability_bins,
+        to_probabilities,
+    )
     from splitscope.evaluation.predictions import (
         list_prediction_files,
         path_keys,
@@ -1223,8 +1205,7 @@ def reliability_figures(manifest: pd.DataFrame, predictions: str | Path,
             out.append({**entry, "reason": reason or "rows without a label"})
             continue
         bins = reliability_bins(y.astype(np.int64), probs)
-        ece = sum(b["count"] * abs(b["accuracy"] - b["confidence"]) for b in bins
-                  if b["count"]) / len(y)
+        ece = expected_calibration_error(y.astype(np.int64), probs)
         out.append({**entry, "bins": bins, "ece": ece, "classes": classes})
     return out
 
