@@ -26,6 +26,7 @@ from splitscope.relations.identity import (
 from splitscope.relations.ncc import (
     any_candidate,
     centred_unit_vectors,
+    embedding_search,
     first_candidate,
     ncc_search,
     ncc_sweep,
@@ -41,6 +42,7 @@ __all__ = [
     "boundary_relations",
     "centred_unit_vectors",
     "comparison_pairs",
+    "embedding_search",
     "control_rate",
     "first_candidate",
     "hamming_distance",

@@ -5,6 +5,9 @@ pixels) and every near-duplicate predicate (hash rules, NCC with its counterpart
 optionally the dihedral variants), attaches a negative control where one is given, and returns
 one :class:`~splitscope.records.AuditRecord` per predicate × boundary plus the row-keyed tables
 (contaminated rows per predicate, pair table, deduplicated splits, identity groups).
+With user-supplied embeddings (METHODS §2.4) one more predicate, ``embedding_cosine`` (nearest
+reference by cosine similarity reaches the embedding threshold), is measured per boundary;
+without them it is not measured and has no record (like the optional dihedral predicates).
 
 Counting unit of every rate: *affected query row*; denominator: all query rows of the boundary.
 Query rows whose file could not be read (no digest, hash or thumbnail) are in the denominator
@@ -13,6 +16,7 @@ and counted as not assessed (status ``partial``).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,13 +39,21 @@ from splitscope.relations.identity import (
     side,
     within_copies,
 )
-from splitscope.relations.ncc import DEFAULT_TAU
+from splitscope.relations.ncc import (
+    DEFAULT_EMBEDDING_TAU,
+    DEFAULT_TAU,
+    EMBEDDING_SWEEP,
+    embedding_search,
+)
 from splitscope.relations.near_duplicate import (
     NearDuplicates,
+    _exclude_positions,
     near_duplicates,
 )
 
 IDENTITY_PREDICATES = ("sha256", "basename", "pixel_sha256")
+#: measured only when embeddings are supplied (METHODS §2.4)
+EMBEDDING_PREDICATE = "embedding_cosine"
 #: predicates whose query rows a deduplicated split removes by default
 DEDUP_PREDICATES = ("sha256", "pixel_sha256", "ncc_nearest", "ncc_nearest_dihedral")
 
@@ -56,6 +68,7 @@ _TITLES = {
     "ncc_nearest": "NCC, nearest counterpart (max ρ ≥ τ)",
     "ncc_first_candidate": "NCC, first exact-pHash candidate by path (ρ ≥ τ)",
     "ncc_any_candidate": "NCC, any exact-pHash candidate (ρ ≥ τ)",
+    "embedding_cosine": "Embedding cosine similarity, nearest counterpart (max cos ≥ τ)",
 }
 
 
@@ -63,7 +76,8 @@ _TITLES = {
 class BoundaryRelations:
     """Everything measured on one boundary: the identity census, basename and pixel identity,
     and the near-duplicate predicates. ``flags`` has one row per query row and one boolean
-    column per predicate (``<NA>`` = not assessed)."""
+    column per predicate (``<NA>`` = not assessed). ``embedding`` (when embeddings were
+    supplied): the embedding predicate's parameters, sweep, counts and pairs."""
 
     boundary: Boundary
     census: IdentityCensus
@@ -71,9 +85,11 @@ class BoundaryRelations:
     pixels: pd.DataFrame | None
     near: NearDuplicates
     flags: pd.DataFrame = field(default_factory=pd.DataFrame)
+    embedding: dict | None = None
 
     def predicates(self) -> list[str]:
-        return [p for p in (*IDENTITY_PREDICATES, *self.near.predicates()) if p in self.flags]
+        return [p for p in (*IDENTITY_PREDICATES, *self.near.predicates(), EMBEDDING_PREDICATE)
+                if p in self.flags]
 
 
 def geometry_of(scan) -> dict:
@@ -122,8 +138,15 @@ def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
                        tau: float = DEFAULT_TAU, radius: int = DEFAULT_RADIUS,
                        geometry: dict | None = None, dihedral: bool = False,
                        confirm: bool = True, ssim: bool = True,
-                       workers: int | None = None) -> BoundaryRelations:
-    """Identity and near-duplicate relations of one boundary (see module docstring)."""
+                       workers: int | None = None, embeddings: np.ndarray | None = None,
+                       embedding_tau: float = DEFAULT_EMBEDDING_TAU,
+                       embedding_params: dict | None = None) -> BoundaryRelations:
+    """Identity and near-duplicate relations of one boundary (see module docstring).
+
+    ``embeddings``, when given, is an (len(rows), d) array aligned with ``rows`` (NaN lines for
+    rows without an embedding); it adds the ``embedding_cosine`` predicate at
+    ``embedding_tau``, recorded with ``embedding_params`` (source file, digest, dimension).
+    """
     census = identity_census(rows, boundary, confirm=confirm)
     names = basename_matches(rows, boundary)
     pixels = pixel_identity(rows, boundary) if "pixel_sha256" in rows.columns else None
@@ -145,7 +168,111 @@ def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
         flags[name] = col
     for p in near.predicates():
         flags[p] = near.flags[p].to_numpy()
-    return BoundaryRelations(boundary, census, names, pixels, near, flags)
+    emb = None
+    if embeddings is not None:
+        emb = embedding_relations(rows, embeddings, boundary, tau=embedding_tau)
+        emb["params"] = {**emb["params"], **(embedding_params or {})}
+        flags[EMBEDDING_PREDICATE] = emb.pop("flag")
+        for col, values in emb.pop("columns").items():  # counterpart and measure per row
+            near.flags[col] = values
+    return BoundaryRelations(boundary, census, names, pixels, near, flags, emb)
+
+
+def embedding_relations(rows: pd.DataFrame, embeddings: np.ndarray, boundary: Boundary, *,
+                        tau: float = DEFAULT_EMBEDDING_TAU) -> dict:
+    """The ``embedding_cosine`` predicate on one boundary (METHODS §2.4).
+
+    Each query row's nearest reference row by cosine similarity of the supplied embeddings
+    (:func:`~splitscope.relations.ncc.embedding_search`, exact); the row is flagged when that
+    cosine reaches ``tau``. A row whose vector is undefined (zero norm, non-finite, or no
+    embedding for its path) is not assessed and never a counterpart; on a boundary of a
+    population with itself a row is never its own counterpart.
+
+    Returns
+    -------
+    dict
+        ``flag`` (boolean array per query row in ``row`` order, ``<NA>`` = not assessed),
+        ``columns`` (``embedding_best_cosine``, ``embedding_cosine_counterpart`` (row, -1),
+        ``embedding_undefined``), ``sweep`` (:data:`EMBEDDING_SWEEP`), ``pairs`` (row-keyed
+        pairs with cosine >= tau), ``undefined_query_rows``, ``params``.
+    """
+    vectors = np.asarray(embeddings)
+    if vectors.ndim != 2 or len(vectors) != len(rows):
+        raise InputError(f"embeddings must be one vector per manifest row: got shape "
+                         f"{vectors.shape} for {len(rows)} rows")
+    q = side(rows, boundary.query)
+    r = q if boundary.within else side(rows, boundary.reference)
+    at = pd.Index(rows["row"].to_numpy(np.int64))
+    q_rows = q["row"].to_numpy(np.int64)
+    r_rows = r["row"].to_numpy(np.int64)
+    exclude = _exclude_positions(q_rows, r_rows) if boundary.within else None
+    res = embedding_search(vectors[at.get_indexer(q_rows)], vectors[at.get_indexer(r_rows)],
+                           tau=tau, exclude=exclude)
+    assessed = np.isfinite(res.best_cosine)
+    flag = pd.array([pd.NA] * len(q_rows), dtype="boolean")
+    flag[assessed] = res.best_cosine[assessed] >= tau
+    counterpart = np.where(res.best_index >= 0, r_rows[np.maximum(res.best_index, 0)]
+                           if r_rows.size else -1, -1).astype(np.int64)
+    sweep = res.sweep(EMBEDDING_SWEEP)
+    sweep["rows"] = len(q_rows)
+    paths = rows.set_index("row")["path"]
+    qp = res.pairs["query"].to_numpy(np.int64)
+    rp = res.pairs["reference"].to_numpy(np.int64)
+    pairs = pd.DataFrame({
+        "boundary": boundary.name, "row": q_rows[qp],
+        "path": paths.reindex(q_rows[qp]).to_numpy(),
+        "reference_row": r_rows[rp], "reference_path": paths.reindex(r_rows[rp]).to_numpy(),
+        "cosine": res.pairs["cosine"].to_numpy(np.float32),
+        "nearest": counterpart[qp] == r_rows[rp], "tau": tau})
+    return {
+        "flag": flag,
+        "columns": {"embedding_best_cosine": res.best_cosine.astype(np.float32),
+                    "embedding_cosine_counterpart": counterpart,
+                    "embedding_undefined": res.query_undefined.copy()},
+        "sweep": sweep,
+        "pairs": pairs,
+        "undefined_query_rows": int(res.query_undefined.sum()),
+        "unmatched_query_rows": int((~assessed & ~res.query_undefined).sum()),
+        "undefined_reference_rows": int(res.reference_undefined.sum()),
+        "params": {"tau": tau, "counterpart_rule": "nearest", "similarity": "cosine",
+                   "normalisation": res.params["normalisation"],
+                   "pairs_total": res.params["pairs_total"],
+                   "pairs_truncated": res.params["pairs_truncated"]},
+    }
+
+
+def embedding_source(embeddings, rows: pd.DataFrame) -> tuple[np.ndarray, dict]:
+    """Load embeddings aligned with ``rows`` and describe their source.
+
+    ``embeddings`` is what :func:`splitscope.probes.partition.load_embeddings` reads: an (n, d)
+    array or ``.npy`` file in manifest order, or a Parquet/CSV file or DataFrame with a ``path``
+    column (the manifest's released path) and the vector. Rows without an embedding get a NaN
+    line (not assessed, counted). Returns the matrix and the parameters recorded with the
+    predicate: ``source`` (file name), ``source_sha256`` (file digest; None in memory),
+    ``dimension``, ``values_sha256`` (digest of the aligned float32 matrix) and
+    ``rows_without_embedding`` (all-NaN lines, including paths missing from the table).
+    """
+    from splitscope.probes.partition import load_embeddings
+    from splitscope.records.model import sha256_file
+
+    if isinstance(embeddings, (str, Path)):
+        path = Path(embeddings)
+        if not path.is_file():
+            raise InputError(f"embeddings file not found: {path}")
+        source, digest = path.name, sha256_file(path)
+    else:
+        source = "in-memory " + ("table" if isinstance(embeddings, pd.DataFrame) else "array")
+        digest = None
+    matrix = np.ascontiguousarray(load_embeddings(embeddings, rows["path"], missing="nan"),
+                                  dtype=np.float32)
+    if matrix.ndim != 2 or matrix.shape[1] == 0:
+        raise InputError(f"embeddings must be (n, d) with d > 0; got shape {matrix.shape}")
+    return matrix, {"source": source, "source_sha256": digest,
+                    "dimension": int(matrix.shape[1]),
+                    "values_sha256": hashlib.sha256(matrix.tobytes()).hexdigest(),
+                    "rows_without_embedding": int(np.isnan(matrix).all(axis=1).sum()),
+                    "tau_note": "cosine thresholds are model-dependent: read tau with the "
+                                "sweep"}
 
 
 def _slug(boundary: Boundary) -> str:
@@ -176,7 +303,8 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
                      control_bound: float = DEFAULT_CONTROL_BOUND, confirm: bool = True,
                      ssim: bool = True, workers: int | None = None,
                      dedup_predicates=DEDUP_PREDICATES, transform_sample: int = 0,
-                     seed: int = 0) -> LayerResult:
+                     seed: int = 0, embeddings=None,
+                     embedding_tau: float = DEFAULT_EMBEDDING_TAU) -> LayerResult:
     """Identity and near-duplicate audit of a scan (METHODS §1, §2).
 
     Parameters
@@ -207,6 +335,12 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
     transform_sample : int
         When > 0, transform sensitivity (METHODS §2.7) on this many reference-side images
         drawn with ``seed``.
+    embeddings : path-like, ndarray or DataFrame, optional
+        User-supplied embeddings (METHODS §2.4; see :func:`embedding_source`): adds the
+        ``embedding_cosine`` predicate on every boundary (and on a control on the same scan).
+    embedding_tau : float
+        Cosine threshold of ``embedding_cosine``; model-dependent, always reported with the
+        sweep 0.80 … 0.999.
 
     Returns
     -------
@@ -214,23 +348,33 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         Records (layer ``identity`` or ``near_duplicate``) and tables ``contaminated``,
         ``pairs``, ``dedup_splits``, ``identity_groups``, ``within_copies``, ``query_flags``;
         ``containment`` (cross-corpus boundaries: every query row, ``kept`` = in the cleaned
-        external set), ``comparison_pairs`` and ``transform_sensitivity`` when measured.
+        external set), ``comparison_pairs`` and ``transform_sensitivity`` when measured;
+        ``embedding_pairs`` (pairs with cosine >= ``embedding_tau``) with embeddings.
     """
     rows = scan.rows()
     geometry = geometry_of(scan)
     bounds = resolve_boundaries(scan.manifest, boundaries)
     if not 0 < float(tau) <= 1:
         raise InputError(f"tau must be in (0, 1]; got {tau}")
+    emb: dict = {}
+    if embeddings is not None:
+        if not 0 < float(embedding_tau) <= 1:
+            raise InputError(f"embedding_tau must be in (0, 1]; got {embedding_tau}")
+        matrix, emb_params = embedding_source(embeddings, rows)
+        emb = {"embeddings": matrix, "embedding_tau": float(embedding_tau),
+               "embedding_params": emb_params}
     relations = [boundary_relations(rows, scan.thumbs, b, tau=tau, radius=radius,
                                     geometry=geometry, dihedral=dihedral, confirm=confirm,
-                                    ssim=ssim, workers=workers) for b in bounds]
+                                    ssim=ssim, workers=workers, **emb) for b in bounds]
     control_info = None
     cb = _control_boundary(control, scan)
     if cb is not None:
         cscan, cbound = cb
+        # the embeddings describe the audited scan's rows: a control on it uses them too
         crel = boundary_relations(cscan.rows(), cscan.thumbs, cbound, tau=tau, radius=radius,
                                   geometry=geometry_of(cscan), dihedral=dihedral,
-                                  confirm=confirm, ssim=False, workers=workers)
+                                  confirm=confirm, ssim=False, workers=workers,
+                                  **(emb if cscan is scan else {}))
         control_info = {"boundary": cbound.to_dict(),
                         "corpus": sorted(set(cscan.manifest["corpus"].dropna().astype(str))),
                         "geometry": geometry_of(cscan),
@@ -288,6 +432,9 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         tables["comparison_pairs"] = pd.concat(comparison_tables, ignore_index=True)
     if transform_table is not None:
         tables["transform_sensitivity"] = transform_table
+    if emb:
+        tables["embedding_pairs"] = pd.concat([rel.embedding["pairs"] for rel in relations],
+                                              ignore_index=True)
     result = LayerResult(records, tables)
     if out_dir is not None:
         from splitscope.relations.exports import write_exports
@@ -349,6 +496,17 @@ def _records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, radius: int
         params = _params(pred, tau, radius, geometry)
         details = _breakdowns(q, hit_rows)
         details["not_assessed"] = n_query - assessed
+        inputs = []
+        if pred == EMBEDDING_PREDICATE:
+            e = rel.embedding
+            params = {k: v for k, v in e["params"].items() if k != "tau_note"}
+            details.update({"sweep": e["sweep"].to_dict("records"),
+                            "undefined_query_rows": e["undefined_query_rows"],
+                            "unmatched_query_rows": e["unmatched_query_rows"],
+                            "undefined_reference_rows": e["undefined_reference_rows"],
+                            "note": e["params"].get("tau_note")})
+            if e["params"].get("source_sha256"):
+                inputs = [{"path": e["params"]["source"], "sha256": e["params"]["source_sha256"]}]
         if pred == "sha256":
             c = rel.census
             g = c.groups
@@ -413,6 +571,7 @@ def _records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, radius: int
             "rate and the transform sensitivity",
             status=status,
             reason=reason,
+            inputs=inputs,
             details=details,
         ))
     return out

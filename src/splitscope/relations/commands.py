@@ -10,7 +10,11 @@ import click
 from splitscope.errors import InputError
 from splitscope.relations.controls import DEFAULT_CONTROL_BOUND
 from splitscope.relations.hashes import DEFAULT_RADIUS
-from splitscope.relations.ncc import DEFAULT_TAU
+from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU, DEFAULT_TAU
+
+#: predicates whose records carry a threshold sweep, and the sweep's printed title
+_SWEEP_TITLES = {"ncc_nearest": "NCC sweep (nearest rule)",
+                 "embedding_cosine": "Embedding cosine sweep (nearest rule; τ is model-dependent)"}
 
 
 def summary_payload(result) -> dict:
@@ -31,8 +35,9 @@ def summary_payload(result) -> dict:
             "rate": rec.estimate, "not_assessed": d.get("not_assessed"), "status": rec.status,
             "control_rate": control.get("rate"), "unreliable": control.get("unreliable"),
         })
-        if rec.predicate.get("name") == "ncc_nearest":
+        if rec.predicate.get("name") in _SWEEP_TITLES:
             sweeps.append({"boundary": (rec.boundary or {}).get("name"),
+                           "predicate": rec.predicate.get("name"),
                            "sweep": d.get("sweep", [])})
     payload = {"predicates": predicates, "sweeps": sweeps, "transforms": transforms,
                "records": [r.to_dict() for r in result.records]}
@@ -89,7 +94,8 @@ def print_summary(payload: dict) -> None:
                                for p in preds])
         console.print(tt)
     for s in payload["sweeps"]:
-        sweep = Table(title=f"NCC sweep (nearest rule), {s['boundary']}", title_justify="left")
+        title = _SWEEP_TITLES.get(s.get("predicate", "ncc_nearest"), "sweep")
+        sweep = Table(title=f"{title}, {s['boundary']}", title_justify="left")
         for col in ("τ", "affected", "assessed", "rate"):
             sweep.add_column(col, justify="right")
         for row in s["sweep"]:
@@ -136,16 +142,25 @@ def _parse_fail_on(items) -> list[str]:
               help="Transform sensitivity on this many reference images (0: skip).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the transform-sensitivity sample.")
+@click.option("--embeddings", "embeddings", default=None,
+              type=click.Path(exists=True, dir_okay=False),
+              help="User-supplied embeddings (Parquet/CSV with a `path` column as released and "
+                   "the vector, or an .npy (n, d) array in manifest order): adds the "
+                   "embedding_cosine predicate.")
+@click.option("--embedding-tau", type=float, default=DEFAULT_EMBEDDING_TAU, show_default=True,
+              help="Cosine threshold for --embeddings (model-dependent; the sweep is always "
+                   "printed).")
 @click.option("--fail-on", "fail_on", multiple=True,
               help="Exit 1 when this predicate (e.g. sha256, ncc_nearest) flags any query row "
                    "(repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def duplicates_command(inputs, query, reference, boundaries, control_root, control_boundary,
                        control_bound, tau, radius, dihedral, thumb_size, interpolation,
-                       workspace, out_dir, workers, transform_sample, seed, fail_on,
-                       as_json) -> None:
-    """Byte, name, pixel, hash and NCC relationships across boundaries (METHODS §1–2):
-    prints each predicate's affected query rows / denominator / rate and the NCC sweep."""
+                       workspace, out_dir, workers, transform_sample, seed, embeddings,
+                       embedding_tau, fail_on, as_json) -> None:
+    """Byte, name, pixel, hash and NCC relationships across boundaries (METHODS §1–2), and
+    embedding cosine similarity with --embeddings: prints each predicate's affected query rows
+    / denominator / rate and the sweeps."""
     from splitscope.features.scan import scan
     from splitscope.relations.audit import audit_duplicates
 
@@ -166,7 +181,8 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
         control = (audited, control_boundary)
     result = audit_duplicates(audited, bounds or None, control=control, tau=tau, radius=radius,
                               dihedral=dihedral, out_dir=out_dir, control_bound=control_bound,
-                              workers=workers, transform_sample=transform_sample, seed=seed)
+                              workers=workers, transform_sample=transform_sample, seed=seed,
+                              embeddings=embeddings, embedding_tau=embedding_tau)
     payload = summary_payload(result)
     if as_json:
         click.echo(json.dumps(payload, sort_keys=True))

@@ -29,6 +29,7 @@ _MEASURE = {
     "ncc_first_candidate": "ncc_first_candidate_rho",
     "ncc_any_candidate": "ncc_any_candidate_rho",
     "ncc_nearest_dihedral": "ncc_best_rho_dihedral",
+    "embedding_cosine": "embedding_best_cosine",
 }
 
 

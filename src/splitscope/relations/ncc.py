@@ -16,6 +16,12 @@ query × reference matrix and never by the reference count.
 
 The geometry (S, interpolation, exact/fast mode) is part of the predicate: a different geometry
 is a different predicate and is reported under its own parameters.
+
+Embedding similarity (METHODS §2.4, optional) runs through the same search: user-supplied
+vectors are L2-normalised (float32) and compared by cosine similarity with
+:func:`embedding_search`; a zero-norm or non-finite vector plays the part of a flat image
+(undefined, flagged, never matched). Both searches are thin wrappers around one internal blocked
+search that only asks for unit vectors of a set of positions and a per-row undefined mask.
 """
 
 from __future__ import annotations
@@ -145,10 +151,30 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
     if q.shape[0] and r.shape[0] and q.shape[1:] != r.shape[1:]:
         raise InputError(f"query thumbnails are {q.shape[1]}² and reference thumbnails "
                          f"{r.shape[1]}²: NCC needs one geometry on both sides")
+    tau = _check_tau(tau)
+    nq, nr = q.shape[0], r.shape[0]
+    exclude = _check_exclude(exclude, exclude_self, nq, nr)
+    q_flat = _flat(q)
+    r_flat = _flat(r)
+    best_idx, best_rho, pairs, n_pairs = _blocked_search(
+        lambda pos: centred_unit_vectors(q[pos])[0],
+        lambda pos: centred_unit_vectors(r[pos])[0],
+        q_flat, r_flat, tau=tau, block=block, exclude=exclude, query_chunk=query_chunk,
+        collect_pairs=collect_pairs, max_pairs=max_pairs, value="rho")
+    return NCCResult(tau, best_idx, best_rho, pairs, q_flat, r_flat,
+                     params={"tau": tau, "thumb_size": int(q.shape[1]) if nq else
+                             (int(r.shape[1]) if nr else None),
+                             "pairs_total": int(n_pairs), "pairs_truncated": n_pairs > len(pairs)})
+
+
+def _check_tau(tau) -> float:
     if not 0.0 < float(tau) <= 1.0:
         raise InputError(f"tau must be in (0, 1]; got {tau}")
-    tau = float(tau)
-    nq, nr = q.shape[0], r.shape[0]
+    return float(tau)
+
+
+def _check_exclude(exclude, exclude_self: bool, nq: int, nr: int) -> np.ndarray | None:
+    """Per-query excluded reference position (-1: none), from ``exclude`` or ``exclude_self``."""
     if exclude is None and exclude_self:
         if nq != nr:
             raise InputError("exclude_self needs query and reference of equal length")
@@ -157,28 +183,61 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
         exclude = np.asarray(exclude, dtype=np.int64)
         if exclude.shape != (nq,):
             raise InputError(f"exclude must have one entry per query ({nq})")
+    return exclude
+
+
+def _blocked_search(query_vectors, reference_vectors, query_undefined: np.ndarray,
+                    reference_undefined: np.ndarray, *, tau: float, block: int,
+                    exclude: np.ndarray | None, query_chunk: int, collect_pairs: bool,
+                    max_pairs: int, value: str) -> tuple[np.ndarray, np.ndarray, pd.DataFrame,
+                                                         int]:
+    """The exact blocked search shared by NCC and embedding cosine similarity.
+
+    Parameters
+    ----------
+    query_vectors, reference_vectors : callable
+        ``f(positions) -> ndarray (len(positions), d) float32`` of unit vectors for the given
+        (ascending) positions; called only for defined positions, one query chunk or one
+        reference block at a time (this is what bounds memory).
+    query_undefined, reference_undefined : ndarray of bool
+        Rows whose similarity is undefined (flat image, zero or non-finite vector): never
+        compared, never anyone's best reference, never in a pair.
+    tau, block, exclude, query_chunk, collect_pairs, max_pairs
+        As in :func:`ncc_search` (``exclude`` already validated: one position or -1 per query).
+    value : str
+        Name of the similarity column of the pair table (``rho``, ``cosine``).
+
+    Returns
+    -------
+    best_index : ndarray (nq,) int64
+        Best reference position (lowest position on ties); -1 when undefined or unmatched.
+    best_value : ndarray (nq,) float32
+        Its similarity clipped to [-1, 1]; NaN when undefined or unmatched.
+    pairs : DataFrame ``query, reference, <value>``
+        Every pair with similarity >= tau (up to ``max_pairs``), sorted by query, reference.
+    pairs_total : int
+        Pairs that reached tau, stored or not.
+    """
+    nq = query_undefined.size
     block = max(1, int(block))
     query_chunk = max(1, int(query_chunk))
-
-    r_flat = _flat(r)
-    q_flat = _flat(q)
-    r_keep = np.flatnonzero(~r_flat)  # flat references never enter the products
-    best_rho = np.full(nq, -np.inf, np.float32)
+    r_keep = np.flatnonzero(~reference_undefined)  # undefined references never enter products
+    best_val = np.full(nq, -np.inf, np.float32)
     best_idx = np.full(nq, -1, np.int64)
     found: list[tuple] = []
     n_pairs = stored = 0
     for c0 in range(0, nq, query_chunk):
         c1 = min(c0 + query_chunk, nq)
-        qpos = c0 + np.flatnonzero(~q_flat[c0:c1])
+        qpos = c0 + np.flatnonzero(~query_undefined[c0:c1])
         if qpos.size == 0 or r_keep.size == 0:
             continue
-        qv, _ = centred_unit_vectors(q[qpos])
+        qv = query_vectors(qpos)
         ex = exclude[qpos] if exclude is not None else None
         c_best = np.full(qpos.size, -np.inf, np.float32)
         c_idx = np.full(qpos.size, -1, np.int64)
         for b0 in range(0, r_keep.size, block):
             rpos = r_keep[b0:b0 + block]
-            rv, _ = centred_unit_vectors(r[rpos])
+            rv = reference_vectors(rpos)
             prod = qv @ rv.T  # (chunk, block) float32, BLAS sgemm
             if ex is not None:
                 # positions of excluded references inside this block
@@ -200,24 +259,21 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
                     found.append((qpos[qi], rpos[ri], prod[qi, ri]))
                     stored += keep
             del prod, rv  # free this block before the next one is built
-        best_rho[qpos] = c_best
+        best_val[qpos] = c_best
         best_idx[qpos] = c_idx
-    best_rho[~np.isfinite(best_rho)] = np.nan
-    best_idx[np.isnan(best_rho)] = -1
-    best_rho = np.clip(best_rho, -1.0, 1.0)
+    best_val[~np.isfinite(best_val)] = np.nan
+    best_idx[np.isnan(best_val)] = -1
+    best_val = np.clip(best_val, -1.0, 1.0)
     if found:
         pairs = pd.DataFrame({
             "query": np.concatenate([f[0] for f in found]).astype(np.int64),
             "reference": np.concatenate([f[1] for f in found]).astype(np.int64),
-            "rho": np.clip(np.concatenate([f[2] for f in found]), -1, 1).astype(np.float32),
+            value: np.clip(np.concatenate([f[2] for f in found]), -1, 1).astype(np.float32),
         }).sort_values(["query", "reference"], kind="stable").reset_index(drop=True)
     else:
         pairs = pd.DataFrame({"query": np.empty(0, np.int64), "reference": np.empty(0, np.int64),
-                              "rho": np.empty(0, np.float32)})
-    return NCCResult(tau, best_idx, best_rho, pairs, q_flat, r_flat,
-                     params={"tau": tau, "thumb_size": int(q.shape[1]) if nq else
-                             (int(r.shape[1]) if nr else None),
-                             "pairs_total": int(n_pairs), "pairs_truncated": n_pairs > stored})
+                              value: np.empty(0, np.float32)})
+    return best_idx, best_val, pairs, int(n_pairs)
 
 
 def _flat(thumbs: np.ndarray) -> np.ndarray:
@@ -229,6 +285,162 @@ def _flat(thumbs: np.ndarray) -> np.ndarray:
         v = thumbs[s:s + 4096].reshape(min(4096, n - s), -1)
         flat[s:s + v.shape[0]] = v.min(axis=1) == v.max(axis=1)
     return flat
+
+
+# ---- embedding similarity (METHODS §2.4) ---------------------------------------------------
+
+#: Default cosine threshold for user-supplied embeddings. Unlike rho, cosine similarity has no
+#: model-free scale: what "near-identical" means depends on the model, its layer and its
+#: training, so this default is only a starting point and every embedding result is reported
+#: with the sweep :data:`EMBEDDING_SWEEP` (and the threshold used) beside it.
+DEFAULT_EMBEDDING_TAU = 0.95
+#: Sweep reported with every embedding result (wider below than the NCC sweep, since embedding
+#: cosines of unrelated images are often high).
+EMBEDDING_SWEEP = (0.80, 0.85, 0.90, 0.95, 0.98, 0.99, 0.995, 0.999)
+
+
+def _check_vectors(vectors, name: str) -> np.ndarray:
+    arr = np.asarray(vectors)
+    if arr.ndim == 1 and arr.size == 0:
+        arr = arr.reshape(0, 1)
+    if arr.ndim != 2:
+        raise InputError(f"{name}: expected an (n, d) array of vectors; got shape {arr.shape}")
+    if arr.shape[1] == 0:
+        raise InputError(f"{name}: vectors have dimension 0")
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise InputError(f"{name}: expected real numbers; got dtype {arr.dtype}")
+    return arr
+
+
+def unit_vectors(vectors) -> tuple[np.ndarray, np.ndarray]:
+    """L2-normalise vectors (cosine similarity is then a dot product).
+
+    The norm is taken in float64 after scaling each row by its largest absolute entry (no
+    overflow or underflow for any finite input); the unit vectors are returned as float32.
+
+    Parameters
+    ----------
+    vectors : array-like (n, d) of real numbers
+
+    Returns
+    -------
+    unit : ndarray (n, d) float32
+        Unit vectors (all zeros for undefined rows).
+    undefined : ndarray (n,) bool
+        Zero norm or any non-finite entry: cosine similarity undefined.
+    """
+    arr = _check_vectors(vectors, "vectors")
+    n = arr.shape[0]
+    out = np.zeros(arr.shape, np.float32)
+    undefined = np.zeros(n, bool)
+    step = 4096  # float64 work on a few rows at a time
+    for s in range(0, n, step):
+        v = arr[s:s + step].astype(np.float64)
+        bad = ~np.isfinite(v).all(axis=1)
+        v[bad] = 0.0
+        peak = np.abs(v).max(axis=1)
+        bad |= peak == 0
+        v /= np.where(bad, 1.0, peak)[:, None]
+        norms = np.sqrt(np.einsum("ij,ij->i", v, v))
+        out[s:s + step] = v / np.where(bad, 1.0, norms)[:, None]
+        undefined[s:s + step] = bad
+    return out, undefined
+
+
+@dataclass
+class EmbeddingResult:
+    """Result of :func:`embedding_search` (positions index the query / reference arrays).
+
+    ``best_index`` (-1 when the query's vector is undefined or no defined reference is left),
+    ``best_cosine`` (NaN likewise), ``pairs`` (``query, reference, cosine`` for every pair with
+    cosine >= tau, sorted), ``query_undefined`` and ``reference_undefined`` (zero-norm or
+    non-finite vectors: never compared, never matched).
+    """
+
+    tau: float
+    best_index: np.ndarray
+    best_cosine: np.ndarray
+    pairs: pd.DataFrame
+    query_undefined: np.ndarray
+    reference_undefined: np.ndarray
+    params: dict = field(default_factory=dict)
+
+    @property
+    def flagged(self) -> np.ndarray:
+        """*nearest* counterpart rule at tau: best cosine >= tau (never for undefined queries)."""
+        return nearest_rule(self.best_cosine, self.tau)
+
+    def sweep(self, thresholds=EMBEDDING_SWEEP) -> pd.DataFrame:
+        """Queries whose nearest reference reaches each threshold (see :func:`ncc_sweep`;
+        ``flat_or_unmatched`` counts undefined or unmatched queries)."""
+        return ncc_sweep(self.best_cosine, thresholds)
+
+
+def embedding_search(query_vectors, reference_vectors, *, tau: float = DEFAULT_EMBEDDING_TAU,
+                     block: int = 2048, exclude_self: bool = False, exclude=None,
+                     query_chunk: int = 8192, collect_pairs: bool = True,
+                     max_pairs: int = 5_000_000) -> EmbeddingResult:
+    """Exact cosine-similarity search over user-supplied embeddings (METHODS §2.4).
+
+    Every vector is L2-normalised (float32, see :func:`unit_vectors`); the search is the same
+    exact blocked search as :func:`ncc_search` (best reference per query with the lowest
+    position winning ties, every pair with cosine >= tau, same exclusion and pair bound), with
+    memory bounded by the query chunk and the reference block. A zero-norm or non-finite vector
+    has no defined cosine: it is flagged in ``query_undefined``/``reference_undefined``, its
+    best cosine is NaN and it is never anyone's counterpart.
+
+    Parameters
+    ----------
+    query_vectors : array-like (nq, d)
+    reference_vectors : array-like (nr, d)
+        Embeddings of one model (one dimension d on both sides).
+    tau : float
+        Pair threshold, in (0, 1]. Model-dependent: report it with :meth:`EmbeddingResult.sweep`.
+    block, exclude_self, exclude, query_chunk, collect_pairs, max_pairs
+        As in :func:`ncc_search`.
+
+    Returns
+    -------
+    EmbeddingResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ref = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 0.0]])
+    >>> res = embedding_search(np.array([[3.0, 4.0], [0.0, 0.0]]), ref)
+    >>> res.best_index.tolist(), res.query_undefined.tolist(), res.reference_undefined.tolist()
+    ([1, -1], [False, True], [False, False, True])
+    """
+    q = _check_vectors(query_vectors, "query vectors")
+    r = _check_vectors(reference_vectors, "reference vectors")
+    if q.shape[0] and r.shape[0] and q.shape[1] != r.shape[1]:
+        raise InputError(f"query vectors have dimension {q.shape[1]} and reference vectors "
+                         f"{r.shape[1]}: cosine similarity needs one embedding on both sides")
+    tau = _check_tau(tau)
+    nq, nr = q.shape[0], r.shape[0]
+    exclude = _check_exclude(exclude, exclude_self, nq, nr)
+    q_undef = _undefined_rows(q)
+    r_undef = _undefined_rows(r)
+    best_idx, best_cos, pairs, n_pairs = _blocked_search(
+        lambda pos: unit_vectors(q[pos])[0],
+        lambda pos: unit_vectors(r[pos])[0],
+        q_undef, r_undef, tau=tau, block=block, exclude=exclude, query_chunk=query_chunk,
+        collect_pairs=collect_pairs, max_pairs=max_pairs, value="cosine")
+    dim = int(q.shape[1]) if nq else (int(r.shape[1]) if nr else None)
+    return EmbeddingResult(tau, best_idx, best_cos, pairs, q_undef, r_undef,
+                           params={"tau": tau, "similarity": "cosine",
+                                   "normalisation": "L2, float32", "dimension": dim,
+                                   "pairs_total": int(n_pairs),
+                                   "pairs_truncated": n_pairs > len(pairs)})
+
+
+def _undefined_rows(arr: np.ndarray) -> np.ndarray:
+    """Zero-norm or non-finite rows, in bounded memory (no unit vectors kept)."""
+    n = arr.shape[0]
+    undefined = np.zeros(n, bool)
+    for s in range(0, n, 4096):
+        undefined[s:s + 4096] = unit_vectors(arr[s:s + 4096])[1]
+    return undefined
 
 
 def pair_rho(query, reference, query_index, reference_index, *, chunk: int = 4096) -> np.ndarray:
