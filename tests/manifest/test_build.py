@@ -107,7 +107,7 @@ def test_malformed_lists_give_clear_errors(tmp_path, content, message):
 
 def test_unsupported_and_missing_list(tmp_path):
     (tmp_path / "x.json").write_text("{}")
-    with pytest.raises(InputError, match="unsupported list format"):
+    with pytest.raises(InputError, match="unsupported format .* for list file"):
         read_list(tmp_path / "x.json")
     with pytest.raises(InputError, match="not found"):
         build_manifest(tmp_path / "nope.csv")

@@ -14,6 +14,7 @@ import click
 import numpy as np
 import pandas as pd
 
+from splitscope.cli_options import with_options
 from splitscope.errors import InputError
 
 _KINDS = click.Choice(["probability", "logit", "score"])
@@ -102,12 +103,6 @@ _truth_options = [
 ]
 
 
-def _with(options):
-    def deco(f):
-        for opt in reversed(options):
-            f = opt(f)
-        return f
-    return deco
 
 
 def _transfer(truth, aligned, score_kind, fit_sel, eval_sel) -> dict:
@@ -141,7 +136,7 @@ def _transfer(truth, aligned, score_kind, fit_sel, eval_sel) -> dict:
 
 @click.command("metrics")
 @click.argument("predictions", type=click.Path(exists=True, dir_okay=False))
-@_with(_truth_options)
+@with_options(_truth_options)
 @click.option("--score-kind", type=_KINDS, default="score", show_default=True,
               help="What the class columns hold (declared, never guessed).")
 @click.option("--layout", type=click.Choice(["wide", "long"]), default="wide", show_default=True)
@@ -226,7 +221,7 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
 
 @click.command("rescore")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False))
-@_with(_truth_options)
+@with_options(_truth_options)
 @click.option("--score-kind", type=_KINDS, default="score", show_default=True,
               help="Declared score kind for every entry.")
 @click.option("--score-kind-for", "kind_for", multiple=True,

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.manifest.build import read_table
 
 SCORE_KINDS = ("probability", "logit", "score")
 PATH_MODES = ("exact", "basename")
@@ -158,34 +159,6 @@ def describe_paths(paths) -> dict[str, int]:
 # reading
 
 
-def _read_raw(path: Path, sheet: str | int | None = None) -> pd.DataFrame:
-    """A table with column names verbatim (no trimming), values as stored."""
-    if not path.exists():
-        raise InputError(f"prediction file not found: {path}")
-    suffix = path.suffix.lower()
-    try:
-        if suffix in {".csv", ".txt"}:
-            table = pd.read_csv(path, keep_default_na=False, na_values=[""])
-        elif suffix == ".tsv":
-            table = pd.read_csv(path, sep="\t", keep_default_na=False, na_values=[""])
-        elif suffix in {".parquet", ".pq"}:
-            table = pd.read_parquet(path)
-        elif suffix in {".xlsx", ".xlsm"}:
-            table = pd.read_excel(path, sheet_name=sheet if sheet is not None else 0,
-                                  engine="openpyxl")
-        else:
-            raise InputError(f"unsupported prediction format {suffix!r} for {path}; use CSV, "
-                             f"TSV, Parquet or XLSX")
-    except InputError:
-        raise
-    except pd.errors.EmptyDataError as exc:
-        raise InputError(f"prediction file {path} is empty") from exc
-    except Exception as exc:
-        raise InputError(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
-    table.columns = [str(c) for c in table.columns]
-    return table
-
-
 def _find(columns, aliases, explicit: str | None, where: str, role: str) -> str | None:
     if explicit is not None:
         if explicit not in columns:
@@ -259,7 +232,7 @@ def read_predictions(
     if layout not in ("wide", "long"):
         raise InputError(f"layout {layout!r} not one of ('wide', 'long')")
     path = Path(path)
-    table = _read_raw(path, sheet)
+    table = read_table(path, sheet, text=False, strip_names=False, what="prediction file")
     where = str(path)
     pcol = _find(table.columns, _PATH_ALIASES, path_column, where, "path")
     problems: list[str] = []

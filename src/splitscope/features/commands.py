@@ -6,6 +6,7 @@ import json
 
 import click
 
+from splitscope.cli_options import LIST_FILE_OPTIONS, list_options, with_options
 from splitscope.errors import InputError
 
 
@@ -93,15 +94,7 @@ def _print_summary(summary: dict) -> None:
 @click.option("--group-regex", default=None,
               help="Regex with a named group 'group' (and optionally 'frame') over the "
                    "file name, e.g. 'person(?P<group>\\d+)_'.")
-@click.option("--path-column", default=None, help="List column holding the paths.")
-@click.option("--label-column", default=None, help="List column holding the labels.")
-@click.option("--split-column", default=None, help="List column holding the splits.")
-@click.option("--source-column", default=None, help="List column holding the sources.")
-@click.option("--group-column", default=None, help="List column holding group ids.")
-@click.option("--root", "list_root", type=click.Path(file_okay=False), default=None,
-              help="Folder the listed paths are relative to (default: the list's folder).")
-@click.option("--split", "constant_split", default=None,
-              help="One split for every row of a list that is a single split.")
+@with_options(LIST_FILE_OPTIONS)
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
@@ -113,22 +106,14 @@ def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, gr
     a summary."""
     from splitscope.features.scan import scan
 
-    columns = {role: name for role, name in (
-        ("path", path_column), ("label", label_column), ("split", split_column),
-        ("source", source_column), ("group", group_column)) if name}
-    list_options = {}
-    if columns:
-        list_options["columns"] = columns
-    if list_root:
-        list_options["root"] = list_root
-    if constant_split:
-        list_options["split"] = constant_split
+    list_opts = list_options(path_column, label_column, split_column, source_column,
+                             group_column, list_root, constant_split)
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be at least 1; got {workers}")
     result = scan(
         list(inputs), workspace, thumb_size=thumb_size, mode=mode, interpolation=interpolation,
         workers=workers, group_regex=group_regex,
-        progress=False if as_json else progress, **list_options,
+        progress=False if as_json else progress, **list_opts,
     )
     summary = result.summary()
     if as_json:

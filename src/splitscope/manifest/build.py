@@ -67,17 +67,26 @@ def is_list_file(path: str | Path) -> bool:
     return p.is_file() and p.suffix.lower() in _LIST_SUFFIXES
 
 
-def read_table(path: Path, sheet: str | int | None = None) -> pd.DataFrame:
-    """Read a CSV/TSV, Parquet or XLSX table as strings-preserving DataFrame."""
+def read_table(path: Path, sheet: str | int | None = None, *, text: bool = True,
+               strip_names: bool = True, what: str = "list file") -> pd.DataFrame:
+    """Read a CSV/TSV, Parquet or XLSX table.
+
+    ``text`` keeps CSV values as strings (paths and labels are never re-typed); ``strip_names``
+    trims column names (a prediction reader keeps them verbatim, to report a name that differs
+    only by whitespace). ``what`` names the file in error messages. A missing, empty,
+    unparsable or row-less file is an :class:`InputError`.
+    """
     path = Path(path)
     if not path.exists():
-        raise InputError(f"list file not found: {path}")
+        raise InputError(f"{what} not found: {path}")
     suffix = path.suffix.lower()
+    csv_options = {"dtype": str} if text else {}
     try:
         if suffix in {".csv", ".txt"}:
-            table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+            table = pd.read_csv(path, keep_default_na=False, na_values=[""], **csv_options)
         elif suffix == ".tsv":
-            table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, na_values=[""])
+            table = pd.read_csv(path, sep="\t", keep_default_na=False, na_values=[""],
+                                **csv_options)
         elif suffix in {".parquet", ".pq"}:
             table = pd.read_parquet(path)
         elif suffix in {".xlsx", ".xlsm"}:
@@ -85,17 +94,17 @@ def read_table(path: Path, sheet: str | int | None = None) -> pd.DataFrame:
                                   engine="openpyxl")
         else:
             raise InputError(
-                f"unsupported list format {suffix!r} for {path}; use CSV, TSV, Parquet or XLSX"
+                f"unsupported format {suffix!r} for {what} {path}; use CSV, TSV, Parquet or XLSX"
             )
     except InputError:
         raise
     except pd.errors.EmptyDataError as exc:
-        raise InputError(f"list file {path} is empty") from exc
+        raise InputError(f"{what} {path} is empty") from exc
     except Exception as exc:  # parser errors of every backend end here with the file named
-        raise InputError(f"cannot read list file {path}: {type(exc).__name__}: {exc}") from exc
-    table.columns = [str(c).strip() for c in table.columns]
+        raise InputError(f"cannot read {what} {path}: {type(exc).__name__}: {exc}") from exc
+    table.columns = [str(c).strip() if strip_names else str(c) for c in table.columns]
     if table.shape[1] == 0 or len(table) == 0:
-        raise InputError(f"list file {path} has no rows")
+        raise InputError(f"{what} {path} has no rows")
     return table
 
 

@@ -12,24 +12,10 @@ import click
 import numpy as np
 import pandas as pd
 
+from splitscope.cli_options import LIST_FILE_OPTIONS, list_options, with_options
 from splitscope.errors import InputError
 
 # ------------------------------------------------------------------------------ helpers
-
-
-def _list_options(path_column, label_column, split_column, source_column, group_column,
-                  list_root, constant_split) -> dict:
-    columns = {role: name for role, name in (
-        ("path", path_column), ("label", label_column), ("split", split_column),
-        ("source", source_column), ("group", group_column)) if name}
-    out: dict = {}
-    if columns:
-        out["columns"] = columns
-    if list_root:
-        out["root"] = list_root
-    if constant_split:
-        out["split"] = constant_split
-    return out
 
 
 def load_manifest(inputs, *, split_per_list: bool = False, group_regex: str | None = None,
@@ -145,25 +131,8 @@ def _emit(result, as_json: bool, out_dir, printer) -> dict:
     return payload
 
 
-_list_opts = [
-    click.option("--path-column", default=None, help="List column holding the paths."),
-    click.option("--label-column", default=None, help="List column holding the labels."),
-    click.option("--split-column", default=None, help="List column holding the splits."),
-    click.option("--source-column", default=None, help="List column holding the sources."),
-    click.option("--group-column", default=None, help="List column holding group ids."),
-    click.option("--root", "list_root", type=click.Path(file_okay=False), default=None,
-                 help="Folder the listed paths are relative to."),
-    click.option("--split", "constant_split", default=None,
-                 help="One split for every row of a single list file."),
-]
 
 
-def _with(options):
-    def deco(f):
-        for opt in reversed(options):
-            f = opt(f)
-        return f
-    return deco
 
 
 _common = [
@@ -238,7 +207,7 @@ def _print_groups(result) -> None:
 
 @click.command("groups")
 @click.argument("inputs", nargs=-1, required=True, metavar="ROOT|LIST...")
-@_with(_common)
+@with_options(_common)
 @click.option("--unresolved", default=None,
               help="A caveat about the group key to carry into the records (e.g. 'ids may be "
                    "numbered per split').")
@@ -256,7 +225,7 @@ def _print_groups(result) -> None:
               help="NCC threshold of identity recovery.")
 @click.option("--workspace", "-w", type=click.Path(file_okay=False), default=None,
               help="Workspace of the feature cache (identity recovery only).")
-@_with(_list_opts)
+@with_options(LIST_FILE_OPTIONS)
 def groups_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
                    resamples, out_dir, as_json, unresolved, resplit, fail_on_overlap, upstream,
                    upstream_group_regex, tau, workspace, path_column, label_column,
@@ -267,7 +236,7 @@ def groups_command(inputs, group_regex, query, reference, both_directions, split
     (METHODS §3.4) first."""
     from splitscope.probes.audit import audit_groups
 
-    opts = _list_options(path_column, label_column, split_column, source_column, group_column,
+    opts = list_options(path_column, label_column, split_column, source_column, group_column,
                          list_root, constant_split)
     manifest = load_manifest(inputs, split_per_list=split_per_list, group_regex=group_regex,
                              **opts)
@@ -333,7 +302,7 @@ def _print_resplit(result) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write resplit.csv/.parquet and resplit_folds.csv/.parquet here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-@_with(_list_opts)
+@with_options(LIST_FILE_OPTIONS)
 def resplit_command(inputs, group_regex, split_per_list, fractions, folds, seed, out_dir,
                     as_json, path_column, label_column, split_column, source_column,
                     group_column, list_root, constant_split) -> None:
@@ -347,7 +316,7 @@ def resplit_command(inputs, group_regex, split_per_list, fractions, folds, seed,
     if len(fr) != 3:
         raise InputError(f"--fractions needs three shares (train,val,test); got {fractions!r}")
     manifest = load_manifest(inputs, split_per_list=split_per_list, group_regex=group_regex,
-                             **_list_options(path_column, label_column, split_column,
+                             **list_options(path_column, label_column, split_column,
                                              source_column, group_column, list_root,
                                              constant_split))
     if manifest["group"].isna().all():
@@ -445,8 +414,8 @@ _scan_opts = [
 
 @click.command("probe")
 @click.argument("inputs", nargs=-1, required=True, metavar="ROOT|LIST...")
-@_with(_common)
-@_with(_scan_opts)
+@with_options(_common)
+@with_options(_scan_opts)
 @click.option("--include-name-fields", is_flag=True,
               help="Also use name-derived fields (extension, extension mismatch).")
 @click.option("--fail-above-chance", is_flag=True,
@@ -454,7 +423,7 @@ _scan_opts = [
 @click.option("--no-scan", is_flag=True,
               help="Lists without images: skip the scan; only the source–label association "
                    "runs (the header probe is recorded as not assessed).")
-@_with(_list_opts)
+@with_options(LIST_FILE_OPTIONS)
 def probe_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
                   resamples, out_dir, as_json, workspace, include_name_fields, fail_above_chance,
                   no_scan, path_column, label_column, split_column, source_column, group_column,
@@ -463,7 +432,7 @@ def probe_command(inputs, group_regex, query, reference, both_directions, split_
     (METHODS §4.2–4.3). Scans the release first (cached in the workspace)."""
     from splitscope.probes.audit import audit_provenance
 
-    opts = _list_options(path_column, label_column, split_column, source_column, group_column,
+    opts = list_options(path_column, label_column, split_column, source_column, group_column,
                          list_root, constant_split)
     if no_scan:
         sc = load_manifest(inputs, split_per_list=split_per_list, group_regex=group_regex,
@@ -484,8 +453,8 @@ def probe_command(inputs, group_regex, query, reference, both_directions, split_
 
 @click.command("shift")
 @click.argument("inputs", nargs=-1, required=True, metavar="ROOT|LIST...")
-@_with(_common)
-@_with(_scan_opts)
+@with_options(_common)
+@with_options(_scan_opts)
 @click.option("--embeddings", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Parquet/CSV of vectors keyed by `path` instead of thumbnail features.")
 @click.option("--classifier", type=click.Choice(["logistic", "hgb"]), default="logistic",
@@ -494,7 +463,7 @@ def probe_command(inputs, group_regex, query, reference, both_directions, split_
               help="Seeded subsample of each comparison (stratified by side).")
 @click.option("--internal-share", type=float, default=0.2, show_default=True,
               help="Share of the reference side held out in the internal-split control.")
-@_with(_list_opts)
+@with_options(LIST_FILE_OPTIONS)
 def shift_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
                   resamples, out_dir, as_json, workspace, embeddings, classifier, max_rows,
                   internal_share, path_column, label_column, split_column, source_column,
@@ -505,7 +474,7 @@ def shift_command(inputs, group_regex, query, reference, both_directions, split_
     from splitscope.probes.audit import audit_provenance
 
     sc = _scan_for(inputs, workspace, group_regex, split_per_list,
-                   _list_options(path_column, label_column, split_column, source_column,
+                   list_options(path_column, label_column, split_column, source_column,
                                  group_column, list_root, constant_split))
     bounds = resolve_boundaries(sc.manifest, query, reference, both_directions)
     result = audit_provenance(sc, bounds, seed=seed, n_resamples=resamples, header=False,

@@ -1,0 +1,44 @@
+"""Command-line options shared by several verbs: how list files are read."""
+
+from __future__ import annotations
+
+import click
+
+#: Options naming the columns of a list file (CSV, TSV, Parquet, XLSX) and where its paths lie.
+LIST_FILE_OPTIONS = [
+    click.option("--path-column", default=None, help="List column holding the paths."),
+    click.option("--label-column", default=None, help="List column holding the labels."),
+    click.option("--split-column", default=None, help="List column holding the splits."),
+    click.option("--source-column", default=None, help="List column holding the sources."),
+    click.option("--group-column", default=None, help="List column holding group ids."),
+    click.option("--root", "list_root", type=click.Path(file_okay=False), default=None,
+                 help="Folder the listed paths are relative to (default: the list's folder)."),
+    click.option("--split", "constant_split", default=None,
+                 help="One split for every row of a list that is a single split."),
+]
+
+
+def with_options(options):
+    """Decorator applying a list of click options in their listed order."""
+    def apply(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+    return apply
+
+
+def list_options(path_column=None, label_column=None, split_column=None, source_column=None,
+                 group_column=None, list_root=None, constant_split=None) -> dict:
+    """Keyword arguments for :func:`splitscope.manifest.read_list` from
+    :data:`LIST_FILE_OPTIONS` (only the ones given)."""
+    columns = {role: name for role, name in (
+        ("path", path_column), ("label", label_column), ("split", split_column),
+        ("source", source_column), ("group", group_column)) if name}
+    out: dict = {}
+    if columns:
+        out["columns"] = columns
+    if list_root:
+        out["root"] = list_root
+    if constant_split:
+        out["split"] = constant_split
+    return out
