@@ -1,7 +1,7 @@
 """Feature extraction: speed, memory and fast-mode fidelity, side by side.
 
 What runs (every speed run in a fresh interpreter, with the same worker count and the same
-chunking, through :func:`splitscope.features.scan.scan`, so pool start-up, batching and the
+chunking, through :func:`splitscope.features.scanning.scan`, so pool start-up, batching and the
 cache writes are identical and only the per-file work differs):
 
 ``exact``       splitscope exact mode: SHA-256 of the bytes, header fields, decoded-pixel
@@ -63,14 +63,19 @@ DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) /
 # ----------------------------------------------------------------------------- baseline
 
 def baseline_extract(files, params):
-    """Per-file baseline: Pillow open, imagehash pHash and dHash, Pillow 96² thumbnail."""
+    """Per-file baseline: Pillow open, imagehash pHash and dHash, Pillow 96² thumbnail.
+
+    It returns a raw batch (rows, thumbnails, hashes) like splitscope's own workers, so neither
+    side's workers import pandas and the scan builds both tables the same way."""
     import imagehash
-    import pandas as pd
     from PIL import Image
 
     size = params.thumb_size
     thumbs = np.zeros((len(files), size, size), dtype=np.uint8)
-    status, ph, dh, has = [], [], [], []
+    rows = []
+    has = np.zeros(len(files), dtype=bool)
+    ph = np.zeros(len(files), dtype=np.uint64)
+    dh = np.zeros(len(files), dtype=np.uint64)
     for i, path in enumerate(files):
         try:
             with Image.open(path) as img:
@@ -78,23 +83,11 @@ def baseline_extract(files, params):
                 d = imagehash.dhash(img)
                 thumbs[i] = np.asarray(img.convert("L").resize((size, size),
                                                                Image.Resampling.BICUBIC))
-            status.append("ok")
-            ph.append(int(str(p), 16))
-            dh.append(int(str(d), 16))
-            has.append(True)
+            rows.append({"file": path, "status": "ok"})
+            ph[i], dh[i], has[i] = int(str(p), 16), int(str(d), 16), True
         except Exception as exc:  # noqa: BLE001
-            status.append(type(exc).__name__)
-            ph.append(None)
-            dh.append(None)
-            has.append(False)
-    table = pd.DataFrame({
-        "file": pd.array(list(files), dtype="string"),
-        "status": pd.array(status, dtype="string"),
-        "phash": pd.array(ph, dtype="UInt64"),
-        "dhash": pd.array(dh, dtype="UInt64"),
-        "has_thumb": np.array(has, dtype=bool),
-    })
-    return table, thumbs
+            rows.append({"file": path, "status": type(exc).__name__})
+    return {"rows": rows, "thumbs": thumbs, "has_thumb": has, "phash": ph, "dhash": dh}
 
 
 # ----------------------------------------------------------------------------- data
@@ -247,7 +240,7 @@ def run_child(argv: list[str]) -> dict:
 
 def child_scan(folder: str, method: str, workers: int) -> None:
     """In a fresh interpreter: one scan of ``folder`` with ``method``; print JSON."""
-    from splitscope.features.scan import scan
+    from splitscope.features.scanning import scan
 
     kwargs = {"workers": workers, "progress": False}
     if method == "baseline":

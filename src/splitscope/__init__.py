@@ -1,15 +1,28 @@
 """splitscope: audit machine-learning benchmarks for train/test contamination and for how
-evaluation choices move a headline score."""
+evaluation choices move a headline score.
+
+Names are imported on first use (``splitscope.build_manifest`` loads pandas only then), so
+worker processes that extract features start quickly.
+"""
 
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
+
+from splitscope.errors import InputError
 
 try:
     __version__ = _version("splitscope")
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
-from splitscope.errors import InputError
-from splitscope.manifest import build_manifest, read_folder, read_list
+_MANIFEST = ("build_manifest", "read_folder", "read_list")
 
 __all__ = ["InputError", "__version__", "build_manifest", "read_folder", "read_list"]
+
+
+def __getattr__(name: str):
+    if name in _MANIFEST:
+        from splitscope import manifest
+
+        return getattr(manifest, name)
+    raise AttributeError(f"module 'splitscope' has no attribute {name!r}")

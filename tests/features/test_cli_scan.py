@@ -8,7 +8,7 @@ import numpy as np
 from PIL import Image
 
 from splitscope.cli import main
-from splitscope.features.scan import load_scan
+from splitscope.features.scanning import load_scan
 
 
 def _release(root):

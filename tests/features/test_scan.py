@@ -13,7 +13,7 @@ from PIL import Image
 
 from splitscope.errors import InputError
 from splitscope.features.extract import extract_files
-from splitscope.features.scan import Scan, load_scan, scan
+from splitscope.features.scanning import Scan, load_scan, scan
 
 
 def run_scan(inputs, workspace, thumb_size=16, **kw):
@@ -277,7 +277,7 @@ def test_workers_one_and_two_identical(tmp_path):
 
 _SCRIPT = r'''
 import os, sys, time
-from splitscope.features.scan import scan
+from splitscope.features.scanning import scan
 from splitscope.features.extract import extract_files
 
 

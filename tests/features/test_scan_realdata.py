@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from splitscope.features.scan import load_scan, scan
+from splitscope.features.scanning import load_scan, scan
 
 pytestmark = [pytest.mark.realdata, pytest.mark.slow]
 

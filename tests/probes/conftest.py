@@ -12,7 +12,7 @@ def demo_scan(tmp_path_factory):
 
     from splitscope.datasets import make_demo
     from splitscope.datasets.demo import DEMO_GROUP_REGEX
-    from splitscope.features.scan import scan
+    from splitscope.features.scanning import scan
 
     base = tmp_path_factory.mktemp("demo")
     root = make_demo(base / "demo", seed=0)

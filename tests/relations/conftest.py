@@ -71,7 +71,7 @@ def kermany_scan(shared_data, tmp_path_factory):
     if not root.is_dir():
         pytest.skip("kermany-chest-xray-224 absent")
     try:
-        from splitscope.features.scan import scan
+        from splitscope.features.scanning import scan
         return scan(root, tmp_path_factory.mktemp("kermany-ws"), progress=False)
     except ImportError:
         return mini_scan(root)

@@ -16,7 +16,7 @@ from splitscope.manifest import build_manifest
 
 @dataclass
 class MiniScan:
-    """The part of ``splitscope.features.scan.Scan`` the relations layer uses, computed with
+    """The part of ``splitscope.features.scanning.Scan`` the relations layer uses, computed with
     ``splitscope.features.imaging.image_features`` exactly as the scan does."""
 
     manifest: pd.DataFrame

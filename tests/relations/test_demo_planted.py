@@ -18,7 +18,7 @@ _MAP = {"sha256": "sha256", "basename": "basename", "pixel_reencode": "pixel_sha
 @pytest.fixture(scope="module")
 def demo_result(tmp_path_factory):
     from splitscope.datasets import make_demo
-    from splitscope.features.scan import scan
+    from splitscope.features.scanning import scan
 
     root = make_demo(tmp_path_factory.mktemp("demo") / "demo", seed=0)
     s = scan(root, tmp_path_factory.mktemp("demo-ws"), progress=False)

@@ -51,7 +51,7 @@ def test_kermany_as_negative_control(planted_scan, kermany_scan):
 
 @pytest.mark.slow
 def test_c3_within_set_byte_groups(shared_data, tmp_path_factory):
-    from splitscope.features.scan import scan
+    from splitscope.features.scanning import scan
 
     root = shared_data / "c3-brain-mri-yes-no"
     s = scan(root, tmp_path_factory.mktemp("c3-ws"), progress=False)

@@ -2,7 +2,7 @@
 cached feature table and a memory-mapped thumbnail array.
 
 - :func:`scan` / :func:`load_scan` / :class:`Scan` — manifest + features through the workspace
-  cache (:mod:`splitscope.features.scan`, :mod:`splitscope.features.workspace`);
+  cache (:mod:`splitscope.features.scanning`, :mod:`splitscope.features.workspace`);
 - :class:`FeatureParams`, :func:`extract_files` — per-file extraction
   (:mod:`splitscope.features.extract`);
 - :func:`image_features`, :func:`to_gray8`, :func:`phash64`, :func:`dhash64`,
@@ -11,7 +11,8 @@ cached feature table and a memory-mapped thumbnail array.
   (:mod:`splitscope.features.header`);
 - executors (:mod:`splitscope.features.executor`) — where the per-file stage runs.
 
-Names other than the scan API are imported on first use.
+Every name is imported on first use, so a worker process that only extracts features never
+loads pandas.
 """
 
 from __future__ import annotations
@@ -19,14 +20,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# Bound eagerly: the function ``scan`` shares its name with the submodule ``scan``; importing
-# it here (after the submodule is loaded) makes ``splitscope.features.scan`` the function.
-from splitscope.features.scan import Scan, load_scan, scan
-
 _EXPORTS = {
-    "scan": "splitscope.features.scan",
-    "load_scan": "splitscope.features.scan",
-    "Scan": "splitscope.features.scan",
+    "scan": "splitscope.features.scanning",
+    "load_scan": "splitscope.features.scanning",
+    "Scan": "splitscope.features.scanning",
     "FeatureParams": "splitscope.features.extract",
     "extract_files": "splitscope.features.extract",
     "image_features": "splitscope.features.imaging",

@@ -104,7 +104,7 @@ def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, gr
     """Scan a release (folder or list file): write its manifest and per-file features
     (hashes, header fields, thumbnails) to the workspace, reusing what is cached, and print
     a summary."""
-    from splitscope.features.scan import scan
+    from splitscope.features.scanning import scan
 
     list_opts = list_options(path_column, label_column, split_column, source_column,
                              group_column, list_root, constant_split)

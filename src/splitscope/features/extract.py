@@ -73,14 +73,16 @@ import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from splitscope.errors import InputError
 from splitscope.features import imaging
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "EXTRACT_VERSION",
@@ -487,6 +489,13 @@ def extract_files(
         raise InputError(f"params must be a FeatureParams, got {type(params).__name__}")
     if isinstance(files, (str, bytes, os.PathLike)):
         raise InputError("files must be a list of paths, not a single path")
+    return table_from_batch(extract_batch(files, params))
+
+
+def extract_batch(files: Sequence[str], params: FeatureParams) -> dict[str, Any]:
+    """The work of :func:`extract_files` without building the table (no pandas), for worker
+    processes: ``{"rows": [dict per file], "thumbs", "has_thumb", "phash", "dhash"}``;
+    :func:`table_from_batch` turns it into ``(table, thumbs)``."""
     files = [os.fspath(f) for f in files]
     size = params.thumb_size
     thumbs = np.zeros((len(files), size, size), dtype=np.uint8)
@@ -505,20 +514,34 @@ def extract_files(
                 smalls9.append(s9)
                 ok_positions.append(i)
             rows.append(row)
-    table = _build_table(rows)
     has_thumb = np.zeros(len(files), dtype=bool)
     has_thumb[ok_positions] = True
+    hashes = {}
+    for name, small, fn in (("phash", smalls32, imaging.phash64_batch),
+                            ("dhash", smalls9, imaging.dhash64_batch)):
+        full = np.zeros(len(files), dtype=np.uint64)
+        if ok_positions:
+            full[ok_positions] = fn(np.stack(small))
+        hashes[name] = full
+    return {"rows": rows, "thumbs": thumbs, "has_thumb": has_thumb, **hashes}
+
+
+def table_from_batch(batch: dict[str, Any]) -> tuple[pd.DataFrame, np.ndarray]:
+    """``(table, thumbs)`` of :func:`extract_files` from :func:`extract_batch`'s output."""
+    import pandas as pd
+
+    table = _build_table(batch["rows"])
+    has_thumb = batch["has_thumb"]
     table["has_thumb"] = has_thumb
-    if ok_positions:
-        for name, values in (("phash", imaging.phash64_batch(np.stack(smalls32))),
-                             ("dhash", imaging.dhash64_batch(np.stack(smalls9)))):
-            full = np.zeros(len(files), dtype=np.uint64)
-            full[ok_positions] = values
-            table[name] = pd.arrays.IntegerArray(full, ~has_thumb)
-    return table, thumbs
+    if has_thumb.any():
+        for name in ("phash", "dhash"):
+            table[name] = pd.arrays.IntegerArray(batch[name], ~has_thumb)
+    return table, batch["thumbs"]
 
 
 def _build_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
     dtypes = _dtypes()
     columns: dict[str, Any] = {}
     n = len(rows)

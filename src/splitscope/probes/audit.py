@@ -363,7 +363,7 @@ def _scan_rows(scan: Any) -> tuple[pd.DataFrame, Any]:
         return scan, None
     if hasattr(scan, "rows"):
         return scan.rows(), scan
-    raise InputError("audit_provenance needs a Scan (splitscope.features.scan) or a row table")
+    raise InputError("audit_provenance needs a Scan (splitscope.features.scanning) or a row table")
 
 
 def audit_provenance(

@@ -242,7 +242,7 @@ def groups_command(inputs, group_regex, query, reference, both_directions, split
                              **opts)
     recovery = None
     if upstream is not None:
-        from splitscope.features.scan import scan
+        from splitscope.features.scanning import scan
         from splitscope.relations.recovery import recover_from_scans
 
         ws = Path(workspace) if workspace else Path("splitscope-workspace")
@@ -329,7 +329,7 @@ def resplit_command(inputs, group_regex, split_per_list, fractions, folds, seed,
 
 
 def _scan_for(inputs, workspace, group_regex, split_per_list, list_options):
-    from splitscope.features.scan import scan
+    from splitscope.features.scanning import scan
 
     if split_per_list:
         manifest = load_manifest(inputs, split_per_list=True, group_regex=group_regex,

@@ -310,7 +310,7 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
     Parameters
     ----------
     scan : Scan
-        From :func:`splitscope.features.scan.scan` (``rows()``, ``thumbs()``, ``params``).
+        From :func:`splitscope.features.scanning.scan` (``rows()``, ``thumbs()``, ``params``).
     boundaries : list, optional
         ``Boundary`` objects, ``(query, reference)`` selector pairs or ``"test->train"``
         strings (see :func:`resolve_boundaries`; default test → train, val → train).

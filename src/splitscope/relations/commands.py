@@ -161,7 +161,7 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
     """Byte, name, pixel, hash and NCC relationships across boundaries (METHODS §1–2), and
     embedding cosine similarity with --embeddings: prints each predicate's affected query rows
     / denominator / rate and the sweeps."""
-    from splitscope.features.scan import scan
+    from splitscope.features.scanning import scan
     from splitscope.relations.audit import audit_duplicates
 
     if (query is None) != (reference is None):

@@ -206,7 +206,7 @@ def recover_from_scans(scan: Any, upstream_scan: Any, *, query_rows: np.ndarray 
                        upstream_rows: np.ndarray | None = None, tau: float = 0.98,
                        pixels: bool = True,
                        impossible_classes: Iterable[str] | None = None) -> Recovery:
-    """:func:`recover_identity` between two :class:`splitscope.features.scan.Scan` objects
+    """:func:`recover_identity` between two :class:`splitscope.features.scanning.Scan` objects
     (``upstream_scan`` must carry groups; the two may be the same scan with disjoint
     ``query_rows`` / ``upstream_rows``). Rows without a thumbnail take part in byte matching
     only; they are never an NCC counterpart (an all-zero thumbnail is flat, and NCC is

@@ -358,7 +358,7 @@ def combine_scans(audited, other, *, other_corpus: str):
     """One scan over two releases (audited rows first, then ``other``'s), so a cross-corpus
     boundary can be searched with the same code as a within-corpus one. Rows of ``other`` are
     renumbered after the audited rows; thumbnails are concatenated in memory."""
-    from splitscope.features.scan import Scan
+    from splitscope.features.scanning import Scan
 
     m_a, m_b = audited.manifest, other.manifest.copy()
     m_b["corpus"] = pd.array([other_corpus] * len(m_b), dtype="string")
@@ -887,7 +887,7 @@ def audit(
         raise InputError(f"unknown layer(s) {sorted(wanted - set(LAYERS))}; choose from "
                          f"{', '.join(LAYERS)}")
 
-    from splitscope.features.scan import scan as run_scan
+    from splitscope.features.scanning import scan as run_scan
 
     scan_opts = {"thumb_size": thumb_size, "mode": mode, "interpolation": interpolation,
                  "workers": workers, "progress": progress}

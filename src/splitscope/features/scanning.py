@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.features import extract
+from splitscope.features.batch import run_batch
 from splitscope.features.executor import (
     Executor,
     SerialExecutor,
@@ -232,9 +234,7 @@ def _count(values: pd.Series) -> dict[str, int]:
 
 
 def _default_extractor() -> Extractor:
-    from splitscope.features.extract import extract_files
-
-    return extract_files
+    return extract.extract_files
 
 
 def make_params(thumb_size: int = 96, mode: str = "exact", interpolation: str = "bicubic",
@@ -243,14 +243,6 @@ def make_params(thumb_size: int = 96, mode: str = "exact", interpolation: str = 
     from splitscope.features.extract import FeatureParams
 
     return FeatureParams(thumb_size=thumb_size, interpolation=interpolation, mode=mode, **extra)
-
-
-def _run_batch(payload: tuple) -> tuple[pd.DataFrame, np.ndarray, float]:
-    """Worker body: extract one batch (module level, so worker processes can unpickle it)."""
-    extractor, files, params = payload
-    start = time.perf_counter()
-    table, thumbs = extractor(list(files), params)
-    return table, thumbs, time.perf_counter() - start
 
 
 def _batch_size(n: int, workers: int) -> int:
@@ -356,9 +348,11 @@ def scan(
         Extraction parameters given whole (then ``thumb_size``/``mode``/``interpolation`` are
         ignored).
     extractor : callable, optional
-        ``extractor(files, params) -> (table, thumbs)``; default
-        :func:`splitscope.features.extract.extract_files`. Must be a module-level function when
-        run in worker processes.
+        ``extractor(files, params) -> (table, thumbs)``, or a raw batch dict as returned by
+        :func:`splitscope.features.extract.extract_batch` (then the table is built in this
+        process, so workers need no pandas); default :func:`~splitscope.features.extract.
+        extract_files`, run in workers as ``extract_batch``. Must be a module-level function
+        when run in worker processes.
     batch_size : int, optional
         Files per batch (default: chosen from the number of files and workers).
     **list_options
@@ -388,6 +382,8 @@ def scan(
     if params is None:
         params = make_params(thumb_size=thumb_size, mode=mode, interpolation=interpolation)
     extractor = extractor or _default_extractor()
+    # the default extractor's table is built here, so workers never import pandas
+    worker_extractor = None if extractor is _default_extractor() else extractor
     workspace = Path(workspace if workspace is not None else DEFAULT_WORKSPACE).resolve()
     if workspace.exists() and not workspace.is_dir():
         raise InputError(f"workspace {workspace} exists and is not a folder")
@@ -430,11 +426,13 @@ def scan(
                         continue
                     batches = {f"{run}-{stage}-{i:06d}": subset[s:s + step]
                                for i, s in enumerate(range(0, len(subset), step))}
-                    payloads = ((name, (extractor, [files[i] for i in take], params))
+                    payloads = ((name, (worker_extractor, [files[i] for i in take], params))
                                 for name, take in batches.items())
-                    with contextlib.closing(runner.map(_run_batch, payloads)) as results:
-                        for name, (table, thumbs, seconds) in results:
+                    with contextlib.closing(runner.map(run_batch, payloads)) as results:
+                        for name, (output, seconds) in results:
                             take = batches[name]
+                            table, thumbs = (extract.table_from_batch(output)
+                                             if isinstance(output, dict) else output)
                             table = _batch_table(table, thumbs, [files[i] for i in take], name)
                             table["_size"] = size[take]
                             table["_mtime_ns"] = mtime[take]
@@ -518,7 +516,8 @@ def _batch_table(table: pd.DataFrame, thumbs: np.ndarray, files: list[str],
 def _schema(extractor: Extractor, params: Any) -> dict[str, Any] | None:
     """The extractor's declared column dtypes (from its output for no files)."""
     try:
-        table, _ = extractor([], params)
+        output = extractor([], params)
+        table, _ = extract.table_from_batch(output) if isinstance(output, dict) else output
     except Exception:  # noqa: BLE001 - an extractor that cannot take [] declares nothing
         return None
     return {str(c): dtype for c, dtype in table.dtypes.items()}
