@@ -346,7 +346,8 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
     -------
     LayerResult
         Records (layer ``identity`` or ``near_duplicate``) and tables ``contaminated``,
-        ``pairs``, ``dedup_splits``, ``identity_groups``, ``within_copies``, ``query_flags``;
+        ``pairs``, ``dedup_splits``, ``identity_groups``, ``within_copies``, ``query_flags``
+        (and ``control_query_flags`` with a control);
         ``containment`` (cross-corpus boundaries: every query row, ``kept`` = in the cleaned
         external set), ``comparison_pairs`` and ``transform_sensitivity`` when measured;
         ``embedding_pairs`` (pairs with cosine >= ``embedding_tau``) with embeddings.
@@ -366,7 +367,7 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
     relations = [boundary_relations(rows, scan.thumbs, b, tau=tau, radius=radius,
                                     geometry=geometry, dihedral=dihedral, confirm=confirm,
                                     ssim=ssim, workers=workers, **emb) for b in bounds]
-    control_info = None
+    control_info = crel = None
     cb = _control_boundary(control, scan)
     if cb is not None:
         cscan, cbound = cb
@@ -426,6 +427,8 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         "within_copies": within_all,
         "query_flags": query_flags_table(relations, rows),
     }
+    if crel is not None:  # per control query row, e.g. for the control's ρ distribution
+        tables["control_query_flags"] = query_flags_table([crel], cscan.rows())
     if containment_tables:
         tables["containment"] = pd.concat(containment_tables, ignore_index=True)
     if comparison_tables:

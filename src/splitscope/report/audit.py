@@ -414,43 +414,13 @@ def best_rho_per_row(tables: Mapping[str, pd.DataFrame], boundary: Boundary) -> 
     return None
 
 
-def best_rho_on(scan, boundary: Boundary, tau: float = DEFAULT_TAU) -> np.ndarray | None:
-    """Each query row's best NCC ρ against the reference side of ``boundary`` (nearest rule,
-    exact search with :func:`splitscope.relations.ncc.ncc_search` on the scan's thumbnails);
-    NaN for rows without a thumbnail and for flat thumbnails; a row is never its own
-    counterpart on a within-population boundary. ``None`` when the search is unavailable."""
-    try:
-        from splitscope.relations.ncc import ncc_search
-    except ImportError:
-        return None
-    qi = scan.thumb_index(boundary.query.rows)
-    ri = scan.thumb_index(boundary.reference.rows)
-    q_rows, r_rows = boundary.query.rows[qi >= 0], boundary.reference.rows[ri >= 0]
-    rho = np.full(boundary.query.size, np.nan)
-    if q_rows.size and r_rows.size:
-        exclude = None
-        if boundary.within:
-            pos = np.searchsorted(r_rows, q_rows)
-            pos_c = np.minimum(pos, r_rows.size - 1)
-            exclude = np.where(r_rows[pos_c] == q_rows, pos_c, -1).astype(np.int64)
-        res = _call(ncc_search, scan.thumbs(q_rows), scan.thumbs(r_rows), tau=tau,
-                    exclude=exclude, collect_pairs=False)
-        rho[qi >= 0] = res.best_rho
-    return rho
-
-
-def control_best_rho(control_scan, tau: float = DEFAULT_TAU) -> tuple[np.ndarray | None, str | None]:
-    """Best ρ per control query row on the control's own boundary (test → train or
-    val → train) and a label naming it; ``(None, None)`` when there is no such boundary."""
-    try:
-        bounds = default_boundaries(control_scan.manifest)
-        if not bounds:
-            return None, None
-        rho = best_rho_on(control_scan, bounds[0], tau)
-        corpus = ",".join(sorted(set(control_scan.manifest["corpus"].dropna().astype(str))))
-        return rho, f"{corpus} {bounds[0].name}"
-    except Exception:  # noqa: BLE001 - the figure is optional; the control rates are in the records
+def control_best_rho(control_table: pd.DataFrame | None) -> tuple[np.ndarray | None, str | None]:
+    """Best ρ per control query row from the duplicates layer's ``control_query_flags`` table,
+    and a label naming the control boundary; ``(None, None)`` without a control."""
+    if control_table is None or control_table.empty or "ncc_best_rho" not in control_table:
         return None, None
+    name = str(control_table["boundary"].iloc[0])
+    return control_table["ncc_best_rho"].to_numpy(dtype=float), name
 
 
 def distribution(best_rho: np.ndarray, label: str, role: str, lo: float = 0.5) -> dict[str, Any]:
@@ -1036,17 +1006,11 @@ def audit(
 
     figures: dict[str, Any] = {}
     gallery_items: list[dict[str, Any]] = []
-    control_rho, control_name = None, None
-    if control_scan is not None:
-        control_rho, control_name = control_best_rho(control_scan, tau)
+    # the figures draw what the duplicates layer measured; nothing is searched again here
+    control_rho, control_name = control_best_rho(tables.get("control_query_flags"))
     for b in all_boundaries:
         fig: dict[str, Any] = {"tau": float(tau)}
         rho = best_rho_per_row({n: t for n, t in tables.items() if "control" not in n}, b)
-        if rho is None:
-            try:
-                rho = best_rho_on(scan_for_figures, b, tau)
-            except Exception:  # noqa: BLE001 - figures are optional; the records carry the numbers
-                rho = None
         if rho is not None:
             fig["distribution"] = [distribution(rho, f"{b.name} (audited)", "audited")]
             fig["sweep"] = [sweep(rho, f"{b.name} (audited)", "audited")]
