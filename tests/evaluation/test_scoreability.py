@@ -171,3 +171,15 @@ def test_reader_errors(tmp_path):
         read_predictions(tmp_path / "x.json")
     with pytest.raises(InputError, match="score kind"):
         read_predictions(tmp_path / "x.json", score_kind="probs")
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "prediction file .* is empty"),
+    ("image_path,Alpha\n", "prediction file .* has no rows"),
+    ('image_path,Alpha\n"a.jpg,0.5\n', "cannot read prediction file"),
+])
+def test_malformed_prediction_files(tmp_path, content, message):
+    path = tmp_path / "p.csv"
+    path.write_text(content)
+    with pytest.raises(InputError, match=message):
+        read_predictions(path)

@@ -149,3 +149,30 @@ def test_rank_ties_share_lowest_rank():
                            "organizer_score": [0.9, 0.9, 0.5]})
     r = rank_table(scores)
     assert r["rank"].tolist() == [1, 1, 3]
+
+
+def test_an_unreadable_submission_is_an_unscoreable_entry_not_a_crash(tmp_path):
+    from splitscope.evaluation.rescore import load_entries, rescore
+
+    rng = np.random.default_rng(0)
+    classes = ["a", "b"]
+    paths = [f"img/{i}.png" for i in range(20)]
+    labels = [classes[i % 2] for i in range(20)]
+    truth_path = tmp_path / "truth.csv"
+    pd.DataFrame({"image_path": paths, "label": labels}).to_csv(truth_path, index=False)
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    probs = rng.dirichlet([1, 1], size=20)
+    pd.DataFrame({"image_path": paths, "a": probs[:, 0], "b": probs[:, 1]}).to_csv(
+        folder / "good.csv", index=False)
+    (folder / "broken.csv").write_text("")
+    with pytest.raises(InputError, match="empty"):
+        load_entries(folder)
+    from splitscope.evaluation.predictions import read_truth
+
+    res = rescore(folder, read_truth(truth_path), score_kind="probability")
+    verdicts = res.verdicts.set_index("entry")
+    assert bool(verdicts.loc["good", "scoreable"])
+    assert not bool(verdicts.loc["broken", "scoreable"])
+    assert "file cannot be read" in verdicts.loc["broken", "reasons"]
+    assert set(res.scores["entry"]) == {"good"}

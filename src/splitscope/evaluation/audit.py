@@ -139,8 +139,9 @@ def audit_predictions(
         Records (layer ``evaluation``) and tables ``evaluation_views`` (row-keyed view
         membership), ``evaluation_verdicts``, ``evaluation_scores``, ``evaluation_ranks``.
     """
-    preds = load_entries(predictions, score_kind=score_kind) if not isinstance(
-        predictions, Predictions) else [predictions]
+    unreadable: list = []
+    preds = load_entries(predictions, score_kind=score_kind, unreadable=unreadable) \
+        if not isinstance(predictions, Predictions) else [predictions]
     query_note = None
     if query == "auto":
         query, query_note = _auto_query(manifest_or_truth, preds, path_mode)
@@ -149,7 +150,7 @@ def audit_predictions(
     for v in views or []:
         view_list.append(v if isinstance(v, View) else parse_view(truth, v, path_mode=path_mode))
     res = rescore(preds, truth, view_list, score_kind=score_kind, path_mode=path_mode,
-                  reported=reported, final=final, exclude=exclude)
+                  reported=reported, final=final, exclude=exclude, unreadable=unreadable)
     inputs = []
     if isinstance(manifest_or_truth, (str, Path)):
         inputs.append(file_fingerprint(manifest_or_truth))

@@ -136,10 +136,15 @@ def _records(table: pd.DataFrame | None) -> list[dict]:
 # --------------------------------------------------------------------------------------------
 
 
-def load_entries(entries, *, score_kind="score", sheet=None) -> list[Predictions]:
+def load_entries(entries, *, score_kind="score", sheet=None,
+                 unreadable: list | None = None) -> list[Predictions]:
     """Prediction files of a folder (or a list of files / :class:`Predictions`) read with
     their declared score kind; ``score_kind`` is one kind for all or a mapping entry → kind
-    (keys matched with :func:`entry_key`; unmatched entries get ``mapping.get('*', 'score')``)."""
+    (keys matched with :func:`entry_key`; unmatched entries get ``mapping.get('*', 'score')``).
+
+    A file that cannot be read raises :class:`InputError`, unless ``unreadable`` is a list:
+    then the file is left out and an unscoreable :class:`Verdict` with the reason is appended
+    to it, so one broken submission never stops the others from being scored."""
     if isinstance(entries, (str, Path)):
         entries = list_prediction_files(entries) if Path(entries).is_dir() else [Path(entries)]
     out = []
@@ -149,8 +154,15 @@ def load_entries(entries, *, score_kind="score", sheet=None) -> list[Predictions
             continue
         name = entry_name(Path(item).stem)
         kind = _kind_for(score_kind, name)
-        out.append(read_predictions(item, score_kind=kind, sheet=sheet, name=name))
-    names = [p.name for p in out]
+        try:
+            out.append(read_predictions(item, score_kind=kind, sheet=sheet, name=name))
+        except InputError as exc:
+            if unreadable is None:
+                raise
+            unreadable.append(Verdict(entry=name, file=str(item), scoreable=False,
+                                      reasons=[f"file cannot be read: {exc}"],
+                                      score_kind=kind))
+    names = [p.name for p in out] + [v.entry for v in unreadable or []]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise InputError(f"several files give the same entry name: {dup}; rename the files")
@@ -211,8 +223,13 @@ def rescore(
     seed: int = 0,
     equal_source: bool = True,
     sheet=None,
+    unreadable=(),
 ) -> RescoreResult:
     """Score a folder of submissions on every view.
+
+    A submission file that cannot be read is an unscoreable entry with its reason (it never
+    stops the others); ``unreadable`` adds such verdicts from an earlier
+    :func:`load_entries` call.
 
     Parameters
     ----------
@@ -237,7 +254,8 @@ def rescore(
     """
     if rank_metric not in RANK_METRICS:
         raise InputError(f"rank metric {rank_metric!r} not one of {RANK_METRICS}")
-    preds = load_entries(entries, score_kind=score_kind, sheet=sheet)
+    unreadable = list(unreadable)
+    preds = load_entries(entries, score_kind=score_kind, sheet=sheet, unreadable=unreadable)
     views = list(views or [])
     if not views or views[0].name != "official":
         views = [official_view(truth)] + [v for v in views if v.name != "official"]
@@ -245,12 +263,15 @@ def rescore(
     if len(set(names)) != len(names):
         raise InputError(f"view names must be distinct; got {names}")
     excl_keys = {entry_key(e) for e in exclude}
-    unknown_excl = sorted(excl_keys - {entry_key(p.name) for p in preds})
+    entry_names = [p.name for p in preds] + [v.entry for v in unreadable]
+    unknown_excl = sorted(excl_keys - {entry_key(n) for n in entry_names})
     if unknown_excl:
         raise InputError(f"--exclude names no entry: {unknown_excl}; entries: "
-                         f"{', '.join(p.name for p in preds)}")
+                         f"{', '.join(entry_names)}")
 
     verdict_rows, score_rows, source_rows = [], [], []
+    for verdict in unreadable:
+        verdict_rows.append({**verdict.row(), "excluded": entry_key(verdict.entry) in excl_keys})
     for pred in preds:
         verdict, aligned = check_scoreability(pred, truth, path_mode)
         excluded = entry_key(pred.name) in excl_keys
