@@ -30,7 +30,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import importlib
-import inspect
 import json
 import os
 import platform
@@ -258,17 +257,6 @@ def not_run_record(layer: str, status: str, reason: str, *, title: str | None = 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", str(text).lower()).strip("_") or "x"
-
-
-def _call(fn: Callable, *args, **kwargs):
-    """Call ``fn`` with the keyword arguments its signature accepts (layers grow options)."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return fn(*args, **kwargs)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return fn(*args, **kwargs)
-    return fn(*args, **{k: v for k, v in kwargs.items() if k in params})
 
 
 def _import(module: str, name: str) -> Callable:
@@ -791,6 +779,7 @@ def audit(
     mode: str = "exact",
     interpolation: str = "bicubic",
     dihedral: bool = False,
+    transforms: int = 50,
     fail_on: Sequence[str | Condition] = (),
     workers: int | None = None,
     progress: bool | None = None,
@@ -828,6 +817,8 @@ def audit(
         Thumbnail geometry (part of every pixel predicate).
     dihedral : bool
         Also match rotated/flipped copies (METHODS §2.8).
+    transforms : int
+        Reference images in the seeded transform-sensitivity sample (METHODS §2.7); 0 skips it.
     fail_on : sequence of str
         Conditions ``metric op value`` (see :data:`METRICS`); any that holds gives exit code 1.
     score_kind : {"score", "probability", "logit"}
@@ -918,18 +909,19 @@ def audit(
         control_arg = control_scan
         outcomes.append(run_layer(
             "duplicates", "splitscope.relations.audit", "audit_duplicates",
-            lambda fn: _call(fn, audited_scan, boundaries, control=control_arg, tau=tau,
-                             radius=radius, dihedral=dihedral, out_dir=lists_dir),
+            lambda fn: fn(audited_scan, boundaries, control=control_arg, tau=tau,
+                             radius=radius, dihedral=dihedral, out_dir=lists_dir,
+                             transform_sample=transforms),
             inputs=record_inputs))
     if not skip("groups"):
         outcomes.append(run_layer(
             "groups", "splitscope.probes.audit", "audit_groups",
-            lambda fn: _call(fn, manifest, split_boundaries, scan=audited_scan),
+            lambda fn: fn(manifest, split_boundaries),
             inputs=record_inputs))
     if not skip("provenance"):
         outcomes.append(run_layer(
             "provenance", "splitscope.probes.audit", "audit_provenance",
-            lambda fn: _call(fn, audited_scan, split_boundaries), inputs=record_inputs))
+            lambda fn: fn(audited_scan, split_boundaries), inputs=record_inputs))
     if not skip("evaluation"):
         if predictions is None:
             reason = "no saved predictions given (--predictions DIR)"
@@ -943,7 +935,7 @@ def audit(
                 views.append(f"deduplicated=exclude:{removed}")
             outcomes.append(run_layer(
                 "evaluation", "splitscope.evaluation.audit", "audit_predictions",
-                lambda fn: _call(fn, manifest, predictions, views=views,
+                lambda fn: fn(manifest, predictions, views=views,
                                  score_kind=score_kind),
                 inputs=record_inputs))
     external_boundary = None
@@ -969,7 +961,7 @@ def audit(
             _export_frame(combined.manifest).to_csv(external_dir / "manifest.csv", index=False)
             outcome = run_layer(
                 "external", "splitscope.relations.audit", "audit_duplicates",
-                lambda fn: _call(fn, combined, [external_boundary], control=None, tau=tau,
+                lambda fn: fn(combined, [external_boundary], control=None, tau=tau,
                                  radius=radius, dihedral=dihedral, out_dir=external_dir),
                 inputs=record_inputs)
             # only the cross-corpus boundary's findings: copies inside each split are the

@@ -166,6 +166,8 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 @click.option("--thumb-size", default=96, show_default=True, type=int,
               help="Thumbnail side S (part of every pixel predicate).")
 @click.option("--dihedral", is_flag=True, help="Also match rotated and flipped copies.")
+@click.option("--transforms", default=50, show_default=True, type=int,
+              help="Reference images in the seeded transform-sensitivity sample (0: skip).")
 @click.option("--workers", default=None, type=int, help="Worker processes (default: all cores).")
 @click.option("--max-pairs", default=60, show_default=True, type=int,
               help="Flagged pairs per boundary shown in the report's gallery.")
@@ -175,8 +177,8 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 @click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION", help=_FAIL_ON_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def audit_command(inputs, control, external, predictions, score_kind, group_regex, out_dir, workspace, tau,
-                  radius, thumb_size, dihedral, workers, max_pairs, layers, fail_on,
-                  as_json) -> None:
+                  radius, thumb_size, dihedral, transforms, workers, max_pairs, layers,
+                  fail_on, as_json) -> None:
     """Audit a release (folder ROOT/<split>/<class>/… or a list file) with every layer.
 
     Writes OUT/audit.json (the source of truth), OUT/report.html (self-contained),
@@ -190,7 +192,8 @@ def audit_command(inputs, control, external, predictions, score_kind, group_rege
     command = _command_line("audit", list(inputs), click.get_current_context())
     result = audit(list(inputs), control=control, external=external, predictions=predictions,
                    group_regex=group_regex, out_dir=out_dir, workspace=workspace, tau=tau,
-                   radius=radius, thumb_size=thumb_size, dihedral=dihedral, fail_on=conditions,
+                   radius=radius, thumb_size=thumb_size, dihedral=dihedral,
+                   transforms=transforms, fail_on=conditions,
                    workers=workers, max_pairs=max_pairs, command=command,
                    layers=_layer_names(layers), score_kind=score_kind,
                    progress=None if not as_json else False)
