@@ -105,7 +105,8 @@ def test_demo_report_in_a_browser(demo, tmp_path):
     assert info["console_errors"] == []
     assert info["broken"] == [] and info["injected"] == 0 and info["scripts"] == 0
     for section in ("verdicts", "layers", "scorecard", "census", "distribution", "sweep",
-                    "gallery", "groups", "header", "partition", "evaluation", "all-records"):
+                    "gallery", "groups", "header", "partition", "evaluation", "all-records",
+                    "transforms"):
         assert section in info["sections"], section
     assert len(info["figures"]) >= 4 and all(f["w"] > 0 for f in info["figures"])
     assert (tmp_path / "shot.png").stat().st_size > 10_000

@@ -112,3 +112,22 @@ def test_a_broken_figure_is_a_note_not_a_crash():
     doc["figures"]["test → train"]["sweep"] = [{"label": "x", "points": "not a list"}]
     html = render_html(doc)
     assert "figure not drawn" in html
+
+
+def test_transform_sensitivity_table():
+    from splitscope.report.html import report_context
+
+    def rec(pred, rates):
+        return {"id": f"near_duplicate.transform_sensitivity.{pred}", "layer": "near_duplicate",
+                "title": f"Transform sensitivity of {pred}", "status": "completed",
+                "predicate": {"name": pred, "params": {}},
+                "details": {"pass_rates": {t: {"passed": p, "assessed": 50, "pass_rate": p / 50}
+                                           for t, p in rates.items()}}}
+
+    audit = {"records": [rec("ncc_nearest", {"jpeg_90": 50, "rotate_10": 0}),
+                         rec("hash_joint", {"jpeg_90": 49})], "boundaries": [], "inputs": []}
+    view = report_context(audit)["transforms"]
+    assert view["predicates"] == ["ncc_nearest", "hash_joint"]
+    assert view["rows"] == [{"transform": "jpeg_90", "cells": ["50/50", "49/50"]},
+                            {"transform": "rotate_10", "cells": ["0/50", "—"]}]
+    assert report_context(audit)["unbounded"] == []

@@ -224,6 +224,27 @@ def _evaluation_view(records: list[dict], audit: Mapping[str, Any]) -> dict[str,
     return view
 
 
+def _transform_view(records: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Transform-sensitivity records (METHODS §2.7) as one table: transform × predicate,
+    each cell ``passed/assessed``."""
+    found = [r for r in records
+             if str(r.get("id", "")).startswith("near_duplicate.transform_sensitivity.")]
+    predicates = [r["predicate"]["name"] for r in found]
+    transforms: list[str] = []
+    for r in found:
+        for t in (r.get("details") or {}).get("pass_rates") or {}:
+            if t not in transforms:
+                transforms.append(t)
+    rows = []
+    for t in transforms:
+        cells = []
+        for r in found:
+            cell = ((r.get("details") or {}).get("pass_rates") or {}).get(t)
+            cells.append(f"{cell['passed']}/{cell['assessed']}" if cell else "—")
+        rows.append({"transform": t, "cells": cells})
+    return {"records": found, "predicates": predicates, "rows": rows}
+
+
 def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
                    thumb_px: int = THUMB_PX) -> dict[str, Any]:
     """Everything the template shows, derived from the audit document (plus the gallery's
@@ -238,6 +259,8 @@ def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
                  and not _layer_of(r).startswith(("evaluation", "protocol"))
                  and not (boundaries and not r.get("boundary")
                           and _layer_of(r).startswith(_PROVENANCE_LAYERS))]
+    transforms = _transform_view(records)
+    unbounded = [r for r in unbounded if r not in transforms["records"]]
     status_counts: dict[str, int] = {}
     for r in records:
         status_counts[r.get("status", "?")] = status_counts.get(r.get("status", "?"), 0) + 1
@@ -248,6 +271,7 @@ def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
         "boundaries": boundaries,
         "evaluation": _evaluation_view(records, audit),
         "unbounded": unbounded,
+        "transforms": transforms,
         "records": records,
         "status_counts": status_counts,
         "images": images,
