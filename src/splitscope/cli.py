@@ -29,6 +29,7 @@ VERBS = {
     "rescore": "splitscope.evaluation.commands",
     "effects": "splitscope.evaluation.commands",
     "pools": "splitscope.evaluation.commands",
+    "attribution": "splitscope.evaluation.commands",
     "audit": "splitscope.report.commands",
     "demo": "splitscope.report.commands",
 }

@@ -3,10 +3,17 @@
 Readers and scoreability (:mod:`.predictions`, :mod:`.scoreability`), metrics (:mod:`.metrics`),
 thresholds (:mod:`.thresholds`), temperature scaling (:mod:`.calibration`), uncertainty
 (:mod:`.uncertainty`), evaluation views (:mod:`.views`), re-scoring of entries
-(:mod:`.rescore`), protocol effects (:mod:`.effects`), training-pool controls (:mod:`.pools`)
-and the layer's audit entry point (:mod:`.audit`).
+(:mod:`.rescore`), protocol effects (:mod:`.effects`), training-pool controls (:mod:`.pools`),
+attribution outside anatomy on supplied maps (:mod:`.attribution`) and the layer's audit entry
+point (:mod:`.audit`).
 """
 
+from splitscope.evaluation.attribution import (
+    attribution_contrast,
+    attribution_record,
+    load_maps,
+    outside_mask_share,
+)
 from splitscope.evaluation.audit import audit_predictions
 from splitscope.evaluation.effects import (
     delta_arch,
@@ -32,6 +39,8 @@ __all__ = [
     "Truth",
     "Verdict",
     "View",
+    "attribution_contrast",
+    "attribution_record",
     "audit_predictions",
     "bootstrap_metrics",
     "check_scoreability",
@@ -39,7 +48,9 @@ __all__ = [
     "delta_arch",
     "did_true_class_probability",
     "final_ranking",
+    "load_maps",
     "official_view",
+    "outside_mask_share",
     "protocol_effects",
     "read_predictions",
     "read_truth",

@@ -222,14 +222,55 @@ def resize_nearest(masks: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return masks[:, rr[:, None], cc[None, :]]
 
 
+def _stack_shares(a: np.ndarray, m: np.ndarray, rows) -> tuple[np.ndarray, np.ndarray]:
+    """Shares and reason codes (0 ok, 1 non-finite, 2 zero mass) of one stack of maps
+    ``(k, H, W)`` and masks ``(k, h, w)``."""
+    if m.dtype != bool:
+        bad_cells = ~np.isin(m, (0, 1))
+        if bad_cells.any():
+            bad = np.unique(m[bad_cells])[:5]
+            rows_bad = np.asarray(rows)[bad_cells.any(axis=(1, 2))][:5].tolist()
+            raise InputError(f"masks must hold only 0/1 or booleans; found values such as "
+                             f"{', '.join(map(str, bad))} (rows {rows_bad} …)")
+        m = m.astype(bool)
+    if m.shape[1:] != a.shape[1:]:
+        m = resize_nearest(m, a.shape[1:])
+    a = np.abs(a.astype(np.float64))
+    total = a.sum(axis=(1, 2))
+    outside = np.where(m, 0.0, a).sum(axis=(1, 2))
+    finite = np.isfinite(total)
+    ok = finite & (total > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(ok, outside / np.where(ok, total, 1.0), np.nan)
+    return share, np.where(ok, 0, np.where(finite, 2, 1))
+
+
+_REASON_CODES = np.array([None, REASON_NON_FINITE, REASON_ZERO_MASS], dtype=object)
+
+
 def outside_share_and_reasons(maps, masks) -> tuple[np.ndarray, list]:
-    """:func:`outside_mask_share` plus, per row, why it is not assessed (``None`` if it is)."""
+    """:func:`outside_mask_share` plus, per row, why it is not assessed (``None`` if it is).
+
+    Stacked ``(n, H, W)`` inputs are computed in one batch; per-row lists (a :class:`MapSet`,
+    maps of several shapes) are batched by (map shape, mask shape).
+    """
+    if isinstance(maps, np.ndarray) and isinstance(masks, np.ndarray):
+        if maps.ndim != 3 or masks.ndim != 3:
+            raise InputError(f"maps and masks must be (n, H, W); got shapes {maps.shape} and "
+                             f"{masks.shape}")
+        if maps.shape[0] != masks.shape[0]:
+            raise InputError(f"{maps.shape[0]} maps but {masks.shape[0]} masks; need one mask "
+                             f"per map")
+        if not np.issubdtype(maps.dtype, np.number):
+            raise InputError(f"maps have dtype {maps.dtype}; need numbers")
+        share, code = _stack_shares(maps, masks, np.arange(maps.shape[0]))
+        return share, _REASON_CODES[code].tolist()
     mp, mk = _rows(maps, "maps"), _rows(masks, "masks")
     if len(mp) != len(mk):
         raise InputError(f"{len(mp)} maps but {len(mk)} masks; need one mask per map")
     n = len(mp)
     share = np.full(n, np.nan)
-    reasons: list = [None] * n
+    reasons = np.full(n, None, dtype=object)
     by_shape: dict[tuple, list[int]] = {}
     for i, (a, m) in enumerate(zip(mp, mk)):
         if a is None:
@@ -237,33 +278,14 @@ def outside_share_and_reasons(maps, masks) -> tuple[np.ndarray, list]:
         elif m is None:
             reasons[i] = REASON_MASK_MISSING
         else:
-            a2 = _as_2d(a, f"row {i}", "maps")
-            m2 = _as_2d(m, f"row {i}", "masks")
-            mp[i], mk[i] = a2, m2
-            by_shape.setdefault((a2.shape, m2.shape), []).append(i)
-    for (ashape, mshape), idx in by_shape.items():
-        a = np.abs(np.stack([mp[i] for i in idx]).astype(np.float64))
-        m = np.stack([mk[i] for i in idx])
-        if m.dtype != bool:
-            if not np.isin(m, (0, 1)).all():
-                bad = np.unique(m[~np.isin(m, (0, 1))])[:5]
-                raise InputError(f"masks must hold only 0/1 or booleans; found values such as "
-                                 f"{', '.join(map(str, bad))} (rows {idx[:5]} …)")
-            m = m.astype(bool)
-        if mshape != ashape:
-            m = resize_nearest(m, ashape)
-        total = a.sum(axis=(1, 2))
-        outside = np.where(m, 0.0, a).sum(axis=(1, 2))
-        finite = np.isfinite(total)
-        ok = finite & (total > 0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            share[idx] = np.where(ok, outside / np.where(ok, total, 1.0), np.nan)
-        for j, i in enumerate(idx):
-            if not finite[j]:
-                reasons[i] = REASON_NON_FINITE
-            elif not ok[j]:
-                reasons[i] = REASON_ZERO_MASS
-    return share, reasons
+            mp[i], mk[i] = _as_2d(a, f"row {i}", "maps"), _as_2d(m, f"row {i}", "masks")
+            by_shape.setdefault((mp[i].shape, mk[i].shape), []).append(i)
+    for idx in by_shape.values():
+        s, code = _stack_shares(np.stack([mp[i] for i in idx]), np.stack([mk[i] for i in idx]),
+                                idx)
+        share[idx] = s
+        reasons[idx] = _REASON_CODES[code]
+    return share, reasons.tolist()
 
 
 def outside_mask_share(maps, masks) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""CLI verbs of the evaluation layer: ``metrics``, ``rescore``, ``effects``, ``pools``.
+"""CLI verbs of the evaluation layer: ``metrics``, ``rescore``, ``effects``, ``pools``,
+``attribution``.
 
 Each prints a compact table, ``--json`` prints the same result as JSON on stdout (stable keys),
 and ``--out DIR`` writes CSV/JSON exports.
@@ -404,4 +405,109 @@ def pools_cmd(manifest, train, drop_source, flagged, batch_size, no_drop_last, s
     con.print(_table("source counts", sc, list(sc.columns)))
 
 
-COMMANDS: list = [metrics_cmd, rescore_cmd, effects_cmd, pools_cmd]
+@click.command("attribution")
+@click.argument("manifest", type=click.Path(exists=True))
+@click.option("--maps", "maps_src", required=True, type=click.Path(exists=True),
+              help="Attribution maps: .npz keyed by released path, or a folder of "
+                   "<path>.npy files.")
+@click.option("--masks", "masks_src", required=True, type=click.Path(exists=True),
+              help="Body/organ masks (1 inside anatomy), same layout as --maps.")
+@click.option("--flagged", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="List of exposed rows (a path or row column), e.g. leaked/flagged rows.")
+@click.option("--rows", "rows_sel", default="*", show_default=True,
+              help="Selector of the manifest rows compared (e.g. 'test').")
+@click.option("--group-column", default=None,
+              help="Manifest column of groups: cluster bootstrap over its values.")
+@click.option("--group-regex", default=None,
+              help="Regex with a named group 'group' over the basename: cluster bootstrap.")
+@click.option("--exposed-name", default="flagged", show_default=True,
+              help="What the exposed rows are, in the record's words.")
+@click.option("--n-boot", default=2000, show_default=True, type=int,
+              help="Bootstrap resamples (0: no interval).")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Folder for attribution_rows.csv and attribution.json.")
+def attribution_cmd(manifest, maps_src, masks_src, flagged, rows_sel, group_column, group_regex,
+                    exposed_name, n_boot, seed, as_json, out_dir):
+    """Share of attribution mass outside anatomy: exposed versus clean rows (METHODS 5.10)."""
+    from splitscope.boundary import select
+    from splitscope.evaluation.attribution import (
+        attribution_contrast,
+        attribution_record,
+        load_maps,
+        outside_share_and_reasons,
+    )
+    from splitscope.evaluation.pools import flagged_rows
+    from splitscope.manifest import build_manifest
+    from splitscope.records import file_fingerprint
+
+    if group_column and group_regex:
+        raise InputError("give --group-column or --group-regex, not both")
+    m = build_manifest(manifest)
+    if group_regex:
+        from splitscope.manifest.groups import apply_group_regex
+
+        m = apply_group_regex(m, group_regex)
+        group_column = "group"
+    if group_column and group_column not in m.columns:
+        raise InputError(f"--group-column {group_column!r} not in the manifest; found: "
+                         f"{', '.join(map(str, m.columns))}")
+    sub = m[m["row"].isin(select(m, rows_sel).rows)].reset_index(drop=True)
+    if sub.empty:
+        raise InputError(f"--rows {rows_sel!r} selects no manifest row")
+    flagged_ids, unmatched = flagged_rows(m, flagged)
+    exposed = sub["row"].isin(flagged_ids).to_numpy()
+    maps = load_maps(maps_src, sub)
+    masks = load_maps(masks_src, sub)
+    share, reasons = outside_share_and_reasons(maps, masks)
+    groups = None
+    if group_column:
+        groups = sub[group_column].astype("string").to_numpy(dtype=object, na_value=None)
+    res = attribution_contrast(share, exposed, groups=groups, n_boot=n_boot, seed=seed)
+    table = pd.DataFrame({"row": sub["row"].to_numpy(), "path": sub["path"].to_numpy(),
+                          "exposed": exposed, "outside_share": share,
+                          "not_assessed_reason": pd.array(reasons, dtype="string")})
+    skipped = table[table["not_assessed_reason"].notna()]
+    inputs = [file_fingerprint(p) for p in (manifest, maps_src, masks_src, flagged)
+              if Path(p).is_file()]
+    rec = attribution_record(
+        res, exposed_name=exposed_name,
+        not_assessed=skipped[["row", "path", "not_assessed_reason"]]
+        .rename(columns={"not_assessed_reason": "reason"}).to_dict(orient="records"),
+        scope=f"{len(sub)} manifest rows selected by {rows_sel!r}", inputs=inputs,
+        params={"rows": rows_sel, "group_column": group_column, "group_regex": group_regex,
+                "flagged_unmatched_entries": unmatched, "maps": str(maps_src),
+                "masks": str(masks_src)})
+    result = {"contrast": res, "record": rec.to_dict(),
+              "flagged_unmatched_entries": unmatched,
+              "maps_missing": len(maps.missing), "masks_missing": len(masks.missing),
+              "maps_unused": len(maps.unused), "masks_unused": len(masks.unused),
+              "not_assessed_by_reason": {str(k): int(v) for k, v in
+                                         skipped["not_assessed_reason"].value_counts()
+                                         .sort_index().items()}}
+    if out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / "attribution_rows.csv", index=False)
+        (out / "attribution.json").write_text(_dump(result))
+    if as_json:
+        click.echo(_dump(result))
+        return
+    con = _console()
+    rows = [{"rows": side, "listed": res[side]["rows"], "assessed": res[side]["assessed"],
+             "mean share": res[side]["mean"], "median share": res[side]["median"]}
+            for side in ("exposed", "clean")]
+    con.print(_table(f"share of |attribution| outside the mask ({exposed_name} = exposed)",
+                     pd.DataFrame(rows), list(rows[0])))
+    iv = res["interval"]
+    con.print(f"difference exposed − clean: {_fmt(res['difference'])} "
+              f"[{_fmt(iv['low'])}, {_fmt(iv['high'])}] ({iv['kind']})")
+    con.print(f"status: {rec.status}" + (f" — {rec.reason}" if rec.reason else ""))
+    for k, v in result["not_assessed_by_reason"].items():
+        con.print(f"  not assessed: {v} rows, {k}")
+    if unmatched:
+        con.print(f"  {unmatched} flagged entries match no manifest row")
+
+
+COMMANDS: list = [metrics_cmd, rescore_cmd, effects_cmd, pools_cmd, attribution_cmd]
