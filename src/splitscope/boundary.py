@@ -101,3 +101,20 @@ def default_boundaries(manifest: pd.DataFrame) -> list[Boundary]:
         if query in splits and "train" in splits:
             out.append(boundary(manifest, query, "train"))
     return out
+
+
+#: Name of the population "every row of the release" in a release without a split.
+WITHIN_RELEASE = "all rows"
+
+
+def release_boundaries(manifest: pd.DataFrame) -> list[Boundary]:
+    """The released split's boundaries (:func:`default_boundaries`); for a release without
+    one, the whole release against itself (copies and near-twins inside the set, a row never
+    its own counterpart), which is what a later random split would turn into leakage."""
+    found = default_boundaries(manifest)
+    if found:
+        return found
+    everything = Population(WITHIN_RELEASE, np.sort(manifest["row"].to_numpy(np.int64)))
+    if everything.size < 2:
+        raise InputError(f"the release has {everything.size} row(s); nothing to audit")
+    return [Boundary(everything, everything)]

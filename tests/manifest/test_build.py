@@ -184,3 +184,14 @@ def test_real_lists_and_folders(shared_data):
     # 8 file names occur twice, with different labels: multiplicity is kept.
     assert len(kv) == 24_100 and kv["group"].notna().all() and kv["frame"].notna().all()
     assert int(kv["path"].duplicated().sum()) == 8
+
+
+def test_release_without_split_is_one_boundary_against_itself(tmp_path):
+    from splitscope.boundary import WITHIN_RELEASE, release_boundaries
+
+    _touch(tmp_path, "yes/a.png", "no/b.png", "no/c.png")
+    (b,) = release_boundaries(read_folder(tmp_path))
+    assert b.within and b.query.name == WITHIN_RELEASE and b.query.rows.tolist() == [0, 1, 2]
+    _touch(tmp_path / "one", "x.png")
+    with pytest.raises(InputError, match="nothing to audit"):
+        release_boundaries(read_folder(tmp_path / "one"))

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from splitscope.boundary import Boundary, Population, default_boundaries
+from splitscope.boundary import Boundary, Population, release_boundaries
 from splitscope.boundary import boundary as make_boundary
 from splitscope.errors import InputError
 from splitscope.records import AuditRecord, LayerResult
@@ -110,11 +110,7 @@ def resolve_boundaries(manifest: pd.DataFrame, boundaries=None) -> list[Boundary
     ``"query->reference"`` strings; default: the release's test → train and val → train, or,
     when the release has no such splits, every row against itself (copies within the set)."""
     if boundaries is None:
-        found = default_boundaries(manifest)
-        if found:
-            return found
-        everything = Population("*", np.sort(manifest["row"].to_numpy(np.int64)))
-        return [Boundary(everything, everything)]
+        return release_boundaries(manifest)
     if isinstance(boundaries, (Boundary, str, tuple)):
         boundaries = [boundaries]
     out = []

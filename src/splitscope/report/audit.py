@@ -46,26 +46,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from splitscope.boundary import Boundary, Population, default_boundaries
+from splitscope.boundary import (
+    WITHIN_RELEASE,
+    Boundary,
+    Population,
+    release_boundaries,
+)
 from splitscope.errors import InputError
 from splitscope.records import AuditRecord, LayerResult, file_fingerprint, software_versions
 from splitscope.records.model import sha256_file
 from splitscope.records.schema import SCHEMA_VERSION, validation_errors
 from splitscope.records.scorecard import score_card
+from splitscope.relations.hashes import DEFAULT_RADIUS
+from splitscope.relations.ncc import DEFAULT_TAU, SWEEP, ncc_sweep
 
 EXIT_OK = 0
 EXIT_FAIL_ON = 1
 EXIT_INPUT_ERROR = 2
 EXIT_LAYER_FAILED = 3
 
-DEFAULT_TAU = 0.98
-DEFAULT_RADIUS = 6
-SWEEP = (0.90, 0.95, 0.98, 0.99, 0.995, 0.999)
 MAX_GALLERY_PAIRS = 60
 #: The layers :func:`audit` runs, in order (names for ``layers=`` / ``--layers``).
 LAYERS = ("duplicates", "groups", "provenance", "evaluation", "external")
-#: Population name of a release without a split, audited against itself.
-WITHIN_RELEASE = "all rows"
 
 
 # ============================================================================ --fail-on
@@ -424,15 +426,13 @@ def distribution(best_rho: np.ndarray, label: str, role: str, lo: float = 0.5) -
 
 def sweep(best_rho: np.ndarray, label: str, role: str,
           thresholds: Sequence[float] = SWEEP) -> dict[str, Any]:
-    """Share of query rows whose best ρ reaches each threshold (nearest rule); the
-    denominator is every query row of the population (flat and failed rows included)."""
-    rho = np.asarray(best_rho, dtype=float)
-    n = int(rho.size)
-    points = []
-    for t in thresholds:
-        k = int(np.sum(np.nan_to_num(rho, nan=-2.0) >= t))
-        points.append({"tau": float(t), "numerator": k, "denominator": n,
-                       "rate": (k / n) if n else None})
+    """Share of query rows whose best ρ reaches each threshold (nearest rule, counted by
+    :func:`splitscope.relations.ncc.ncc_sweep`); the denominator is every query row of the
+    population (flat and failed rows included), as in the records' rates."""
+    n = int(np.asarray(best_rho).size)
+    points = [{"tau": float(r.tau), "numerator": int(r.affected), "denominator": n,
+               "rate": (int(r.affected) / n) if n else None}
+              for r in ncc_sweep(best_rho, thresholds).itertuples()]
     return {"label": label, "role": role, "points": points}
 
 
@@ -1086,20 +1086,6 @@ def audit(
     files = [audit_json, report] + [out_dir / a["path"] for a in doc["artifacts"]]
     files.append(write_artifacts_manifest(out_dir, files))
     return AuditResult(document=doc, out_dir=out_dir, exit_code=exit_code, files=files)
-
-
-def release_boundaries(manifest: pd.DataFrame) -> list[Boundary]:
-    """The boundaries of the released split (test → train, val → train); for a release
-    without one (no train/test folders or column), the whole release against itself
-    (``all → all``: copies and near-twins inside the set, a row never its own counterpart),
-    which is what a later random split would turn into train/test leakage."""
-    found = default_boundaries(manifest)
-    if found:
-        return found
-    everything = Population(WITHIN_RELEASE, np.sort(manifest["row"].to_numpy(np.int64)))
-    if everything.size < 2:
-        raise InputError(f"the release has {everything.size} row(s); nothing to audit")
-    return [Boundary(everything, everything)]
 
 
 def evaluation_query(manifest: pd.DataFrame) -> str | None:
