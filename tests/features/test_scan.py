@@ -154,6 +154,9 @@ def test_failures_listed_and_counted(tmp_path):
     broken_row = int(s.manifest.index[s.manifest["basename"] == "broken.png"][0])
     with pytest.raises(InputError):
         s.thumbs([broken_row])
+    # a one-shot iterator is read once: the error still names the failed row
+    with pytest.raises(InputError, match=f"e.g. row {broken_row}"):
+        s.thumbs(iter([0, broken_row]))
     masked = s.thumbs([0, broken_row], missing="zeros")
     assert masked.shape == (2, 16, 16) and not masked[1].any()
     assert s.thumb_index([broken_row]).tolist() == [-1]

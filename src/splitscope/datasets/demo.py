@@ -335,6 +335,18 @@ def _name(patient: int, session: int, fmt: str) -> str:
     return f"p{patient:04d}_s{session}.{fmt}"
 
 
+def _add_patients(files: list[_File], split: str, target: int, max_sessions: int,
+                  rng: np.random.Generator, patient_ids) -> None:
+    """Append new patients (a random class, 1..``max_sessions`` sessions each) until
+    ``files`` holds ``target`` files; the last patient's sessions stop at the target."""
+    while len(files) < target:
+        label = CLASSES[int(rng.integers(0, 2))]
+        pid = next(patient_ids)
+        for session in range(1, int(rng.integers(1, max_sessions + 1)) + 1):
+            if len(files) < target:
+                files.append(_File(split, label, pid, session, ""))
+
+
 def make_demo(
     path: str | Path,
     seed: int = 0,
@@ -412,12 +424,7 @@ def make_demo(
     # -- patients and labels ------------------------------------------------------------------
     patient_ids = iter(rng.permutation(np.arange(1, 10000))[: n_train + n_test + 50].tolist())
     train: list[_File] = []
-    while len(train) < n_train_bases:
-        label = CLASSES[int(rng.integers(0, 2))]
-        pid = next(patient_ids)
-        for session in range(1, int(rng.integers(1, 4)) + 1):
-            if len(train) < n_train_bases:
-                train.append(_File("train", label, pid, session, ""))
+    _add_patients(train, "train", n_train_bases, 3, rng, patient_ids)
     train_patients = list(dict.fromkeys(f.patient for f in train))
     shared_pids = [int(p) for p in rng.choice(train_patients, counts["shared_group"],
                                                replace=False)]
@@ -426,12 +433,7 @@ def make_demo(
         first = next(f for f in train if f.patient == pid)
         session = max(f.session for f in train if f.patient == pid) + 1
         test.append(_File("test", first.label, pid, session, "", roles=["shared_group"]))
-    while len(test) < n_test_bases:
-        label = CLASSES[int(rng.integers(0, 2))]
-        pid = next(patient_ids)
-        for session in range(1, int(rng.integers(1, 3)) + 1):
-            if len(test) < n_test_bases:
-                test.append(_File("test", label, pid, session, ""))
+    _add_patients(test, "test", n_test_bases, 2, rng, patient_ids)
 
     # -- formats: the shortcut ----------------------------------------------------------------
     for f in train + test:

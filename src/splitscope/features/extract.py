@@ -79,6 +79,7 @@ import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from splitscope.errors import InputError
+from splitscope.features import header as header_mod
 from splitscope.features import imaging
 
 if TYPE_CHECKING:
@@ -190,23 +191,13 @@ _OWN_DTYPES: dict[str, str] = {
 }
 
 
-def _header_module():
-    try:
-        from splitscope.features import header
-    except ImportError:  # pragma: no cover - header is part of the package
-        return None
-    return header
+_DTYPES: dict[str, str] = {
+    **_OWN_DTYPES,
+    **{k: v for k, v in header_mod.HEADER_DTYPES.items() if k not in _OWN_DTYPES},
+}
 
 
-def _dtypes() -> dict[str, str]:
-    header = _header_module()
-    extra = {} if header is None else {
-        k: v for k, v in header.HEADER_DTYPES.items() if k not in _OWN_DTYPES
-    }
-    return {**_OWN_DTYPES, **extra}
-
-
-FEATURE_COLUMNS: list[str] = list(_dtypes())
+FEATURE_COLUMNS: list[str] = list(_DTYPES)
 """Columns of :func:`extract_files`'s table, in order: own columns, then header fields.
 
 ``decoded_mode`` is the mode of the decoded image (Pillow mode, or ``DICOM``); ``gray_rule`` says
@@ -240,12 +231,11 @@ def _read_bytes(path: str) -> bytes:
         raise _Failure("unreadable", f"{type(exc).__name__}: {exc}") from None
 
 
-def _is_dicom(data: bytes, name: str, header: dict[str, Any] | None) -> bool:
-    """DICOM by its preamble; by the ``.dcm`` suffix only when the bytes name no other format
-    (DICOM files without the 128-byte preamble exist)."""
-    if len(data) >= 132 and data[128:132] == b"DICM":
-        return True
-    fmt = None if header is None else header.get("format")
+def _is_dicom(name: str, header: dict[str, Any]) -> bool:
+    """DICOM by its preamble (the header's ``format``, sniffed from the bytes); by the ``.dcm``
+    suffix only when the bytes name no other format (DICOM files without the 128-byte
+    preamble exist)."""
+    fmt = header["format"]
     if fmt is not None:
         return fmt == "DICOM"
     return name.lower().endswith((".dcm", ".dicom"))
@@ -288,12 +278,12 @@ def _decode_failure(exc: BaseException) -> _Failure:
     return _Failure("truncated", f"decoding failed (corrupt data?): {msg}")
 
 
-def _unidentified(header: dict[str, Any] | None) -> _Failure:
+def _unidentified(header: dict[str, Any]) -> _Failure:
     """Pillow cannot open the bytes: not an image, unless the magic bytes name a format."""
-    fmt = None if header is None else header.get("format")
+    fmt = header["format"]
     if fmt is None:
         return _Failure("not_an_image", "not a recognised image format")
-    problem = (header or {}).get("header_error")
+    problem = header["header_error"]
     if problem and any(w in problem.lower() for w in _TRUNCATION_WORDS):
         return _Failure("truncated", f"{fmt} file cannot be opened: {problem}")
     detail = f" (header: {problem})" if problem else ""
@@ -302,7 +292,7 @@ def _unidentified(header: dict[str, Any] | None) -> _Failure:
 
 
 def _decode_pillow(
-    data: bytes, params: FeatureParams, header: dict[str, Any] | None = None
+    data: bytes, params: FeatureParams, header: dict[str, Any]
 ) -> tuple[Image.Image, str, str | None, str]:
     """Decode with Pillow; return (gray image, decoded mode, pixel digest or None, gray rule)."""
     try:
@@ -385,21 +375,19 @@ def _decode_dicom(data: bytes, params: FeatureParams) -> tuple[np.ndarray, str, 
     raise _Failure("unsupported", f"DICOM pixel array of shape {frame.shape} not supported")
 
 
-def _extract_one(path: str, params: FeatureParams, header_mod) -> tuple[dict, np.ndarray | None]:
+def _extract_one(path: str, params: FeatureParams) -> tuple[dict, np.ndarray | None]:
     row: dict[str, Any] = {"file": path}
     try:
         data = _read_bytes(path)
         row["size_bytes"] = len(data)
         row["sha256"] = hashlib.sha256(data).hexdigest()
-        header = None
-        if header_mod is not None:
-            header = header_mod.header_fields(data, os.path.basename(path))
-            for k, v in header.items():
-                if k not in _OWN_DTYPES:
-                    row[k] = v
+        header = header_mod.header_fields(data, os.path.basename(path))
+        for k, v in header.items():
+            if k not in _OWN_DTYPES:
+                row[k] = v
         if not data:
             raise _Failure("zero_byte", "empty file (0 bytes)")
-        if _is_dicom(data, path, header):
+        if _is_dicom(path, header):
             gray, mode, digest, rule = _decode_dicom(data, params)
         else:
             gray, mode, digest, rule = _decode_pillow(data, params, header)
@@ -500,13 +488,12 @@ def extract_batch(files: Sequence[str], params: FeatureParams) -> dict[str, Any]
     size = params.thumb_size
     thumbs = np.zeros((len(files), size, size), dtype=np.uint8)
     rows: list[dict[str, Any]] = []
-    header_mod = _header_module()
     ok_positions: list[int] = []
     smalls32: list[np.ndarray] = []
     smalls9: list[np.ndarray] = []
     with _ExtractionContext(params):
         for i, path in enumerate(files):
-            row, thumb = _extract_one(path, params, header_mod)
+            row, thumb = _extract_one(path, params)
             if thumb is not None:
                 thumbs[i] = thumb
                 s32, s9 = row.pop("_small")
@@ -542,10 +529,9 @@ def table_from_batch(batch: dict[str, Any]) -> tuple[pd.DataFrame, np.ndarray]:
 def _build_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     import pandas as pd
 
-    dtypes = _dtypes()
     columns: dict[str, Any] = {}
     n = len(rows)
-    for name, dtype in dtypes.items():
+    for name, dtype in _DTYPES.items():
         values = [r.get(name) for r in rows]
         if dtype == "UInt64":
             arr = np.zeros(n, dtype=np.uint64)

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +105,7 @@ class Scan:
 
     def thumb_index(self, rows: Iterable[int] | np.ndarray) -> np.ndarray:
         """Thumbnail index (-1 when none) for each manifest ``row`` id in ``rows``."""
-        rows = np.asarray(list(rows) if not isinstance(rows, np.ndarray) else rows,
-                          dtype=np.int64)
+        rows = _row_ids(rows)
         by_row = self._row_thumb_index()
         bad = (rows < 0) | (rows >= len(by_row))
         if bad.any():
@@ -130,11 +129,11 @@ class Scan:
         """
         if missing not in {"raise", "zeros"}:
             raise InputError(f"missing must be 'raise' or 'zeros'; got {missing!r}")
+        rows = _row_ids(rows)
         index = self.thumb_index(rows)
         absent = index < 0
         if absent.any() and missing == "raise":
-            first = int(np.asarray(list(rows) if not isinstance(rows, np.ndarray) else rows)
-                        [np.flatnonzero(absent)[0]])
+            first = int(rows[np.flatnonzero(absent)[0]])
             raise InputError(
                 f"{int(absent.sum())} row(s) have no thumbnail (failed files), e.g. row {first}; "
                 f"select rows with thumb_index >= 0 or pass missing='zeros'"
@@ -225,6 +224,11 @@ class Scan:
         return out
 
 
+def _row_ids(rows: Iterable[int] | np.ndarray) -> np.ndarray:
+    """Row ids as an int64 array (an iterator is read once)."""
+    return np.asarray(rows if isinstance(rows, np.ndarray) else list(rows), dtype=np.int64)
+
+
 def _count(values: pd.Series) -> dict[str, int]:
     counts = values.astype("string").fillna(NA_KEY).value_counts()
     return {str(k): int(v) for k, v in sorted(counts.items())}
@@ -233,16 +237,11 @@ def _count(values: pd.Series) -> dict[str, int]:
 # ----------------------------------------------------------------------------- scanning
 
 
-def _default_extractor() -> Extractor:
-    return extract.extract_files
-
-
 def make_params(thumb_size: int = 96, mode: str = "exact", interpolation: str = "bicubic",
                 **extra: Any):
     """``FeatureParams`` from the scan options (validated there, with InputError)."""
-    from splitscope.features.extract import FeatureParams
-
-    return FeatureParams(thumb_size=thumb_size, interpolation=interpolation, mode=mode, **extra)
+    return extract.FeatureParams(thumb_size=thumb_size, interpolation=interpolation, mode=mode,
+                                 **extra)
 
 
 def _batch_size(n: int, workers: int) -> int:
@@ -381,9 +380,9 @@ def scan(
 
     if params is None:
         params = make_params(thumb_size=thumb_size, mode=mode, interpolation=interpolation)
-    extractor = extractor or _default_extractor()
+    extractor = extractor or extract.extract_files
     # the default extractor's table is built here, so workers never import pandas
-    worker_extractor = None if extractor is _default_extractor() else extractor
+    worker_extractor = None if extractor is extract.extract_files else extractor
     workspace = Path(workspace if workspace is not None else DEFAULT_WORKSPACE).resolve()
     if workspace.exists() and not workspace.is_dir():
         raise InputError(f"workspace {workspace} exists and is not a folder")
@@ -523,8 +522,6 @@ def _schema(extractor: Extractor, params: Any) -> dict[str, Any] | None:
     return {str(c): dtype for c, dtype in table.dtypes.items()}
 
 
-
-
 # ----------------------------------------------------------------------------- reopening
 
 
@@ -579,11 +576,5 @@ def load_scan(workspace: str | Path | None = None, params: Any = None) -> Scan:
 
 
 def _params_from_dict(values: dict) -> Any:
-    try:
-        from splitscope.features.extract import FeatureParams
-    except ImportError:  # pragma: no cover - extract is part of the package
-        return dict(values)
-    import dataclasses
-
-    names = {f.name for f in dataclasses.fields(FeatureParams)}
-    return FeatureParams(**{k: v for k, v in values.items() if k in names})
+    names = {f.name for f in fields(extract.FeatureParams)}
+    return extract.FeatureParams(**{k: v for k, v in values.items() if k in names})

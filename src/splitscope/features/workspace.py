@@ -292,8 +292,7 @@ class FeatureStore:
             table = _read_columns(self.shards / f"{name}.parquet",
                                   ["file", *SIGNATURE_COLUMNS, "status", "has_thumb"])
             has = table["has_thumb"].astype(bool)
-            parts.append(_index_part(table, f"shard:{name}",
-                                     np.where(has, np.cumsum(has) - 1, -1).astype(np.int64)))
+            parts.append(_index_part(table, f"shard:{name}", _thumb_positions(has)))
         if not parts:
             return pd.DataFrame({
                 "file": pd.array([], dtype="string"), "_size": np.array([], dtype=np.int64),
@@ -341,7 +340,7 @@ class FeatureStore:
         return pd.DataFrame({
             "source": [f"shard:{name}"] * len(table),
             "row_pos": np.arange(len(table), dtype=np.int64),
-            "thumb_pos": np.where(has, np.cumsum(has) - 1, -1).astype(np.int64),
+            "thumb_pos": _thumb_positions(has),
         })
 
     def write_result(
@@ -367,7 +366,7 @@ class FeatureStore:
         row_pos = entries["row_pos"].to_numpy(dtype=np.int64)
         thumb_pos = entries["thumb_pos"].to_numpy(dtype=np.int64)
         has = thumb_pos >= 0
-        thumb_index = np.where(has, np.cumsum(has) - 1, -1).astype(np.int64)
+        thumb_index = _thumb_positions(has)
         n_thumbs = int(has.sum())
 
         pieces = []
@@ -419,6 +418,12 @@ class FeatureStore:
         if kind == "result":
             return self.results / name / "thumbnails.npy"
         return self.shards / f"{name}.npy"
+
+
+def _thumb_positions(has: np.ndarray) -> np.ndarray:
+    """Row in the packed thumbnail array of each row with a thumbnail (-1 for the others):
+    only rows with a thumbnail are stored, in row order."""
+    return np.where(has, np.cumsum(has) - 1, -1).astype(np.int64)
 
 
 def _read_columns(path: Path, columns: list[str]) -> dict[str, np.ndarray]:

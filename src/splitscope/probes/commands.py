@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pandas as pd
 
 from splitscope.cli_options import LIST_FILE_OPTIONS, list_options, with_options
 from splitscope.errors import InputError
+from splitscope.records.model import sha256_file
 
 # ------------------------------------------------------------------------------ helpers
 
@@ -79,8 +79,7 @@ def write_tables(tables: dict, out_dir: str | Path) -> list[dict]:
                 table.to_csv(path, index=False)
             else:
                 table.to_parquet(path, index=False)
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            written.append({"path": str(path), "sha256": digest, "rows": len(table)})
+            written.append({"path": str(path), "sha256": sha256_file(path), "rows": len(table)})
     (out / "outputs.json").write_text(json.dumps(written, indent=2, sort_keys=True))
     return written
 
