@@ -41,15 +41,20 @@ def bootstrap_weights(n: int, n_boot: int = DEFAULT_BOOT, seed: int = 0, chunk: 
     """
     if n <= 0:
         raise InputError("cannot bootstrap an empty view")
-    rng = np.random.default_rng(seed)
     chunk = chunk or max(1, min(n_boot, _CHUNK_CELLS // n))
+    for w in _draw_counts(np.random.default_rng(seed), n, n_boot, chunk):
+        yield w.astype(np.float32)
+
+
+def _draw_counts(rng: np.random.Generator, n: int, n_boot: int, chunk: int):
+    """Yield ``(b, n)`` matrices counting how often each of ``n`` items is drawn in each of
+    ``n_boot`` resamples of size ``n`` (with replacement), ``chunk`` resamples at a time."""
     done = 0
     while done < n_boot:
         b = min(chunk, n_boot - done)
         idx = rng.integers(0, n, (b, n))
         offs = (np.arange(b, dtype=np.int64) * n)[:, None]
-        w = np.bincount((idx + offs).ravel(), minlength=b * n).reshape(b, n)
-        yield w.astype(np.float32)
+        yield np.bincount((idx + offs).ravel(), minlength=b * n).reshape(b, n)
         done += b
 
 
@@ -64,18 +69,9 @@ def cluster_weights(groups, n_boot: int = DEFAULT_BOOT, seed: int = 0, chunk: in
     """Yield row-weight matrices of a cluster bootstrap: groups drawn with replacement (as
     many as there are groups), each drawn group contributing all its rows."""
     codes, uniques = _group_codes(groups)
-    g = uniques.size
-    rng = np.random.default_rng(seed)
-    n = codes.size
-    chunk = chunk or max(1, min(n_boot, _CHUNK_CELLS // max(n, 1)))
-    done = 0
-    while done < n_boot:
-        b = min(chunk, n_boot - done)
-        idx = rng.integers(0, g, (b, g))
-        offs = (np.arange(b, dtype=np.int64) * g)[:, None]
-        wg = np.bincount((idx + offs).ravel(), minlength=b * g).reshape(b, g)
+    chunk = chunk or max(1, min(n_boot, _CHUNK_CELLS // max(codes.size, 1)))
+    for wg in _draw_counts(np.random.default_rng(seed), uniques.size, n_boot, chunk):
         yield wg[:, codes].astype(np.float32)
-        done += b
 
 
 def _group_codes(groups) -> tuple[np.ndarray, np.ndarray]:

@@ -457,15 +457,16 @@ def _cross_split(train, test, *, label, seed, n_resamples, importance_repeats,
     yte = y_te.to_numpy(dtype=object).astype(str)
     classes = sorted(set(ytr) | set(yte))
     if keep:
+        xtr, xte = Xtr[keep].to_numpy(np.float64), Xte[keep].to_numpy(np.float64)
         model = _model(seed, cat)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model.fit(Xtr[keep].to_numpy(np.float64), ytr)
-        pred = model.predict(Xte[keep].to_numpy(np.float64)).astype(str)
+            model.fit(xtr, ytr)
+        pred = model.predict(xte).astype(str)
         imp_parts = [permutation_importances(
-            model, Xte[keep].to_numpy(np.float64), yte, keep, repeats=importance_repeats,
+            model, xte, yte, keep, repeats=importance_repeats,
             seed=seed, max_rows=importance_max_rows)]
-        both_x = np.concatenate([Xtr[keep].to_numpy(np.float64), Xte[keep].to_numpy(np.float64)])
+        both_x = np.concatenate([xtr, xte])
         both_y = np.concatenate([ytr, yte])
         single = single_field_accuracy(
             both_x, both_y, keep, [(np.arange(len(ytr)), np.arange(len(ytr), len(both_y)))], seed)

@@ -17,7 +17,6 @@ import numpy as np
 from splitscope.errors import InputError
 
 __all__ = [
-    "balanced_accuracy",
     "balanced_accuracy_rows",
     "bootstrap_auc",
     "bootstrap_balanced_accuracy",
@@ -53,14 +52,6 @@ def balanced_accuracy_rows(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray
 
 def interval_kind(n_resamples: int) -> str:
     return f"percentile bootstrap over cases, {n_resamples} resamples"
-
-
-def balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-    """Mean recall over the classes present in ``y_true`` (as scikit-learn computes it)."""
-    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
-    classes = np.unique(y_true)
-    recalls = [np.mean(y_pred[y_true == c] == c) for c in classes]
-    return float(np.mean(recalls))
 
 
 def bootstrap_balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray, *, n_resamples: int = 2000,
@@ -137,12 +128,12 @@ def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = 2000, 
     """AUC and its percentile-bootstrap interval over cases (resamples with one side empty are
     undefined and left out, and counted). ``strata``: see :func:`weighted_auc`."""
     y = np.asarray(y).astype(bool)
-    if y.size == 0 or y.all() or (~y).all() or not np.isfinite(
-            weighted_auc(y, score, strata=strata)[0]):
+    est = (float(weighted_auc(y, score, strata=strata)[0]) if y.any() and not y.all()
+           else float("nan"))
+    if not np.isfinite(est):
         return {"estimate": None, "low": None, "high": None, "level": level,
                 "resamples": 0, "undefined_resamples": 0, "seed": seed,
                 "kind": "not defined: one side has no cases"}
-    est = float(weighted_auc(y, score, strata=strata)[0])
     rng = np.random.default_rng(seed)
     vals = []
     p = np.full(y.size, 1.0 / y.size)

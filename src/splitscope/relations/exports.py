@@ -145,14 +145,14 @@ def dedup_splits(rows: pd.DataFrame, relations, within: pd.DataFrame,
             if pred not in rel.flags:
                 continue
             hit = rel.flags[pred].fillna(False).to_numpy(bool)
+            if pred == "sha256":
+                counterpart = rel.census.affected.set_index("row")["counterpart_row"]
+            elif pred == "pixel_sha256":
+                counterpart = rel.pixels.set_index("row")["counterpart_row"]
+            else:
+                counterpart = near.get(f"{pred}_counterpart")  # None when not recorded
             for r in rel.flags.loc[hit, "row"].to_numpy(np.int64):
-                if pred == "sha256":
-                    cp = rel.census.affected.set_index("row")["counterpart_row"].get(r)
-                elif pred == "pixel_sha256":
-                    cp = rel.pixels.set_index("row")["counterpart_row"].get(r)
-                else:
-                    cp = near[f"{pred}_counterpart"].get(r) if f"{pred}_counterpart" in near \
-                        else None
+                cp = counterpart.get(r) if counterpart is not None else None
                 reasons.setdefault(int(r), []).append(
                     f"{pred} ({rel.boundary.name}) ~ row {cp}")
     if within is not None and len(within):

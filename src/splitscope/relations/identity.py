@@ -119,6 +119,7 @@ def identity_census(rows: pd.DataFrame, boundary: Boundary, *, confirm: bool = T
     check_rows(rows, (key,))
     q = side(rows, boundary.query)
     r = q if boundary.within else side(rows, boundary.reference)
+    n_query = len(q)
     qd = q[key].astype("string")
     not_assessed = int(qd.isna().sum())
     q = q[qd.notna()]
@@ -133,8 +134,9 @@ def identity_census(rows: pd.DataFrame, boundary: Boundary, *, confirm: bool = T
     group_rows = []
     checked = mismatched_groups = unreadable_groups = files_compared = 0
     bad_digests: set = set()
+    r_by_digest = dict(tuple(gr.groupby(key, sort=False)))
     for digest, qpart in gq.groupby(key, sort=True):
-        rpart = gr[gr[key] == digest]
+        rpart = r_by_digest.get(digest, gr.iloc[:0])
         ql, rl = _labels(qpart["label"]), _labels(rpart["label"])
         qb, rb = set(qpart["basename"].dropna()), set(rpart["basename"].dropna())
         if boundary.within:
@@ -178,8 +180,7 @@ def identity_census(rows: pd.DataFrame, boundary: Boundary, *, confirm: bool = T
                     "groups_with_unreadable_file": unreadable_groups,
                     "method": "byte-for-byte comparison of every distinct file in each group"
                     if confirm and key == "sha256" else "not performed"}
-    return IdentityCensus(boundary, len(side(rows, boundary.query)), not_assessed, groups,
-                          affected, confirmation)
+    return IdentityCensus(boundary, n_query, not_assessed, groups, affected, confirmation)
 
 
 def _affected_rows(gq: pd.DataFrame, gr: pd.DataFrame, key: str, within: bool) -> pd.DataFrame:

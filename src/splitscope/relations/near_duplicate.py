@@ -83,11 +83,7 @@ def _valid_thumb(df: pd.DataFrame) -> np.ndarray:
 
 def _exclude_positions(q_rows: np.ndarray, r_rows: np.ndarray) -> np.ndarray:
     """Per query, the reference position holding the same manifest row (-1 when none)."""
-    pos = np.searchsorted(r_rows, q_rows)
-    pos_c = np.minimum(pos, max(r_rows.size - 1, 0))
-    hit = (r_rows.size > 0) & (r_rows[pos_c] == q_rows) if r_rows.size else \
-        np.zeros(q_rows.size, bool)
-    return np.where(hit, pos_c, -1).astype(np.int64)
+    return _positions(r_rows, q_rows)
 
 
 def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: float = DEFAULT_TAU,
