@@ -260,8 +260,8 @@ def test_predictions_evaluation_layer(release, tmp_path, workspace):
     assert {r["predicate"]["params"]["view"]["name"] for r in ba} == {"official", "deduplicated"}
     official = next(r for r in ba if r["predicate"]["params"]["view"]["name"] == "official")
     assert official["estimate"] == pytest.approx(1.0) and official["denominator"] == 7
-    rel = doc["figures"]["reliability"][0]
-    assert sum(b["count"] for b in rel["bins"]) == 7 and rel["ece"] == pytest.approx(
+    rel = official["details"]
+    assert sum(b["count"] for b in rel["reliability"]) == 7 and rel["ece"] == pytest.approx(
         (4 * 0.2 + 3 * 0.3) / 7)
     card = {c["key"]: c for c in doc["scorecard"]}
     assert card["imbalance_metric"]["status"] == "measured"

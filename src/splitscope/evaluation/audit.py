@@ -16,10 +16,10 @@ import pandas as pd
 
 from splitscope.boundary import select
 from splitscope.errors import InputError
+from splitscope.evaluation import metrics as M
 from splitscope.evaluation.calibration import summarize_temperature, temperature_transfer
 from splitscope.evaluation.predictions import Predictions, Truth, read_truth
 from splitscope.evaluation.rescore import RescoreResult, load_entries, rescore
-from splitscope.evaluation.scoreability import check_scoreability
 from splitscope.evaluation.thresholds import threshold_transfer_multiclass
 from splitscope.evaluation.uncertainty import bootstrap_metrics
 from splitscope.evaluation.views import View, official_view, parse_view, score_view
@@ -179,11 +179,8 @@ def audit_predictions(
                                "reasons": r.reasons, "notes": r.notes}
                               for r in v.itertuples()]}))
 
-    aligned_by_entry = {}
-    for pred in preds:
-        if pred.name in set(res.scores["entry"]):
-            _, aligned = check_scoreability(pred, truth, path_mode)
-            aligned_by_entry[pred.name] = (pred, aligned)
+    aligned_by_entry = {pred.name: (pred, res.aligned[pred.name])
+                        for pred in preds if pred.name in res.aligned}
 
     groups = truth.group if cluster else None
     if cluster and groups is None:
@@ -210,6 +207,9 @@ def audit_predictions(
                 "brier_uncertainty", "nll", "probability_reason",
                 "equal_source_accuracy", "equal_source_balanced_accuracy_present",
                 "equal_source_macro_auc", "equal_source_organizer_score_present")}
+            probs, _ = M.to_probabilities(aligned[view.rows], pred.score_kind)
+            if probs is not None:  # the reliability diagram's data, on the ECE's bins
+                detail["reliability"] = M.reliability_bins(truth.labels[view.rows], probs)
             if b is not None:
                 detail["intervals"] = {k: b[k] for k in ("macro_auc", "organizer_score")}
                 detail["interval_kind"] = b["kind"]

@@ -54,6 +54,9 @@ class RescoreResult:
     views: list[dict] = field(default_factory=list)
     params: dict = field(default_factory=dict)
     per_source: pd.DataFrame | None = None
+    #: scores of each scored entry aligned to the truth order (entry → array), for callers
+    #: that go on with them (calibration, thresholds) without aligning again
+    aligned: dict = field(default_factory=dict, repr=False)
 
     def summary(self) -> dict:
         """Small JSON-ready summary with stable keys."""
@@ -270,6 +273,7 @@ def rescore(
                          f"{', '.join(entry_names)}")
 
     verdict_rows, score_rows, source_rows = [], [], []
+    aligned_by_entry: dict = {}
     for verdict in unreadable:
         verdict_rows.append({**verdict.row(), "excluded": entry_key(verdict.entry) in excl_keys})
     for pred in preds:
@@ -280,6 +284,7 @@ def rescore(
         verdict_rows.append(row)
         if aligned is None or excluded:
             continue
+        aligned_by_entry[pred.name] = aligned
         for view in views:
             res = score_view(truth, aligned, view, pred.score_kind, equal_source=equal_source)
             rec = {"entry": pred.name, "view": view.name, "rows": res.get("rows", 0),
@@ -317,7 +322,8 @@ def rescore(
               "final": None if final_table is None else final_table.attrs.get("origin", "table")}
     return RescoreResult(verdicts=verdicts, scores=scores, ranks=ranks, spearman=spearman,
                          reported=rep, views=[v.to_dict() for v in views], params=params,
-                         per_source=pd.DataFrame(source_rows) if source_rows else None)
+                         per_source=pd.DataFrame(source_rows) if source_rows else None,
+                         aligned=aligned_by_entry)
 
 
 def rank_table(scores: pd.DataFrame, metric: str = "organizer_score") -> pd.DataFrame:

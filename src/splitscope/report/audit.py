@@ -1014,12 +1014,6 @@ def audit(
         gallery_items.extend(gallery({n: t for n, t in tables.items() if "control" not in n},
                                      b, rows_for_gallery, max_pairs))
 
-    if predictions is not None and (wanted is None or "evaluation" in wanted):
-        try:
-            figures["reliability"] = reliability_figures(manifest, predictions, score_kind)
-        except Exception as exc:  # noqa: BLE001 - the figure is optional; the records carry the metrics
-            figures["reliability"] = [{"error": f"{type(exc).__name__}: {exc}"}]
-
     export_problems: list[str] = []
     written = write_tables(tables, lists_dir, export_problems)
     manifest_out = lists_dir / "manifest.csv"
@@ -1086,70 +1080,6 @@ def audit(
     files = [audit_json, report] + [out_dir / a["path"] for a in doc["artifacts"]]
     files.append(write_artifacts_manifest(out_dir, files))
     return AuditResult(document=doc, out_dir=out_dir, exit_code=exit_code, files=files)
-
-
-def evaluation_query(manifest: pd.DataFrame) -> str | None:
-    """Which manifest rows saved predictions are scored on: every row outside the training
-    split (validation and test) when the release has a split, else every row."""
-    splits = set(manifest["split"].dropna().astype(str))
-    return "split!=train" if "train" in splits and len(splits) > 1 else None
-
-
-def reliability_figures(manifest: pd.DataFrame, predictions: str | Path,
-                        score_kind: str) -> list[dict[str, Any]]:
-    """Reliability-diagram data of each prediction entry on the official view (the rows of
-    :func:`evaluation_query`), for entries whose scores are probabilities or logits and align
-    to the truth by exact path with every class column present; other entries are listed with
-    the reason they were not drawn (the evaluation records say whether they are scoreable)."""
-    from splitscope.boundary import select
-    from splitscope.evaluation.metrics import (
-        expected_calibration_error,
-        reliability_bins,
-        to_probabilities,
-    )
-    from splitscope.evaluation.predictions import (
-        list_prediction_files,
-        path_keys,
-        read_predictions,
-    )
-
-    query = evaluation_query(manifest)
-    rows = select(manifest, query).rows if query else manifest["row"].to_numpy(np.int64)
-    truth = manifest.set_index("row").loc[rows]
-    labels = truth["label"].astype("string")
-    classes = sorted(labels.dropna().unique().tolist())
-    y = labels.map({c: i for i, c in enumerate(classes)}).to_numpy()
-    keys = path_keys(truth["path"].astype(str).to_numpy(), "exact")
-    pred_path = Path(predictions)
-    files = [pred_path] if pred_path.is_file() else list_prediction_files(pred_path)
-    out = []
-    for f in files:
-        entry = {"entry": f.stem, "file": f.name, "view": "official", "rows": len(rows)}
-        if score_kind not in ("probability", "logit"):
-            out.append({**entry, "reason": "scores not declared as probabilities or logits "
-                                           "(--score-kind)"})
-            continue
-        pred = read_predictions(f, score_kind=score_kind)
-        table = pred.table
-        missing = [c for c in classes if c not in table.columns]
-        if pred.path_column is None or missing:
-            out.append({**entry, "reason": f"no path column or class column(s) missing: "
-                                           f"{missing}"})
-            continue
-        index = pd.Series(np.arange(len(table)),
-                          index=path_keys(table[pred.path_column].astype(str).to_numpy(), "exact"))
-        if not index.index.is_unique or not set(keys) <= set(index.index):
-            out.append({**entry, "reason": "paths do not align one to one with the truth"})
-            continue
-        scores = table[classes].to_numpy(dtype=np.float64)[index.loc[keys].to_numpy()]
-        probs, reason = to_probabilities(scores, score_kind)
-        if probs is None or np.isnan(y.astype(float)).any():
-            out.append({**entry, "reason": reason or "rows without a label"})
-            continue
-        bins = reliability_bins(y.astype(np.int64), probs)
-        ece = expected_calibration_error(y.astype(np.int64), probs)
-        out.append({**entry, "bins": bins, "ece": ece, "classes": classes})
-    return out
 
 
 def _corpus_of(path: str | Path, manifest: pd.DataFrame) -> str:

@@ -212,14 +212,6 @@ def _evaluation_view(records: list[dict], audit: Mapping[str, Any]) -> dict[str,
         if bins and len(reliability) < 6:
             reliability.append({"record": r, **_safe_figure(figures.reliability_diagram, bins,
                                                             label=r.get("title") or r["id"])})
-    for entry in ((audit.get("figures") or {}).get("reliability") or [])[:8]:
-        if entry.get("bins"):
-            label = f"{entry.get('entry')} · {entry.get('view')} · ECE {entry.get('ece', 0):.3f}"
-            reliability.append({"entry": entry, **_safe_figure(
-                figures.reliability_diagram, entry["bins"], label=label)})
-        else:
-            reliability.append({"entry": entry, "uri": None,
-                                "error": entry.get("reason") or entry.get("error")})
     view["reliability"] = reliability
     return view
 
