@@ -10,6 +10,12 @@ cache writes are identical and only the per-file work differs):
                 calls ``imagehash.phash``, ``imagehash.dhash`` and
                 ``img.convert("L").resize((96, 96), BICUBIC)`` — and nothing else.
 ``fast``        splitscope fast mode (reduced-scale JPEG decode; 512² set only).
+``decode``      the same scan with an extractor that only decodes every file with Pillow and
+                computes nothing: the ceiling for any exact-mode extractor run by the scan
+                (bit-identical pHash/dHash need every pixel decoded).
+``decode_pool`` the bare decoding floor outside splitscope: an already started pool of W
+                processes decodes every file and keeps nothing (no manifest, cache or output);
+                the ceiling for any exact-mode tool on this machine.
 ``imagededup``  ``imagededup.methods.PHash().encode_images(dir, recursive=True,
                 num_enc_workers=W)`` in another interpreter (``--imagededup-python``; skipped
                 when not given or when it does not import). Its own pool, not the scan's.
@@ -88,6 +94,54 @@ def baseline_extract(files, params):
         except Exception as exc:  # noqa: BLE001
             rows.append({"file": path, "status": type(exc).__name__})
     return {"rows": rows, "thumbs": thumbs, "has_thumb": has, "phash": ph, "dhash": dh}
+
+
+def decode_only_extract(files, params):
+    """Decode floor: read each file and decode all its pixels with Pillow, nothing else.
+
+    Exact mode must decode every pixel (imagehash's pHash and dHash are computed from the full
+    image), so no exact-mode extractor run through the same scan can beat this rate."""
+    from PIL import Image
+
+    size = params.thumb_size
+    rows = []
+    for path in files:
+        try:
+            with Image.open(path) as img:
+                img.load()
+            rows.append({"file": path, "status": "ok"})
+        except Exception as exc:  # noqa: BLE001
+            rows.append({"file": path, "status": type(exc).__name__})
+    n = len(files)
+    return {"rows": rows, "thumbs": np.zeros((n, size, size), dtype=np.uint8),
+            "has_thumb": np.zeros(n, dtype=bool), "phash": np.zeros(n, dtype=np.uint64),
+            "dhash": np.zeros(n, dtype=np.uint64)}
+
+
+def _decode_chunk(paths):
+    from PIL import Image
+
+    for path in paths:
+        with Image.open(path) as img:
+            img.load()
+    return len(paths)
+
+
+def child_decode_pool(folder: str, workers: int) -> None:
+    """In a fresh interpreter: the bare decoding floor, outside splitscope. A plain process pool
+    (already started, workers already importing Pillow) decodes every file in chunks of 64 and
+    keeps nothing: no manifest, no cache, no hashing, no output. Print JSON."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    files = sorted(str(p) for p in Path(folder).rglob("*")
+                   if p.is_file() and not p.name.startswith("."))
+    with ProcessPoolExecutor(workers) as pool:
+        list(pool.map(_decode_chunk, [files[:2]] * workers))  # start and warm the workers
+        t = time.perf_counter()
+        n = sum(pool.map(_decode_chunk, [files[i:i + 64] for i in range(0, len(files), 64)]))
+        seconds = time.perf_counter() - t
+    print(json.dumps({"method": "decode_pool", "files": n, "ok": n, "seconds": seconds,
+                      "images_per_s": n / seconds}))
 
 
 # ----------------------------------------------------------------------------- data
@@ -240,11 +294,16 @@ def run_child(argv: list[str]) -> dict:
 
 def child_scan(folder: str, method: str, workers: int) -> None:
     """In a fresh interpreter: one scan of ``folder`` with ``method``; print JSON."""
+    if method == "decode_pool":
+        child_decode_pool(folder, workers)
+        return
     from splitscope.features.scanning import scan
 
     kwargs = {"workers": workers, "progress": False}
     if method == "baseline":
         kwargs["extractor"] = baseline_extract
+    elif method == "decode":
+        kwargs["extractor"] = decode_only_extract
     elif method == "fast":
         kwargs["mode"] = "fast"
     with tempfile.TemporaryDirectory(prefix="bench-ws-") as ws:
@@ -486,12 +545,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_speed and not args.skip_kermany and args.kermany.is_dir():
         print(f"speed on {args.kermany}", flush=True)
         report["speed"]["kermany-chest-xray-224"] = speed_table(
-            "kermany", args.kermany, ["exact", "baseline"], args.workers, args.repeats,
+            "kermany", args.kermany, ["exact", "baseline", "decode", "decode_pool"], args.workers, args.repeats,
             args.imagededup_python)
     if not args.skip_speed:
         print(f"speed on {mri}", flush=True)
         report["speed"]["mri512"] = speed_table(
-            "mri512", mri, ["exact", "baseline", "fast"], args.workers, args.repeats,
+            "mri512", mri, ["exact", "baseline", "fast", "decode", "decode_pool"], args.workers, args.repeats,
             args.imagededup_python)
     if not args.skip_memory:
         grown = make_grown_set(mri, args.grow)
