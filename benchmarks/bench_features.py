@@ -185,10 +185,14 @@ def make_mri_set(cache: Path, n: int, seed: int = 0, workers: int = 2,
         (folder / f"class{c}").mkdir(parents=True, exist_ok=True)
     step = 250
     jobs = [(s, min(s + step, n), str(folder), seed, noise) for s in range(0, n, step)]
-    from concurrent.futures import ProcessPoolExecutor
+    if workers <= 1:
+        for job in jobs:
+            _write_mri(job)
+    else:
+        from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(_write_mri, jobs))
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(_write_mri, jobs))
     done.write_text("ok\n")
     return folder
 
