@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from artifacts_check import assert_artifacts_cover
 
 from splitscope import cli
 from splitscope.errors import InputError
@@ -274,6 +275,8 @@ def test_cli_attribution_json_and_exports(tmp_path, capsys):
     assert res["masks_missing"] == 1 and res["not_assessed_by_reason"] == {"mask missing": 1}
     assert res["record"]["status"] == "partial"
     rows = pd.read_csv(tmp_path / "out" / "attribution_rows.csv")
+    assert assert_artifacts_cover(tmp_path / "out") == ["attribution.json",
+                                                        "attribution_rows.csv"]
     assert list(rows.columns) == ["row", "path", "exposed", "outside_share",
                                   "not_assessed_reason"] and len(rows) == 30
     # cluster bootstrap over a manifest column, and a readable table

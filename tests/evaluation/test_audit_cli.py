@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from artifacts_check import assert_artifacts_cover
 from eval_helpers import CLASSES, make_predictions, make_truth
 
 from splitscope.cli import main
@@ -80,6 +81,7 @@ def test_cli_metrics_json_and_exports(tmp_path, capsys):
     assert out["verdict"]["scoreable"] and [v["view"] for v in out["views"]] == ["official", "s2"]
     assert out["views"][0]["bootstrap"]["n_boot"] == 100
     assert (tmp_path / "out" / "metrics.csv").exists()
+    assert assert_artifacts_cover(tmp_path / "out") == ["metrics.csv", "metrics.json"]
     code = main(["metrics", str(tmp_path / "p.csv"), "--truth", str(tmp_path / "truth.xlsx"),
                  "--bootstrap", "0", "--score-kind", "probability", "--fit", "source=S1",
                  "--evaluate", "source=S2"])
@@ -112,6 +114,7 @@ def test_cli_rescore_effects_pools(tmp_path, capsys):
     assert out["summary"]["scoreable"] == 3 and out["summary"]["excluded"] == ["t2"]
     assert {r["entry"] for r in out["scores"]} == {"t0", "t1"}
     assert (tmp_path / "rs" / "ranks.csv").exists()
+    assert "rescore.json" in assert_artifacts_cover(tmp_path / "rs")
     assert main(["rescore", str(sub), "--truth", str(tmp_path / "truth.csv")]) == 0
     assert "Spearman" in capsys.readouterr().out
 
@@ -129,6 +132,7 @@ def test_cli_rescore_effects_pools(tmp_path, capsys):
     assert main(["pools", str(tmp_path / "index.csv"), "--drop-source", "A", "--batch-size",
                  "128", "--json", "--out", str(tmp_path / "pools")]) == 0
     pools = json.loads(capsys.readouterr().out)
+    assert "pools.json" in assert_artifacts_cover(tmp_path / "pools")
     rows = {p["pool"]: (p["rows"], p["minibatches_per_epoch"]) for p in pools["pools"]}
     assert rows == {"Full": (300, 2), "Source-only": (150, 1), "Random": (150, 1),
                     "Class-matched": (150, 1)}

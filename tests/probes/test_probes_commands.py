@@ -6,6 +6,7 @@ import json
 
 import pandas as pd
 import pytest
+from artifacts_check import assert_artifacts_cover
 
 from splitscope.cli import main
 
@@ -41,7 +42,9 @@ def test_groups_json_both_directions_and_exports(fold_lists, capsys):
     assert gap["estimate"] == pytest.approx(17.0)  # frames 12→9 (gap 3), 40→9 (gap 31)
     table = pd.read_csv(out / "frame_gaps_split_1_split_0.csv")
     assert {"row", "path", "gap"} <= set(table.columns)
-    assert json.loads((out / "outputs.json").read_text())
+    listed = assert_artifacts_cover(out)
+    assert {"frame_gaps_split_1_split_0.csv", "frame_gaps_split_1_split_0.parquet"} <= set(listed)
+    assert sorted(o["path"] for o in payload["outputs"]) == listed
 
 
 def test_groups_table_output_and_fail_on(fold_lists, capsys):

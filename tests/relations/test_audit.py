@@ -118,13 +118,13 @@ def test_counterpart_rules_in_the_pair_table(audited):
 
 def test_exports_written_and_verifiable(audited):
     result, out = audited
-    manifest = json.loads((out / "outputs.json").read_text())["files"]
-    names = {m["path"] for m in manifest}
+    manifest = json.loads((out / "artifacts.json").read_text())["distribution"]
+    names = {m["contentUrl"] for m in manifest}
     assert {"pairs.parquet", "contaminated.csv", "dedup_splits.csv"} <= names
     assert "contaminated/sha256__test_train.csv" in names
     assert "dedup/test_removed.csv" in names and "dedup/train_kept.csv" in names
     for m in manifest:
-        assert hashlib.sha256((out / m["path"]).read_bytes()).hexdigest() == m["sha256"]
+        assert hashlib.sha256((out / m["contentUrl"]).read_bytes()).hexdigest() == m["sha256"]
     pairs = pd.read_parquet(out / "pairs.parquet")
     assert len(pairs) == len(result.tables["pairs"])
     dedup = result.tables["dedup_splits"].set_index("path")

@@ -2,7 +2,7 @@
 ``attribution``.
 
 Each prints a compact table, ``--json`` prints the same result as JSON on stdout (stable keys),
-and ``--out DIR`` writes CSV/JSON exports.
+and ``--out DIR`` writes CSV/JSON exports and ``artifacts.json`` listing them.
 """
 
 from __future__ import annotations
@@ -49,6 +49,13 @@ def _table(title: str, frame: pd.DataFrame, columns: list[str]):
     for _, r in frame[cols].iterrows():
         t.add_row(*[Text(_fmt(r[c])) for c in cols])
     return t
+
+
+def _list_outputs(out_dir, written) -> None:
+    """``artifacts.json`` beside the outputs: every file written, with its SHA-256."""
+    from splitscope.records.exports import write_artifacts_manifest
+
+    write_artifacts_manifest(out_dir, written)
 
 
 def _dump(obj) -> str:
@@ -179,6 +186,7 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
         rows = [{k: v for k, v in m.items() if not isinstance(v, (dict, list))}
                 for m in result["views"]]
         pd.DataFrame(rows).to_csv(out / "metrics.csv", index=False)
+        _list_outputs(out, [out / "metrics.json", out / "metrics.csv"])
     if as_json:
         click.echo(_dump(result))
         return
@@ -270,9 +278,10 @@ def rescore_cmd(folder, truth_path, classes, query, views, path_mode, seed, as_j
                   reported=reported, final=final, exclude=exclude, rank_metric=rank_metric,
                   bootstrap=n_boot, seed=seed)
     if out_dir:
-        res.write(out_dir)
+        written = res.write(out_dir)
         if final_folder:
-            final.write(Path(out_dir) / "final")
+            written += final.write(Path(out_dir) / "final")
+        _list_outputs(out_dir, written)
     payload = res.to_json()
     if final_folder:
         payload["final_verdicts"] = final.to_json()["verdicts"]
@@ -339,7 +348,7 @@ def effects_cmd(runs, metric, components, baselines, official, deduplicated, ext
             "p_true")
         res.contrasts.append(did_true_class_probability(t, treated=treated, control=control))
     if out_dir:
-        res.write(out_dir)
+        _list_outputs(out_dir, res.write(out_dir))
     if as_json:
         click.echo(_dump(res.to_json()))
         return
@@ -390,7 +399,7 @@ def pools_cmd(manifest, train, drop_source, flagged, batch_size, no_drop_last, s
                          batch_size=batch_size, drop_last=not no_drop_last,
                          draw_order=draw_order)
     if out_dir:
-        res.write(out_dir, m)
+        _list_outputs(out_dir, res.write(out_dir, m))
     if as_json:
         click.echo(_dump(res.to_json()))
         return
@@ -491,6 +500,7 @@ def attribution_cmd(manifest, maps_src, masks_src, flagged, rows_sel, group_colu
         out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / "attribution_rows.csv", index=False)
         (out / "attribution.json").write_text(_dump(result))
+        _list_outputs(out, [out / "attribution_rows.csv", out / "attribution.json"])
     if as_json:
         click.echo(_dump(result))
         return

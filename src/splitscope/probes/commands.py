@@ -13,7 +13,6 @@ import pandas as pd
 
 from splitscope.cli_options import LIST_FILE_OPTIONS, list_options, with_options
 from splitscope.errors import InputError
-from splitscope.records.model import sha256_file
 
 # ------------------------------------------------------------------------------ helpers
 
@@ -64,24 +63,14 @@ def resolve_boundaries(manifest: pd.DataFrame, query: str | None, reference: str
     return [boundary(manifest, q, r) for q in splits for r in splits if q != r]
 
 
-def write_tables(tables: dict, out_dir: str | Path) -> list[dict]:
-    """Write each table as ``<name>.csv`` and ``<name>.parquet`` under ``out_dir``; returns
-    ``[{"path", "sha256", "rows"}]`` and writes it as ``outputs.json``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, table in sorted(tables.items()):
-        if not isinstance(table, pd.DataFrame):
-            continue
-        for suffix in (".csv", ".parquet"):
-            path = out / f"{name}{suffix}"
-            if suffix == ".csv":
-                table.to_csv(path, index=False)
-            else:
-                table.to_parquet(path, index=False)
-            written.append({"path": str(path), "sha256": sha256_file(path), "rows": len(table)})
-    (out / "outputs.json").write_text(json.dumps(written, indent=2, sort_keys=True))
-    return written
+def write_outputs(tables: dict, out_dir: str | Path) -> list[dict]:
+    """Write each table as ``<name>.csv`` and ``<name>.parquet`` under ``out_dir`` and list them
+    in ``artifacts.json``; returns the list (path relative to ``out_dir``, SHA-256, bytes)."""
+    from splitscope.records.exports import artifact, write_artifacts_manifest, write_tables
+
+    written = write_tables(tables, out_dir)
+    write_artifacts_manifest(out_dir, written)
+    return [artifact(p, Path(out_dir)) for p in written]
 
 
 def _payload(result, written=None) -> dict:
@@ -118,7 +107,7 @@ def _status_table(records) -> None:
 
 
 def _emit(result, as_json: bool, out_dir, printer) -> dict:
-    written = write_tables(result.tables, out_dir) if out_dir else []
+    written = write_outputs(result.tables, out_dir) if out_dir else []
     payload = _payload(result, written)
     if as_json:
         click.echo(json.dumps(payload, sort_keys=True))
@@ -126,7 +115,7 @@ def _emit(result, as_json: bool, out_dir, printer) -> dict:
         printer(result)
         _status_table(result.records)
         if out_dir:
-            click.echo(f"{len(written)} files written to {out_dir} (outputs.json lists them)")
+            click.echo(f"{len(written)} files written to {out_dir} (artifacts.json lists them)")
     return payload
 
 

@@ -300,7 +300,8 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
                      ssim: bool = True, workers: int | None = None,
                      dedup_predicates=DEDUP_PREDICATES, transform_sample: int = 0,
                      seed: int = 0, embeddings=None,
-                     embedding_tau: float = DEFAULT_EMBEDDING_TAU) -> LayerResult:
+                     embedding_tau: float = DEFAULT_EMBEDDING_TAU,
+                     artifacts_manifest: bool = True) -> LayerResult:
     """Identity and near-duplicate audit of a scan (METHODS §1, §2).
 
     Parameters
@@ -322,6 +323,9 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         Also match against the eight dihedral variants (METHODS §2.8).
     out_dir : path-like, optional
         Write the exports (see :func:`splitscope.relations.exports.write_exports`).
+    artifacts_manifest : bool
+        With ``out_dir``: also write ``artifacts.json`` there (default; the full audit writes
+        one for its whole folder instead).
     control_bound : float
         Control flag rate above which a predicate is marked unreliable (default 1%).
     confirm : bool
@@ -437,7 +441,7 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
     result = LayerResult(records, tables)
     if out_dir is not None:
         from splitscope.relations.exports import write_exports
-        write_exports(result, out_dir)
+        write_exports(result, out_dir, artifacts_manifest=artifacts_manifest)
     return result
 
 

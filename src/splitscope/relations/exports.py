@@ -7,21 +7,24 @@
 - ``dedup_splits``: every manifest row, ``kept`` or removed, and why;
 - ``identity_groups``, ``within_copies``, ``query_flags``.
 
-:func:`write_exports` writes them as CSV (the pair table also as Parquet), one contaminated list
-per predicate and boundary, kept/removed lists per split, and ``outputs.json`` naming every file
-with its SHA-256 so a released audit can be verified.
+:func:`write_exports` writes them as CSV and Parquet, one contaminated list per predicate and
+boundary, kept/removed lists per split, and ``artifacts.json`` naming every file with its
+SHA-256 so a released audit can be verified.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from splitscope.records.model import sha256_file
+from splitscope.records.exports import (
+    file_stem,
+    write_artifacts_manifest,
+    write_table,
+    write_tables,
+)
 
 _MEASURE = {
     "hash_screen": "d_p_min", "hash_joint": "d_joint_min", "hash_sum": "d_sum_min",
@@ -168,46 +171,32 @@ def dedup_splits(rows: pd.DataFrame, relations, within: pd.DataFrame,
     return out.reset_index(drop=True)
 
 
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "all"
+def write_exports(result, out_dir, *, artifacts_manifest: bool = True) -> list[Path]:
+    """Write the layer's tables under ``out_dir`` and return the paths written.
 
-
-
-
-def write_exports(result, out_dir) -> list[dict]:
-    """Write the layer's tables under ``out_dir`` and return ``[{"path", "sha256", "rows"}]``
-    (also written as ``outputs.json``); each record's ``outputs`` lists the files."""
+    Every table as ``<name>.csv`` and ``<name>.parquet``; the contaminated rows once more as one
+    CSV per predicate and boundary (``contaminated/<predicate>__<boundary>.csv``); the
+    deduplicated splits as kept/removed CSVs per split (``dedup/<split>_kept.csv``). With
+    ``artifacts_manifest`` (default) ``artifacts.json`` lists them with their SHA-256 (the
+    audit writes one manifest for its whole folder instead). Each record's ``outputs`` names
+    the files, relative to ``out_dir``."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
     t = result.tables
-    for name, table in t.items():
-        if isinstance(table, pd.DataFrame):
-            p = out / f"{name}.csv"
-            table.to_csv(p, index=False)
-            written.append(p)
-    if isinstance(t.get("pairs"), pd.DataFrame):
-        p = out / "pairs.parquet"
-        t["pairs"].to_parquet(p, index=False)
-        written.append(p)
+    written = write_tables(t, out)
     cont = t.get("contaminated")
     if isinstance(cont, pd.DataFrame) and len(cont):
-        (out / "contaminated").mkdir(exist_ok=True)
         for (b, pred), part in cont.groupby(["boundary", "predicate"], sort=True):
-            p = out / "contaminated" / f"{_safe(pred)}__{_safe(b)}.csv"
-            part.to_csv(p, index=False)
-            written.append(p)
+            stem = out / "contaminated" / f"{file_stem(pred, subfolders=False)}__{file_stem(b, subfolders=False)}"
+            written += write_table(part, stem, parquet=False)
     dd = t.get("dedup_splits")
     if isinstance(dd, pd.DataFrame) and len(dd):
-        (out / "dedup").mkdir(exist_ok=True)
         for split, part in dd.groupby(dd["split"].astype("string").fillna("<NA>"), sort=True):
             for kind, sub in (("kept", part[part["kept"]]), ("removed", part[~part["kept"]])):
-                p = out / "dedup" / f"{_safe(str(split))}_{kind}.csv"
-                sub.to_csv(p, index=False)
-                written.append(p)
-    manifest = [{"path": p.relative_to(out).as_posix(), "sha256": sha256_file(p)} for p in written]
-    (out / "outputs.json").write_text(json.dumps({"files": manifest}, indent=2))
-    names = [m["path"] for m in manifest]
+                stem = out / "dedup" / f"{file_stem(str(split), subfolders=False)}_{kind}"
+                written += write_table(sub, stem, parquet=False)
+    if artifacts_manifest:
+        written.append(write_artifacts_manifest(out, written))
+    names = [p.relative_to(out).as_posix() for p in written]
     for rec in result.records:
         rec.outputs = names
-    return manifest
+    return written

@@ -54,6 +54,13 @@ from splitscope.boundary import (
 )
 from splitscope.errors import InputError
 from splitscope.records import AuditRecord, LayerResult, file_fingerprint, software_versions
+from splitscope.records.exports import (
+    artifact,
+    export_frame,
+    write_artifacts_manifest,
+    write_json,
+    write_tables,
+)
 from splitscope.records.model import sha256_file
 from splitscope.records.schema import SCHEMA_VERSION, validation_errors
 from splitscope.records.scorecard import score_card
@@ -503,86 +510,6 @@ def _row_info(by_row: pd.DataFrame, row: int) -> dict[str, Any]:
                                 if c in by_row.columns}}
 
 
-# ============================================================================ outputs
-
-_FORMATS = {".csv": "text/csv", ".parquet": "application/x-parquet", ".json": "application/json",
-            ".html": "text/html", ".txt": "text/plain"}
-
-
-
-
-def artifact(path: Path, root: Path, description: str | None = None) -> dict[str, Any]:
-    """``{path (relative to root), sha256, bytes, encodingFormat, description}`` of a file."""
-    return {"path": path.relative_to(root).as_posix(), "sha256": sha256_file(path),
-            "bytes": path.stat().st_size,
-            "encodingFormat": _FORMATS.get(path.suffix.lower(), "application/octet-stream"),
-            "description": description}
-
-
-def _export_frame(table: pd.DataFrame) -> pd.DataFrame:
-    out = table.copy()
-    for col in out.columns:
-        if out[col].dtype == object:
-            out[col] = out[col].map(lambda v: json.dumps(v, default=str)
-                                    if isinstance(v, (dict, list, tuple)) else v)
-            try:
-                out[col] = out[col].astype("string")
-            except (TypeError, ValueError):
-                out[col] = out[col].astype(str)
-    return out
-
-
-def write_tables(tables: Mapping[str, Any], lists_dir: Path,
-                 problems: list[str] | None = None) -> list[Path]:
-    """Write each table as ``lists/<name>.csv`` and ``.parquet`` (names made file-safe),
-    unless the layer already wrote ``lists/<name>.csv`` itself (its own export wins). A table
-    Parquet cannot store is written as CSV only, and ``problems`` gets a line saying so."""
-    lists_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name in sorted(tables):
-        table = tables[name]
-        if not isinstance(table, pd.DataFrame):
-            continue
-        stem = "/".join(re.sub(r"[^A-Za-z0-9._-]+", "_", part).strip("._") or "table"
-                        for part in name.split("/"))
-        if (lists_dir / f"{stem}.csv").exists():
-            continue
-        (lists_dir / stem).parent.mkdir(parents=True, exist_ok=True)
-        frame = _export_frame(table)
-        frame.to_csv(lists_dir / f"{stem}.csv", index=False)
-        written.append(lists_dir / f"{stem}.csv")
-        try:
-            frame.to_parquet(lists_dir / f"{stem}.parquet", index=False)
-            written.append(lists_dir / f"{stem}.parquet")
-        except Exception as exc:  # noqa: BLE001 - a column pyarrow cannot store: CSV only
-            if problems is not None:
-                problems.append(f"lists/{stem}.parquet not written ({type(exc).__name__}: "
-                                f"{exc}); lists/{stem}.csv holds the table")
-    return written
-
-
-def write_json(data: Any, path: Path) -> None:
-    path.write_text(json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n",
-                    encoding="utf-8")
-
-
-def write_artifacts_manifest(out_dir: Path, files: Sequence[Path]) -> Path:
-    """``artifacts.json``: a Croissant-style list of every output file with its SHA-256."""
-    entries = []
-    for f in sorted(set(files)):
-        a = artifact(f, out_dir)
-        entries.append({"@type": "cr:FileObject", "@id": a["path"], "name": a["path"],
-                        "contentUrl": a["path"], "contentSize": f"{a['bytes']} B",
-                        "encodingFormat": a["encodingFormat"], "sha256": a["sha256"]})
-    doc = {"@context": {"@vocab": "https://schema.org/", "cr": "http://mlcommons.org/croissant/",
-                        "sc": "https://schema.org/"},
-           "@type": "sc:Dataset", "name": "splitscope audit outputs",
-           "distribution": entries}
-    path = out_dir / "artifacts.json"
-    write_json(doc, path)
-    return path
-
-
 # ============================================================================ summary
 
 def _population_phrase(pop: Mapping[str, Any]) -> str:
@@ -911,7 +838,7 @@ def audit(
             "duplicates", "splitscope.relations.audit", "audit_duplicates",
             lambda fn: fn(audited_scan, boundaries, control=control_arg, tau=tau,
                              radius=radius, dihedral=dihedral, out_dir=lists_dir,
-                             transform_sample=transforms),
+                             artifacts_manifest=False, transform_sample=transforms),
             inputs=record_inputs))
     if not skip("groups"):
         outcomes.append(run_layer(
@@ -958,11 +885,12 @@ def audit(
                                          Population(ref_name, np.sort(ref_rows)))
             external_dir = lists_dir / "external"
             external_dir.mkdir(parents=True, exist_ok=True)
-            _export_frame(combined.manifest).to_csv(external_dir / "manifest.csv", index=False)
+            export_frame(combined.manifest).to_csv(external_dir / "manifest.csv", index=False)
             outcome = run_layer(
                 "external", "splitscope.relations.audit", "audit_duplicates",
                 lambda fn: fn(combined, [external_boundary], control=None, tau=tau,
-                                 radius=radius, dihedral=dihedral, out_dir=external_dir),
+                                 radius=radius, dihedral=dihedral, out_dir=external_dir,
+                                 artifacts_manifest=False),
                 inputs=record_inputs)
             # only the cross-corpus boundary's findings: copies inside each split are the
             # duplicates layer's (and the row ids of these tables are those of
@@ -1015,9 +943,9 @@ def audit(
                                      b, rows_for_gallery, max_pairs))
 
     export_problems: list[str] = []
-    written = write_tables(tables, lists_dir, export_problems)
+    written = write_tables(tables, lists_dir, problems=export_problems, keep_existing=True)
     manifest_out = lists_dir / "manifest.csv"
-    _export_frame(manifest).to_csv(manifest_out, index=False)
+    export_frame(manifest).to_csv(manifest_out, index=False)
     written.append(manifest_out)
     written.extend(p for p in lists_dir.rglob("*") if p.is_file() and p not in written)
 

@@ -1,0 +1,140 @@
+"""Output folders: tables as CSV and Parquet, JSON documents, and one ``artifacts.json``.
+
+Every command that writes files (``--out DIR`` of each verb, and the audit) writes through these
+functions, so every output folder has the same shape: the tables, the command's own JSON, and
+``artifacts.json`` listing every file written with its size, format and SHA-256 (a
+Croissant-style ``FileObject`` list), so what a later step reads can be checked against what
+was written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from splitscope.records.model import sha256_file
+
+__all__ = [
+    "ARTIFACTS_FILE",
+    "artifact",
+    "export_frame",
+    "file_stem",
+    "write_artifacts_manifest",
+    "write_json",
+    "write_table",
+    "write_tables",
+]
+
+ARTIFACTS_FILE = "artifacts.json"
+"""Name of the file listing an output folder's files."""
+
+_FORMATS = {".csv": "text/csv", ".parquet": "application/x-parquet", ".json": "application/json",
+            ".html": "text/html", ".txt": "text/plain", ".png": "image/png"}
+
+
+def artifact(path: Path, root: Path, description: str | None = None) -> dict[str, Any]:
+    """``{path (relative to root, POSIX), sha256, bytes, encodingFormat, description}``."""
+    path, root = Path(path), Path(root)
+    return {"path": path.relative_to(root).as_posix(), "sha256": sha256_file(path),
+            "bytes": path.stat().st_size,
+            "encodingFormat": _FORMATS.get(path.suffix.lower(), "application/octet-stream"),
+            "description": description}
+
+
+def export_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """A copy that CSV and Parquet can both store: object columns holding dicts, lists or
+    tuples become JSON text, other object columns become strings."""
+    out = table.copy()
+    for col in out.columns:
+        if out[col].dtype == object:
+            out[col] = out[col].map(lambda v: json.dumps(v, default=str)
+                                    if isinstance(v, (dict, list, tuple)) else v)
+            try:
+                out[col] = out[col].astype("string")
+            except (TypeError, ValueError):
+                out[col] = out[col].astype(str)
+    return out
+
+
+def file_stem(name: str, *, subfolders: bool = True) -> str:
+    """A name made file-safe. With ``subfolders`` a ``/`` is kept and makes a subfolder;
+    without, it is replaced like any other unsafe character."""
+    parts = str(name).split("/") if subfolders else [str(name)]
+    return "/".join(re.sub(r"[^A-Za-z0-9._=-]+", "_", part).strip("._") or "table"
+                    for part in parts)
+
+
+def write_table(table: pd.DataFrame, stem: Path, *, parquet: bool = True,
+                problems: list[str] | None = None) -> list[Path]:
+    """Write ``<stem>.csv`` and, when ``parquet``, ``<stem>.parquet``; returns the paths.
+
+    A table Parquet cannot store is written as CSV only and ``problems`` gets a line saying so
+    (without ``problems`` the error propagates)."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    frame = export_frame(table)
+    csv = stem.with_name(stem.name + ".csv")
+    frame.to_csv(csv, index=False)
+    written = [csv]
+    if parquet:
+        pq = stem.with_name(stem.name + ".parquet")
+        try:
+            frame.to_parquet(pq, index=False)
+        except Exception as exc:  # a column pyarrow cannot store: CSV only
+            if problems is None:
+                raise
+            problems.append(f"{pq} not written ({type(exc).__name__}: {exc}); "
+                            f"{csv} holds the table")
+        else:
+            written.append(pq)
+    return written
+
+
+def write_tables(tables: Mapping[str, Any], out_dir: str | Path, *, parquet: bool = True,
+                 problems: list[str] | None = None, keep_existing: bool = False) -> list[Path]:
+    """Write every DataFrame of ``tables`` as ``out_dir/<name>.csv`` (and ``.parquet``), in name
+    order; other values are skipped. With ``keep_existing`` a table whose CSV is already
+    there is left alone (a layer's own export of that table wins)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for name in sorted(tables):
+        table = tables[name]
+        if not isinstance(table, pd.DataFrame):
+            continue
+        stem = out / file_stem(name)
+        if keep_existing and stem.with_name(stem.name + ".csv").exists():
+            continue
+        written += write_table(table, stem, parquet=parquet, problems=problems)
+    return written
+
+
+def write_json(data: Any, path: str | Path) -> Path:
+    """UTF-8 JSON, one-space indent, non-JSON values as strings; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def write_artifacts_manifest(out_dir: str | Path, files: Iterable[str | Path]) -> Path:
+    """Write ``out_dir/artifacts.json``: every file of ``files`` (under ``out_dir``) with its
+    size, format and SHA-256, sorted by path. Returns its path."""
+    out = Path(out_dir)
+    entries = []
+    for f in sorted({Path(f) for f in files}):
+        a = artifact(f, out)
+        entries.append({"@type": "cr:FileObject", "@id": a["path"], "name": a["path"],
+                        "contentUrl": a["path"], "contentSize": f"{a['bytes']} B",
+                        "encodingFormat": a["encodingFormat"], "sha256": a["sha256"]})
+    doc = {"@context": {"@vocab": "https://schema.org/", "cr": "http://mlcommons.org/croissant/",
+                        "sc": "https://schema.org/"},
+           "@type": "sc:Dataset", "name": "splitscope outputs",
+           "distribution": entries}
+    return write_json(doc, out / ARTIFACTS_FILE)
