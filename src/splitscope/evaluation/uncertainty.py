@@ -124,9 +124,17 @@ def weighted_auroc(w: np.ndarray, positive: np.ndarray, score: np.ndarray,
     return _weighted_auroc_t(np.ascontiguousarray(w.T), plan or AurocPlan(positive, score))
 
 
-def _weighted_auroc_t(wt: np.ndarray, plan: AurocPlan) -> np.ndarray:
-    """:func:`weighted_auroc` on transposed weights ``wt`` (n_rows, n_resamples): row gathers
-    and a cumulative sum down the rows vectorize across resamples."""
+def weighted_auroc_parts(w: np.ndarray, positive: np.ndarray, score: np.ndarray,
+                         plan: AurocPlan | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Numerator and denominator of :func:`weighted_auroc` for each row of ``w``: the weighted
+    count of positive–negative pairs the positive wins (ties one half), and W_pos W_neg. Sums
+    of these over strata give the AUROC of pairs within a stratum (e.g. within a fold)."""
+    return _weighted_auroc_parts_t(np.ascontiguousarray(w.T), plan or AurocPlan(positive, score))
+
+
+def _weighted_auroc_parts_t(wt: np.ndarray, plan: AurocPlan) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`weighted_auroc_parts` on transposed weights ``wt`` (n_rows, n_resamples): row
+    gathers and a cumulative sum down the rows vectorize across resamples."""
     wl = wt[plan.large]
     cum = np.empty((wl.shape[0] + 1, wt.shape[1]), dtype=np.float64)
     cum[0] = 0.0
@@ -136,10 +144,14 @@ def _weighted_auroc_t(wt: np.ndarray, plan: AurocPlan) -> np.ndarray:
     tied = cum[plan.le] - below
     # small-side rows beat the large-side rows below them (ties count one half)
     num = np.einsum("ij,ij->j", ws, below + 0.5 * tied)
-    w_small, w_large = ws.sum(axis=0), cum[-1]
+    den = ws.sum(axis=0) * cum[-1]
+    return (den - num, den) if plan.flip else (num, den)
+
+
+def _weighted_auroc_t(wt: np.ndarray, plan: AurocPlan) -> np.ndarray:
+    num, den = _weighted_auroc_parts_t(wt, plan)
     with np.errstate(invalid="ignore", divide="ignore"):
-        auc = np.where((w_small > 0) & (w_large > 0), num / (w_small * w_large), np.nan)
-    return 1.0 - auc if plan.flip else auc
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
 
 def batch_metrics(w: np.ndarray, y: np.ndarray, scores: np.ndarray, required=None,

@@ -4,8 +4,10 @@ vectorized so that 2,000 resamples cost milliseconds.
 Both use the fact that a case bootstrap only changes how often each case is counted: a resample
 is a vector of multiplicities ``w ~ Multinomial(n, 1/n)``. Balanced accuracy depends on the
 cases only through the counts in the cells (true class, correct?), so resampling those cell
-counts from ``Multinomial(n, cell shares)`` has exactly the case-bootstrap distribution. AUC is
-computed from the multiplicities with one pass over the sorted scores (ties count one half).
+counts from ``Multinomial(n, cell shares)`` has exactly the case-bootstrap distribution. AUC
+resamples are the evaluation layer's case bootstrap
+(:func:`splitscope.evaluation.uncertainty.bootstrap_weights`: the same resamples for the same
+seed) scored by its weighted AUROC (ties count one half).
 """
 
 from __future__ import annotations
@@ -85,37 +87,28 @@ def bootstrap_balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray, *, n_res
             "seed": seed, "kind": interval_kind(n_resamples)}
 
 
-def _auc_parts(y: np.ndarray, score: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted Mann-Whitney numerator and denominator for each row of ``w`` (B, n)."""
-    order = np.argsort(score, kind="stable")
-    s_sorted = score[order]
-    starts = np.flatnonzero(np.r_[True, s_sorted[1:] != s_sorted[:-1]])  # tie blocks
-    pos = y[order]
-    wp = np.add.reduceat(w[:, order] * pos, starts, axis=1)
-    wn = np.add.reduceat(w[:, order] * ~pos, starts, axis=1)
-    below = np.cumsum(wn, axis=1) - wn  # negative weight strictly below each block
-    return np.sum(wp * (below + 0.5 * wn), axis=1), wp.sum(axis=1) * wn.sum(axis=1)
-
-
 def weighted_auc(y: np.ndarray, score: np.ndarray, weights: np.ndarray | None = None,
                  strata: np.ndarray | None = None) -> np.ndarray:
     """AUC (probability that a positive outscores a negative, ties one half) for one or many
     weight vectors. ``weights`` (B, n) gives B AUCs; ``None`` gives the plain AUC as a (1,)
     array. With ``strata`` only positive–negative pairs of the same stratum count (e.g. the
     cross-validation fold, so that fold-to-fold shifts of the scores do not enter: the
-    pooled-within-fold AUC). NaN where no pair has weight."""
+    pooled-within-fold AUC). NaN where no pair has weight. The pair counts are those of
+    :func:`splitscope.evaluation.uncertainty.weighted_auroc_parts`."""
+    from splitscope.evaluation.uncertainty import weighted_auroc_parts
+
     y = np.asarray(y).astype(bool)
     score = np.asarray(score, dtype=np.float64)
     w = np.ones((1, y.size)) if weights is None else np.atleast_2d(np.asarray(weights, np.float64))
     if strata is None:
-        num, den = _auc_parts(y, score, w)
+        num, den = weighted_auroc_parts(w, y, score)
     else:
         strata = np.asarray(strata)
         num = np.zeros(w.shape[0])
         den = np.zeros(w.shape[0])
         for k in np.unique(strata):
             m = strata == k
-            a, b = _auc_parts(y[m], score[m], w[:, m])
+            a, b = weighted_auroc_parts(w[:, m], y[m], score[m])
             num += a
             den += b
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -134,13 +127,10 @@ def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = 2000, 
         return {"estimate": None, "low": None, "high": None, "level": level,
                 "resamples": 0, "undefined_resamples": 0, "seed": seed,
                 "kind": "not defined: one side has no cases"}
-    rng = np.random.default_rng(seed)
-    vals = []
-    p = np.full(y.size, 1.0 / y.size)
-    for start in range(0, n_resamples, chunk):
-        b = min(chunk, n_resamples - start)
-        w = rng.multinomial(y.size, p, size=b)
-        vals.append(weighted_auc(y, score, w, strata=strata))
+    from splitscope.evaluation.uncertainty import bootstrap_weights
+
+    vals = [weighted_auc(y, score, w, strata=strata)
+            for w in bootstrap_weights(y.size, n_resamples, seed=seed, chunk=chunk)]
     aucs = np.concatenate(vals)
     ok = np.isfinite(aucs)
     alpha = (1 - level) / 2
