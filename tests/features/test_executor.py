@@ -88,3 +88,15 @@ def test_pin_blas_threads_sets_variables(monkeypatch):
         if executor._LIMITS is not None:  # give this test process its thread pools back
             executor._LIMITS.restore_original_limits()
             executor._LIMITS = None
+
+
+def test_owner_watch_tells_a_live_process_from_an_ended_one():
+    import subprocess
+    import sys
+
+    from splitscope.features.executor import _process_gone
+
+    assert not _process_gone(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert _process_gone(child.pid)

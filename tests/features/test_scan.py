@@ -310,6 +310,36 @@ def _many_images(root: Path, n: int = 300) -> Path:
     return root
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (from /proc; empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            out.append(child)
+            stack.append(child)
+    return out
+
+
+def _alive(pids: list[int]) -> list[int]:
+    """The processes of ``pids`` that still run (zombies count as ended)."""
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive
+
+
 def _interrupt(tmp_path: Path, root: Path, ws: Path, sig: int, workers: int) -> int:
     """Run a scan in a subprocess, send ``sig`` once ≥ 3 batches are committed; return how many
     batches were committed when it died."""
@@ -335,6 +365,7 @@ def _interrupt(tmp_path: Path, root: Path, ws: Path, sig: int, workers: int) -> 
             time.sleep(0.005)
         assert shards is not None, "scan never committed a batch"
         assert proc.poll() is None, "scan finished before it could be interrupted"
+        helpers = _descendants(proc.pid)
         proc.send_signal(sig)
         proc.wait(timeout=60)
     finally:
@@ -343,6 +374,12 @@ def _interrupt(tmp_path: Path, root: Path, ws: Path, sig: int, workers: int) -> 
             proc.wait()
     assert proc.returncode != 0, proc.communicate()
     assert not list(ws.glob("features/*/meta.json"))  # it really died mid-run
+    if workers > 1 and Path("/proc").is_dir():
+        assert len(helpers) >= workers  # the pool's workers (and forkserver) were running
+        deadline = time.monotonic() + 15
+        while _alive(helpers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(helpers), "worker processes outlived the killed scan"
     return len(list(ws.glob("features/*/shards/*.parquet")))
 
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol, runtime_checkable
@@ -36,6 +38,7 @@ __all__ = [
     "ProcessExecutor",
     "SerialExecutor",
     "default_workers",
+    "init_worker",
     "make_executor",
     "pin_blas_threads",
 ]
@@ -91,6 +94,42 @@ def pin_blas_threads() -> None:
 _LIMITS: Any = None
 
 
+def _process_gone(pid: int) -> bool:
+    """True when process ``pid`` has ended (also when it is a zombie waiting to be reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # exists, owned by someone else
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _exit_with(pid: int, interval: float) -> None:
+    while not _process_gone(pid):
+        time.sleep(interval)
+    os._exit(1)
+
+
+def init_worker(parent_pid: int | None = None, interval: float = 0.5) -> None:
+    """Start a pool worker: pin BLAS threads to 1 and, given ``parent_pid``, leave as soon as
+    that process has ended.
+
+    A process pool's workers wait for work on a pipe the workers themselves hold open, so
+    when the process that owns the pool is killed (``kill -9``) they would wait forever, each
+    holding its memory (and keeping the forkserver alive). A daemon thread checks every
+    ``interval`` seconds whether the owner still exists and ends the worker when it does not.
+    """
+    pin_blas_threads()
+    if parent_pid is not None:
+        threading.Thread(target=_exit_with, args=(int(parent_pid), interval), daemon=True,
+                         name="splitscope-owner-watch").start()
+
+
 class SerialExecutor:
     """Runs every chunk in this process, in order. For small inputs, debugging and tests."""
 
@@ -122,7 +161,8 @@ class ProcessExecutor:
 
     Notes
     -----
-    Every worker starts with :func:`pin_blas_threads`. The pool lives for one ``map`` call and
+    Every worker starts with :func:`init_worker`: BLAS threads pinned to 1, and a watch that
+    ends the worker if this process is killed. The pool lives for one ``map`` call and
     is shut down when the iteration ends, is closed early, or raises (pending chunks are
     cancelled), so an interrupted caller leaves no workers behind.
     """
@@ -149,7 +189,8 @@ class ProcessExecutor:
     ) -> Iterator[tuple[Hashable, Any]]:
         context = multiprocessing.get_context(self.start_method)
         pool = ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=context, initializer=pin_blas_threads
+            max_workers=self.workers, mp_context=context, initializer=init_worker,
+            initargs=(os.getpid(),)
         )
         pending: dict[Future, Hashable] = {}
         source = iter(chunks)

@@ -403,6 +403,7 @@ def scan(
 
         t = time.perf_counter()
         extract_seconds = 0.0
+        committed: dict[str, pd.DataFrame] = {}  # this run's shards, not read back
         if len(todo):
             # Files that cannot even be stat'ed (missing, ...) are cheap: they run here, in
             # large batches; the others go to the executor in batches sized for balance.
@@ -436,6 +437,7 @@ def scan(
                             table["_size"] = size[take]
                             table["_mtime_ns"] = mtime[take]
                             placed = store.commit_shard(name, table, thumbs)
+                            committed[f"shard:{name}"] = table
                             for column in ("source", "row_pos", "thumb_pos"):
                                 entries.loc[take, column] = placed[column].to_numpy()
                             extract_seconds += seconds
@@ -458,7 +460,7 @@ def scan(
         if not up_to_date:
             result_name, _ = store.write_result(
                 entries, (params.thumb_size, params.thumb_size),
-                schema=_schema(extractor, params),
+                schema=_schema(extractor, params), loaded=committed,
             )
         timings["assemble"] = time.perf_counter() - t
 

@@ -349,6 +349,7 @@ class FeatureStore:
         thumb_shape: tuple[int, int],
         schema: dict[str, Any] | None = None,
         block: int = 4096,
+        loaded: dict[str, pd.DataFrame] | None = None,
     ) -> tuple[str, pd.DataFrame]:
         """Assemble a new result generation from cache entries.
 
@@ -356,8 +357,10 @@ class FeatureStore:
         ``row_pos``, ``thumb_pos`` for each. The feature rows are gathered from their sources
         and conformed to ``schema`` (column → dtype) so every history yields the same dtypes;
         thumbnails are copied source by source, ``block`` rows at a time, into a fresh
-        memory-mapped ``.npy`` (never all in RAM). Returns the generation name and the table
-        as written. The generation is not current until :meth:`commit_meta` names it.
+        memory-mapped ``.npy`` (never all in RAM). ``loaded`` maps a source to its table when
+        the caller still holds it (the shards this scan just committed), so it is not read back.
+        Returns the generation name and the table as written. The generation is not current
+        until :meth:`commit_meta` names it.
         """
         generation = f"{time.time_ns():020d}-{os.getpid()}"
         folder = self.results / generation
@@ -372,7 +375,9 @@ class FeatureStore:
         pieces = []
         for source in pd.unique(sources):
             take = np.flatnonzero(sources == source)
-            table = pd.read_parquet(self._source_table(source))
+            table = (loaded or {}).get(source)
+            if table is None:
+                table = pd.read_parquet(self._source_table(source))
             piece = table.iloc[row_pos[take]].reset_index(drop=True)
             piece.index = take
             pieces.append(piece)
