@@ -358,7 +358,8 @@ class FeatureStore:
         and conformed to ``schema`` (column → dtype) so every history yields the same dtypes;
         thumbnails are copied source by source, ``block`` rows at a time, into a fresh
         memory-mapped ``.npy`` (never all in RAM). ``loaded`` maps a source to its table when
-        the caller still holds it (the shards this scan just committed), so it is not read back.
+        the caller still holds it (the shards this scan just committed), so it is not read back;
+        each is removed from ``loaded`` once used, so the tables are not held twice.
         Returns the generation name and the table as written. The generation is not current
         until :meth:`commit_meta` names it.
         """
@@ -375,7 +376,7 @@ class FeatureStore:
         pieces = []
         for source in pd.unique(sources):
             take = np.flatnonzero(sources == source)
-            table = (loaded or {}).get(source)
+            table = loaded.pop(source, None) if loaded else None  # released once sliced
             if table is None:
                 table = pd.read_parquet(self._source_table(source))
             piece = table.iloc[row_pos[take]].reset_index(drop=True)
