@@ -34,6 +34,18 @@ def test_content_features_shape_and_values():
     assert content_features(t2)[0, 0] == pytest.approx(t2[0, :6, :6].mean() / 255, rel=1e-5)
 
 
+@pytest.mark.parametrize("size", [96, 100])
+def test_content_features_equal_plain_numpy_in_every_block(size):
+    t = np.random.default_rng(size).integers(0, 256, (1100, size, size)).astype(np.uint8)
+    off = (size - 96) // 2
+    core = t[:, off:off + 96, off:off + 96].astype(np.float64)
+    means = core.reshape(-1, 16, 6, 16, 6).mean(axis=(2, 4)).reshape(len(t), -1) / 255
+    hist = np.stack([np.bincount(x.ravel() // 8, minlength=32) for x in t]) / size ** 2
+    got = content_features(t, block=512)  # three blocks, the last one partial
+    assert np.allclose(got[:, :256], means, atol=1e-6)
+    assert np.array_equal(got[:, 256:], hist.astype(np.float32))
+
+
 def test_proxy_a_distance():
     y = np.array([1, 1, 0, 0], bool)
     assert proxy_a_distance(y, np.array([0.9, 0.8, 0.1, 0.2]))[0] == pytest.approx(2.0)

@@ -602,12 +602,23 @@ def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds
             raise InputError(f"{len(emb)} embedding rows for {len(rows)} manifest rows")
     row_pos = pd.Index(rows["row"].to_numpy(np.int64))
 
+    # content features of each thumbnail, computed once however many comparisons use it
+    bank = {"at": np.full(0, -1, dtype=np.int64),
+            "rows": content_features(sc.thumbnails[:0]) if sc is not None else None}
+
     def features_for(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if emb is not None:
             return emb[row_pos.get_indexer(ids)], np.ones(len(ids), bool)
         tidx = sc.thumb_index(ids)
         ok = tidx >= 0
-        return content_features(sc.thumbs(ids[ok])), ok
+        t = tidx[ok]
+        if t.size and t.max() >= bank["at"].size:
+            bank["at"] = np.r_[bank["at"], np.full(int(t.max()) + 1 - bank["at"].size, -1)]
+        new = np.unique(t[bank["at"][t] < 0])
+        if new.size:
+            bank["at"][new] = len(bank["rows"]) + np.arange(new.size)
+            bank["rows"] = np.concatenate([bank["rows"], content_features(sc.thumbnails[new])])
+        return bank["rows"][bank["at"][t]], ok
 
     def run(rid, name, q_ids, r_ids, b, internal=False):
         ids = np.r_[q_ids, r_ids]

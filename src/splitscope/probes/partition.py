@@ -31,14 +31,17 @@ __all__ = ["PartitionResult", "content_features", "internal_split", "load_embedd
            "partition_classifier", "proxy_a_distance"]
 
 
-def content_features(thumbs: np.ndarray, *, grid: int = 16, bins: int = 32) -> np.ndarray:
+def content_features(thumbs: np.ndarray, *, grid: int = 16, bins: int = 32,
+                     block: int = 512) -> np.ndarray:
     """Image-content features of (n, S, S) uint8 thumbnails: the ``grid``×``grid`` area-mean
     downsample (values in [0, 1]) followed by a ``bins``-bin intensity histogram (shares).
 
     S must be a multiple of ``grid`` (96 = 6·16); otherwise the thumbnail is cropped to the
-    largest multiple (a documented, centred crop).
+    largest multiple (a documented, centred crop). Thumbnails are read ``block`` at a time, so
+    a memory-mapped array is never loaded whole; the area means are two small float32 matrix
+    products per block.
     """
-    t = np.asarray(thumbs)
+    t = thumbs if hasattr(thumbs, "shape") else np.asarray(thumbs)
     if t.ndim != 3 or t.shape[1] != t.shape[2]:
         raise InputError(f"thumbnails must be (n, S, S); got shape {t.shape}")
     n, s, _ = t.shape
@@ -46,17 +49,20 @@ def content_features(thumbs: np.ndarray, *, grid: int = 16, bins: int = 32) -> n
         raise InputError(f"thumbnail size {s} is smaller than the grid {grid}")
     f = s // grid
     off = (s - f * grid) // 2
-    core = t[:, off:off + f * grid, off:off + f * grid].astype(np.float32)
-    small = core.reshape(n, grid, f, grid, f).mean(axis=(2, 4)).reshape(n, -1) / 255.0
-    hist = np.zeros((n, bins), dtype=np.float32)
-    for start in range(0, n, 512):  # bounded memory: one bincount per block of thumbnails
-        block = t[start:start + 512].reshape(-1, s * s).astype(np.int64) * bins // 256
-        m = block.shape[0]
-        offs = (np.arange(m, dtype=np.int64) * bins)[:, None]
-        hist[start:start + m] = np.bincount((block + offs).ravel(),
-                                            minlength=m * bins).reshape(m, bins)
-    hist /= float(s * s)
-    return np.concatenate([small, hist], axis=1)
+    side = f * grid
+    pool = np.kron(np.eye(grid, dtype=np.float32), np.full((1, f), 1.0 / f, np.float32))
+    pool_t = np.ascontiguousarray(pool.T)
+    out = np.empty((n, grid * grid + bins), dtype=np.float32)
+    for start in range(0, n, block):
+        b = np.asarray(t[start:start + block], dtype=np.uint8)
+        m = b.shape[0]
+        core = b[:, off:off + side, off:off + side].astype(np.float32)
+        out[start:start + m, :grid * grid] = (pool @ core @ pool_t).reshape(m, -1) / 255.0
+        idx = b.reshape(m, s * s).astype(np.intp) * bins // 256
+        idx += (np.arange(m, dtype=np.intp) * bins)[:, None]
+        counts = np.bincount(idx.ravel(), minlength=m * bins).reshape(m, bins)
+        out[start:start + m, grid * grid:] = counts / float(s * s)
+    return out
 
 
 def load_embeddings(source: str | Path | np.ndarray | pd.DataFrame, paths: pd.Series | None = None,
