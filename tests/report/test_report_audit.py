@@ -283,3 +283,47 @@ def test_rerun_into_the_same_folder_lists_only_this_run(release, tmp_path, works
     assert not stale.exists()
     assert {a["path"] for a in second.document["artifacts"]} < \
         {a["path"] for a in first.document["artifacts"]}
+
+
+@pytest.mark.slow
+def test_attribution_layer_compares_leaked_and_clean_test_rows(release, tmp_path):
+    from splitscope.manifest import build_manifest
+
+    test_paths = [p for p in build_manifest(release)["path"] if p.startswith("test/")]
+    inside = np.zeros((16, 16))
+    inside[6:10, 6:10] = 1.0
+    outside = np.zeros((16, 16))
+    outside[0, 0] = 1.0
+    leaked = f"test/NORMAL/{EVIL}.png"
+    maps = {p: (outside if p == leaked else inside) for p in test_paths}
+    mask = np.zeros((16, 16), np.uint8)
+    mask[4:12, 4:12] = 1
+    np.savez(tmp_path / "maps.npz", **maps)
+    np.savez(tmp_path / "masks.npz", **{p: mask for p in test_paths})
+    res = audit(release, out_dir=tmp_path / "out", workers=1, progress=False,
+                layers=["duplicates", "attribution"], attribution_maps=tmp_path / "maps.npz",
+                attribution_masks=tmp_path / "masks.npz")
+    doc = json.loads(res.audit_json.read_text())
+    validate(doc)
+    assert {l["layer"]: l["status"] for l in doc["layers"]}["attribution"] == "completed"
+    rec = next(r for r in doc["records"] if r["id"] == "evaluation.attribution_outside_mask")
+    assert rec["layer"] == "attribution"
+    assert rec["predicate"]["params"]["boundary"] == "test → train"
+    card = {d["key"]: d for d in doc["scorecard"]}
+    assert card["uncertainty"]["status"] == "not reported"  # the contrast is no headline score
+    assert "sha256" in rec["boundary"]["name"]  # leaked rows: flagged by the byte copy
+    assert rec["estimate"] == pytest.approx(1.0)  # leaked row: all mass outside; clean: none
+    rows = res.out_dir / "lists" / "attribution_rows.csv"
+    import pandas as pd
+
+    table = pd.read_csv(rows)
+    assert len(table) == len(test_paths) and table["exposed"].sum() == 1
+    assert table.loc[table["exposed"], "path"].tolist() == [leaked]
+    assert {r["role"] for r in doc["inputs"]} >= {"attribution maps", "attribution masks"}
+
+
+def test_attribution_maps_need_masks(release, tmp_path):
+    np.savez(tmp_path / "maps.npz", x=np.ones((2, 2)))
+    with pytest.raises(InputError, match="go together"):
+        audit(release, out_dir=tmp_path / "out", workers=1, progress=False,
+              attribution_maps=tmp_path / "maps.npz")

@@ -77,7 +77,7 @@ def test_demo_audit_document(demo):
     statuses = {l["layer"]: l["status"] for l in doc["layers"]}
     assert statuses == {"duplicates": "completed", "groups": "completed",
                         "provenance": "completed", "evaluation": "not applicable",
-                        "external": "not applicable"}
+                        "attribution": "not applicable", "external": "not applicable"}
     assert doc["params"]["dihedral"] is True
     assert re.fullmatch(r"[0-9.]+% of the test split \(\d+ of 50 rows\) has a near-twin in "
                         r"train \(NCC ≥ 0\.98, 96², bicubic\)\.", doc["summary"]["verdicts"][0])

@@ -440,7 +440,8 @@ def attribution_record(
     Returns
     -------
     AuditRecord
-        Layer ``evaluation``, unit ``row``; estimate = mean share exposed − mean share clean;
+        Layer ``attribution`` (not ``evaluation``: the contrast is not a headline score and
+        fills no score-card detail), unit ``row``; estimate = mean share exposed − mean share clean;
         denominator = assessed rows (coverage gives assessed of total); status ``partial`` when
         some rows were not assessed, ``not assessed`` when one side has no assessed row.
     """
@@ -474,7 +475,7 @@ def attribution_record(
                            + (f"{exposed_name} rows put {where} attribution outside anatomy"
                               if excl else "the interval covers 0: no difference shown"))
     return AuditRecord(
-        id=record_id, layer="evaluation",
+        id=record_id, layer="attribution",
         title=f"Attribution outside anatomy: {exposed_name} versus clean rows",
         boundary={"name": f"{exposed_name} versus clean rows",
                   "query": {"name": exposed_name, "rows": c["exposed"]["rows"]},
@@ -509,3 +510,85 @@ __all__ = [
     "outside_share_and_reasons",
     "resize_nearest",
 ]
+
+
+def audit_attribution(
+    manifest: pd.DataFrame,
+    maps_src,
+    masks_src,
+    exposed_rows,
+    *,
+    rows="*",
+    group_column: str | None = None,
+    exposed_name: str = "flagged",
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = 0,
+    inputs: list | None = None,
+    params: dict | None = None,
+) -> tuple:
+    """Attribution outside anatomy for the manifest rows selected by ``rows``: exposed rows
+    (``exposed_rows``, manifest row ids) versus the other selected rows.
+
+    Parameters
+    ----------
+    manifest : DataFrame
+        The manifest (``row``, ``path``, and ``group_column`` when given).
+    maps_src, masks_src
+        Attribution maps and body/organ masks (see :func:`load_maps`).
+    exposed_rows : array-like of int
+        Manifest row ids of the exposed rows (leaked, flagged).
+    rows : str or array-like of int
+        The compared rows: a selector (:func:`splitscope.boundary.select`, e.g. ``test``) or
+        manifest row ids.
+    group_column : str, optional
+        Manifest column of groups: cluster bootstrap over its values.
+    exposed_name, n_boot, seed, inputs, params
+        As in :func:`attribution_contrast` and :func:`attribution_record`.
+
+    Returns
+    -------
+    (LayerResult, dict)
+        The record and the per-row table ``attribution_rows`` (``row, path, exposed,
+        outside_share, not_assessed_reason``), and a summary: the contrast, missing and
+        unused map/mask counts, rows not assessed by reason.
+    """
+    from splitscope.boundary import select
+    from splitscope.records import LayerResult
+
+    if group_column and group_column not in manifest.columns:
+        raise InputError(f"group column {group_column!r} not in the manifest; found: "
+                         f"{', '.join(map(str, manifest.columns))}")
+    if isinstance(rows, str):
+        chosen, scope = select(manifest, rows).rows, f"selected by {rows!r}"
+    else:
+        chosen, scope = np.asarray(rows, dtype=np.int64), "given by row id"
+    sub = manifest[manifest["row"].isin(chosen)].reset_index(drop=True)
+    if sub.empty:
+        raise InputError(f"rows {scope}: no manifest row")
+    exposed = sub["row"].isin(np.asarray(exposed_rows, dtype=np.int64)).to_numpy()
+    maps = load_maps(maps_src, sub)
+    masks = load_maps(masks_src, sub)
+    share, reasons = outside_share_and_reasons(maps, masks)
+    groups = None
+    if group_column:
+        groups = sub[group_column].astype("string").to_numpy(dtype=object, na_value=None)
+    contrast = attribution_contrast(share, exposed, groups=groups, n_boot=n_boot, seed=seed)
+    table = pd.DataFrame({"row": sub["row"].to_numpy(), "path": sub["path"].to_numpy(),
+                          "exposed": exposed, "outside_share": share,
+                          "not_assessed_reason": pd.array(reasons, dtype="string")})
+    skipped = table[table["not_assessed_reason"].notna()]
+    rec = attribution_record(
+        contrast, exposed_name=exposed_name,
+        not_assessed=skipped[["row", "path", "not_assessed_reason"]]
+        .rename(columns={"not_assessed_reason": "reason"}).to_dict(orient="records"),
+        scope=f"{len(sub)} manifest rows {scope}", inputs=inputs,
+        params={"rows": rows if isinstance(rows, str) else f"{len(chosen)} row ids",
+                "group_column": group_column, "maps": str(maps_src),
+                "masks": str(masks_src), **(params or {})})
+    summary = {"contrast": contrast,
+               "maps_missing": len(maps.missing), "masks_missing": len(masks.missing),
+               "maps_unused": len(maps.unused), "masks_unused": len(masks.unused),
+               "not_assessed_by_reason": {str(k): int(v) for k, v in
+                                          skipped["not_assessed_reason"].value_counts()
+                                          .sort_index().items()}}
+    return LayerResult([rec], {"attribution_rows": table}), summary

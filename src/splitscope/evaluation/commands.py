@@ -441,12 +441,7 @@ def attribution_cmd(manifest, maps_src, masks_src, flagged, rows_sel, group_colu
                     exposed_name, n_boot, seed, as_json, out_dir):
     """Share of attribution mass outside anatomy: exposed versus clean rows (METHODS 5.10)."""
     from splitscope.boundary import select
-    from splitscope.evaluation.attribution import (
-        attribution_contrast,
-        attribution_record,
-        load_maps,
-        outside_share_and_reasons,
-    )
+    from splitscope.evaluation.attribution import audit_attribution
     from splitscope.evaluation.pools import flagged_rows
     from splitscope.manifest import build_manifest
     from splitscope.records import file_fingerprint
@@ -462,39 +457,21 @@ def attribution_cmd(manifest, maps_src, masks_src, flagged, rows_sel, group_colu
     if group_column and group_column not in m.columns:
         raise InputError(f"--group-column {group_column!r} not in the manifest; found: "
                          f"{', '.join(map(str, m.columns))}")
-    sub = m[m["row"].isin(select(m, rows_sel).rows)].reset_index(drop=True)
-    if sub.empty:
+    if not len(select(m, rows_sel).rows):
         raise InputError(f"--rows {rows_sel!r} selects no manifest row")
     flagged_ids, unmatched = flagged_rows(m, flagged)
-    exposed = sub["row"].isin(flagged_ids).to_numpy()
-    maps = load_maps(maps_src, sub)
-    masks = load_maps(masks_src, sub)
-    share, reasons = outside_share_and_reasons(maps, masks)
-    groups = None
-    if group_column:
-        groups = sub[group_column].astype("string").to_numpy(dtype=object, na_value=None)
-    res = attribution_contrast(share, exposed, groups=groups, n_boot=n_boot, seed=seed)
-    table = pd.DataFrame({"row": sub["row"].to_numpy(), "path": sub["path"].to_numpy(),
-                          "exposed": exposed, "outside_share": share,
-                          "not_assessed_reason": pd.array(reasons, dtype="string")})
-    skipped = table[table["not_assessed_reason"].notna()]
     inputs = [file_fingerprint(p) for p in (manifest, maps_src, masks_src, flagged)
               if Path(p).is_file()]
-    rec = attribution_record(
-        res, exposed_name=exposed_name,
-        not_assessed=skipped[["row", "path", "not_assessed_reason"]]
-        .rename(columns={"not_assessed_reason": "reason"}).to_dict(orient="records"),
-        scope=f"{len(sub)} manifest rows selected by {rows_sel!r}", inputs=inputs,
-        params={"rows": rows_sel, "group_column": group_column, "group_regex": group_regex,
-                "flagged_unmatched_entries": unmatched, "maps": str(maps_src),
-                "masks": str(masks_src)})
+    layer, summary = audit_attribution(
+        m, maps_src, masks_src, flagged_ids, rows=rows_sel, group_column=group_column,
+        exposed_name=exposed_name, n_boot=n_boot, seed=seed, inputs=inputs,
+        params={"group_regex": group_regex, "flagged_unmatched_entries": unmatched})
+    res = summary["contrast"]
+    table = layer.tables["attribution_rows"]
+    rec = layer.records[0]
     result = {"contrast": res, "record": rec.to_dict(),
               "flagged_unmatched_entries": unmatched,
-              "maps_missing": len(maps.missing), "masks_missing": len(masks.missing),
-              "maps_unused": len(maps.unused), "masks_unused": len(masks.unused),
-              "not_assessed_by_reason": {str(k): int(v) for k, v in
-                                         skipped["not_assessed_reason"].value_counts()
-                                         .sort_index().items()}}
+              **{k: v for k, v in summary.items() if k != "contrast"}}
     if out_dir:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)

@@ -74,7 +74,7 @@ EXIT_LAYER_FAILED = 3
 
 MAX_GALLERY_PAIRS = 60
 #: The layers :func:`audit` runs, in order (names for ``layers=`` / ``--layers``).
-LAYERS = ("duplicates", "groups", "provenance", "evaluation", "external")
+LAYERS = ("duplicates", "groups", "provenance", "evaluation", "attribution", "external")
 
 
 # ============================================================================ --fail-on
@@ -691,6 +691,55 @@ def _default_workspace(out_dir: Path) -> Path:
     return out_dir / "workspace"
 
 
+def fingerprint_path(role: str, path: str | Path) -> dict[str, Any]:
+    """Input fingerprint of a file (SHA-256 of its bytes) or a folder (SHA-256 over the relative
+    path and SHA-256 of every file, sorted)."""
+    path = Path(path)
+    if path.is_file():
+        return {"role": role, "path": str(path), "kind": "file",
+                "sha256": sha256_file(path), "sha256_of": "the file's bytes", "rows": None}
+    digest = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f.relative_to(path).as_posix().encode() + b"\0")
+        digest.update(sha256_file(f).encode() + b"\n")
+    return {"role": role, "path": str(path), "kind": "folder", "sha256": digest.hexdigest(),
+            "sha256_of": "relative path and SHA-256 of every file, sorted", "rows": None}
+
+
+def _attribution_outcome(outcomes, manifest, split_boundaries, maps, masks,
+                         record_inputs) -> LayerOutcome:
+    """The attribution layer: rows the duplicates layer flags across the first split boundary
+    versus the other query rows of that boundary (METHODS §5.10)."""
+    from splitscope.relations.audit import DEDUP_PREDICATES
+
+    def not_run(status: str, reason: str) -> LayerOutcome:
+        return LayerOutcome("attribution", LayerResult([not_run_record(
+            "attribution", status, reason, inputs=record_inputs)]), status, reason, 0.0)
+
+    if maps is None:
+        return not_run("not applicable", "no attribution maps and masks given "
+                       "(--attribution-maps, --attribution-masks)")
+    if not split_boundaries:
+        return not_run("not applicable", "no split boundary (train/test) whose rows to compare")
+    dup = next((o for o in outcomes if o.layer == "duplicates"), None)
+    cont = dup.result.tables.get("contaminated") if dup is not None else None
+    if dup is None or dup.status in ("not assessed", "not applicable") or cont is None:
+        return not_run("not assessed", "needs the duplicates layer's flagged rows, and that "
+                       "layer did not run")
+    b = split_boundaries[0]
+    preds = [p for p in DEDUP_PREDICATES if p in set(cont["predicate"].astype(str))]
+    hit = (cont["boundary"].astype(str) == b.name) & cont["predicate"].isin(DEDUP_PREDICATES)
+    exposed = np.unique(cont.loc[hit, "row"].to_numpy(np.int64))
+    groups = "group" if "group" in manifest.columns and manifest["group"].notna().any() else None
+    name = f"leaked ({b.name}; {', '.join(preds) or 'no predicate flagged a row'})"
+    return run_layer(
+        "attribution", "splitscope.evaluation.attribution", "audit_attribution",
+        lambda fn: fn(manifest, maps, masks, exposed, rows=b.query.rows, group_column=groups,
+                      exposed_name=name, inputs=record_inputs,
+                      params={"boundary": b.name, "exposed_by": list(DEDUP_PREDICATES)})[0],
+        inputs=record_inputs)
+
+
 def audit(
     inputs: str | Path | Sequence[str | Path],
     *,
@@ -714,6 +763,8 @@ def audit(
     command: str | None = None,
     layers: Sequence[str] | None = None,
     score_kind: str = "score",
+    attribution_maps: str | Path | None = None,
+    attribution_masks: str | Path | None = None,
 ) -> AuditResult:
     """Audit a release with every applicable layer and write the audit's outputs.
 
@@ -753,7 +804,15 @@ def audit(
         (ECE, Brier, NLL) and the reliability diagram need ``probability`` or ``logit``.
     layers : sequence of str, optional
         Run only these layers (``duplicates``, ``groups``, ``provenance``, ``evaluation``,
-        ``external``); the others are recorded ``not assessed`` with reason "not requested".
+        ``attribution``, ``external``); the others are recorded ``not assessed`` with reason
+        "not requested".
+    attribution_maps, attribution_masks : path-like, optional
+        Supplied attribution maps and body/organ masks (METHODS §5.10; formats of
+        :func:`splitscope.evaluation.attribution.load_maps`). With both, the attribution layer
+        compares the share of attribution mass outside the mask on the query rows of the first
+        split boundary (test → train): rows the duplicates layer flags across it (the
+        predicates of the deduplicated view) versus the others, with a cluster bootstrap over
+        groups when the manifest has them. Without them the layer is ``not applicable``.
 
     Returns
     -------
@@ -763,7 +822,10 @@ def audit(
     if not 0 < float(tau) <= 1:
         raise InputError(f"tau must be in (0, 1]; got {tau}")
     inputs_list = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
-    for item in inputs_list + [p for p in (control, external, predictions) if p is not None]:
+    if (attribution_maps is None) != (attribution_masks is None):
+        raise InputError("attribution maps and masks go together: give both or neither")
+    for item in inputs_list + [p for p in (control, external, predictions, attribution_maps,
+                                            attribution_masks) if p is not None]:
         if not Path(item).exists():
             raise InputError(f"input not found: {item}")
     out_dir = Path(out_dir)
@@ -795,22 +857,10 @@ def audit(
     if external is not None:
         external_scan = run_scan(external, Path(f"{workspace}-external"), **scan_opts)
         input_fps.append(fingerprint_input(external, "external", external_scan.manifest))
-    if predictions is not None:
-        pred_path = Path(predictions)
-        if pred_path.is_file():
-            fp = file_fingerprint(pred_path)
-            input_fps.append({"role": "predictions", "path": str(pred_path), "kind": "file",
-                              "sha256": fp["sha256"], "sha256_of": "the file's bytes",
-                              "rows": None})
-        else:
-            digest = hashlib.sha256()
-            for f in sorted(p for p in pred_path.rglob("*") if p.is_file()):
-                digest.update(f.relative_to(pred_path).as_posix().encode() + b"\0")
-                digest.update(sha256_file(f).encode() + b"\n")
-            input_fps.append({"role": "predictions", "path": str(pred_path), "kind": "folder",
-                              "sha256": digest.hexdigest(),
-                              "sha256_of": "relative path and SHA-256 of every file, sorted",
-                              "rows": None})
+    for role, given in (("predictions", predictions), ("attribution maps", attribution_maps),
+                        ("attribution masks", attribution_masks)):
+        if given is not None:
+            input_fps.append(fingerprint_path(role, given))
     record_inputs = [{"path": i["path"], "sha256": i["sha256"]} for i in input_fps]
 
     outcomes: list[LayerOutcome] = []
@@ -865,6 +915,10 @@ def audit(
                 lambda fn: fn(manifest, predictions, views=views,
                                  score_kind=score_kind),
                 inputs=record_inputs))
+    if not skip("attribution"):
+        outcomes.append(_attribution_outcome(
+            outcomes, manifest, split_boundaries, attribution_maps, attribution_masks,
+            record_inputs))
     external_boundary = None
     if not skip("external"):
         if external_scan is None:

@@ -153,6 +153,11 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
               default="score", show_default=True,
               help="What the saved prediction scores are (declared, never guessed); "
                    "calibration metrics and reliability diagrams need probability or logit.")
+@click.option("--attribution-maps", type=click.Path(exists=True), default=None,
+              help="Supplied attribution maps (.npz keyed by released path, or a folder of "
+                   "<path>.npy): the attribution layer compares leaked and clean test rows.")
+@click.option("--attribution-masks", type=click.Path(exists=True), default=None,
+              help="Body/organ masks (1 inside anatomy), same layout as --attribution-maps.")
 @click.option("--group-regex", default=None,
               help="Named-group regex over the file name giving the group (and frame), "
                    "e.g. 'person(?P<group>\\d+)_'.")
@@ -173,12 +178,13 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
               help="Flagged pairs per boundary shown in the report's gallery.")
 @click.option("--layers", default=None, metavar="NAMES",
               help="Run only these layers (comma-separated: duplicates, groups, provenance, "
-                   "evaluation, external); the others are recorded 'not assessed'.")
+                   "evaluation, attribution, external); the others are recorded "
+                   "'not assessed'.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION", help=_FAIL_ON_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-def audit_command(inputs, control, external, predictions, score_kind, group_regex, out_dir, workspace, tau,
-                  radius, thumb_size, dihedral, transforms, workers, max_pairs, layers,
-                  fail_on, as_json) -> None:
+def audit_command(inputs, control, external, predictions, score_kind, attribution_maps,
+                  attribution_masks, group_regex, out_dir, workspace, tau, radius, thumb_size,
+                  dihedral, transforms, workers, max_pairs, layers, fail_on, as_json) -> None:
     """Audit a release (folder ROOT/<split>/<class>/… or a list file) with every layer.
 
     Writes OUT/audit.json (the source of truth), OUT/report.html (self-contained),
@@ -196,6 +202,7 @@ def audit_command(inputs, control, external, predictions, score_kind, group_rege
                    transforms=transforms, fail_on=conditions,
                    workers=workers, max_pairs=max_pairs, command=command,
                    layers=_layer_names(layers), score_kind=score_kind,
+                   attribution_maps=attribution_maps, attribution_masks=attribution_masks,
                    progress=None if not as_json else False)
     _finish(result, as_json)
 
