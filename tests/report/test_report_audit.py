@@ -327,3 +327,19 @@ def test_attribution_maps_need_masks(release, tmp_path):
     with pytest.raises(InputError, match="go together"):
         audit(release, out_dir=tmp_path / "out", workers=1, progress=False,
               attribution_maps=tmp_path / "maps.npz")
+
+
+@pytest.mark.slow
+def test_attribution_layer_without_leaked_rows_is_not_assessed(tmp_path):
+    root = make_release(tmp_path / "clean")
+    (root / "test" / "NORMAL" / f"{EVIL}.png").unlink()  # the one byte copy: now no leak
+    paths = [str(p.relative_to(root).as_posix()) for p in sorted((root / "test").rglob("*.png"))]
+    np.savez(tmp_path / "maps.npz", **{p: np.ones((8, 8)) for p in paths})
+    np.savez(tmp_path / "masks.npz", **{p: np.ones((8, 8), np.uint8) for p in paths})
+    res = audit(root, out_dir=tmp_path / "out", workers=1, progress=False,
+                layers=["duplicates", "attribution"], attribution_maps=tmp_path / "maps.npz",
+                attribution_masks=tmp_path / "masks.npz")
+    layer = {l["layer"]: l for l in res.document["layers"]}["attribution"]
+    rec = next(r for r in res.document["records"] if r["layer"] == "attribution")
+    assert layer["status"] == rec["status"] == "not assessed"
+    assert "no predicate flagged a row" in rec["title"] and rec["reason"]

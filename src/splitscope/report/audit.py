@@ -727,17 +727,20 @@ def _attribution_outcome(outcomes, manifest, split_boundaries, maps, masks,
         return not_run("not assessed", "needs the duplicates layer's flagged rows, and that "
                        "layer did not run")
     b = split_boundaries[0]
-    preds = [p for p in DEDUP_PREDICATES if p in set(cont["predicate"].astype(str))]
-    hit = (cont["boundary"].astype(str) == b.name) & cont["predicate"].isin(DEDUP_PREDICATES)
-    exposed = np.unique(cont.loc[hit, "row"].to_numpy(np.int64))
     groups = "group" if "group" in manifest.columns and manifest["group"].notna().any() else None
-    name = f"leaked ({b.name}; {', '.join(preds) or 'no predicate flagged a row'})"
-    return run_layer(
-        "attribution", "splitscope.evaluation.attribution", "audit_attribution",
-        lambda fn: fn(manifest, maps, masks, exposed, rows=b.query.rows, group_column=groups,
-                      exposed_name=name, inputs=record_inputs,
-                      params={"boundary": b.name, "exposed_by": list(DEDUP_PREDICATES)})[0],
-        inputs=record_inputs)
+
+    def call(fn):
+        on_b = cont[cont["boundary"].astype(str) == b.name]
+        hit = on_b["predicate"].isin(DEDUP_PREDICATES).to_numpy(bool)
+        exposed = np.unique(on_b.loc[hit, "row"].to_numpy(np.int64))
+        preds = [p for p in DEDUP_PREDICATES if p in set(on_b["predicate"].astype(str))]
+        name = f"leaked ({b.name}; {', '.join(preds) or 'no predicate flagged a row'})"
+        return fn(manifest, maps, masks, exposed, rows=b.query.rows, group_column=groups,
+                  exposed_name=name, inputs=record_inputs,
+                  params={"boundary": b.name, "exposed_by": list(DEDUP_PREDICATES)})[0]
+
+    return run_layer("attribution", "splitscope.evaluation.attribution", "audit_attribution",
+                     call, inputs=record_inputs)
 
 
 def audit(
