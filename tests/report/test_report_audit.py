@@ -313,6 +313,9 @@ def test_attribution_layer_compares_leaked_and_clean_test_rows(release, tmp_path
     assert card["uncertainty"]["status"] == "not reported"  # the contrast is no headline score
     assert "sha256" in rec["boundary"]["name"]  # leaked rows: flagged by the byte copy
     assert rec["estimate"] == pytest.approx(1.0)  # leaked row: all mass outside; clean: none
+    assert ("Attribution outside anatomy (test → train): leaked rows put 1.000 of their "
+            "attribution mass outside the mask, clean rows 0.000 (n = 1 and 6); difference "
+            "+1.000") in " ".join(doc["summary"]["verdicts"])
     rows = res.out_dir / "lists" / "attribution_rows.csv"
     import pandas as pd
 

@@ -75,9 +75,11 @@ def test_demo_audit_document(demo):
     doc = json.loads(result.audit_json.read_text())
     validate(doc)
     statuses = {l["layer"]: l["status"] for l in doc["layers"]}
+    # evaluation is partial: threshold transfer and temperature scaling need a second
+    # population (the demo's predictions cover the test split only)
     assert statuses == {"duplicates": "completed", "groups": "completed",
-                        "provenance": "completed", "evaluation": "not applicable",
-                        "attribution": "not applicable", "external": "not applicable"}
+                        "provenance": "completed", "evaluation": "partial",
+                        "attribution": "completed", "external": "not applicable"}
     assert doc["params"]["dihedral"] is True
     assert re.fullmatch(r"[0-9.]+% of the test split \(\d+ of 50 rows\) has a near-twin in "
                         r"train \(NCC ≥ 0\.98, 96², bicubic\)\.", doc["summary"]["verdicts"][0])
@@ -95,7 +97,14 @@ def test_demo_cli_prints_planted_and_found(tmp_path):
     assert re.match(r"[0-9.]+% of the test split \(\d+ of 80 rows\) has a near-twin in train",
                     payload["verdicts"][0])
     lines = payload["demo"]["lines"]
-    assert lines[0].startswith("Planted in the demo") and "missed: 0" in lines[-1]
+    assert lines[0].startswith("Planted in the demo")
+    assert any(line.strip().startswith("missed: 0;") for line in lines)
+    # the simulated model memorised the leaked rows: the deduplicated view scores lower, and
+    # the leaked rows put more attribution outside the head
+    model = payload["demo"]["model"]
+    assert model["official_ba"] > model["deduplicated_ba"]
+    assert model["attribution_difference"] > 0.2
+    assert any("Simulated model outputs" in line for line in lines)
 
 
 @pytest.mark.skipif(find_browser() is None, reason="no Chromium browser installed")

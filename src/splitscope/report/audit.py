@@ -574,7 +574,8 @@ def _count_line(rec: Mapping[str, Any] | None, b: Mapping[str, Any], what: str,
 
 def verdicts(doc: Mapping[str, Any]) -> list[str]:
     """One line per boundary a reader cannot misread (near-twin rate with numerator,
-    denominator and predicate), then byte-identical, group-overlap and header-probe lines."""
+    denominator and predicate), then byte-identical, group-overlap, containment, balanced
+    accuracy, header-probe and attribution lines."""
     records = doc.get("records") or []
     params = doc.get("params") or {}
     tau = params.get("tau", DEFAULT_TAU)
@@ -650,6 +651,20 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
         chance_txt = f", chance {chance:.3g}" if isinstance(chance, (int, float)) else ""
         lines.append(f"{r.get('title') or r['id']}{f' ({bname})' if bname else ''}: "
                      f"balanced accuracy {r['estimate']:.3f}{interval}{chance_txt}.")
+    for r in records:
+        if r.get("layer") != "attribution" or r.get("status") not in ("completed", "partial") \
+                or r.get("estimate") is None:
+            continue
+        det, unc = r.get("details") or {}, r.get("uncertainty") or {}
+        ex, cl = det.get("exposed") or {}, det.get("clean") or {}
+        where = ((r.get("predicate") or {}).get("params") or {}).get("boundary")
+        interval = (f" [{unc['low']:+.3f}, {unc['high']:+.3f}]"
+                    if unc.get("low") is not None and unc.get("high") is not None else "")
+        lines.append(
+            f"Attribution outside anatomy{f' ({where})' if where else ''}: leaked rows put "
+            f"{ex.get('mean', float('nan')):.3f} of their attribution mass outside the mask, "
+            f"clean rows {cl.get('mean', float('nan')):.3f} (n = {fmt_int(ex.get('assessed'))} "
+            f"and {fmt_int(cl.get('assessed'))}); difference {r['estimate']:+.3f}{interval}.")
     return lines
 
 

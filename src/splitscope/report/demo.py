@@ -181,18 +181,53 @@ def check_demo(root: str | Path, out_dir: str | Path, audit_doc: dict | None = N
                  + (f" ({', '.join(sorted({b['predicate'] for b in beyond}))})" if beyond else "")
                  + (f"; not checked (layer did not run): {', '.join(not_checked)}"
                     if not_checked else ""))
+    model = simulated_model_findings(audit_doc or {})
+    lines.extend(model.pop("lines"))
     return {"by_kind": by_kind, "missed": missed, "unplanted": unplanted,
             "beyond_expected": beyond,
-            "not_checked": not_checked, "lines": lines,
+            "not_checked": not_checked, "model": model, "lines": lines,
             "ok": not missed and not unplanted}
+
+
+def simulated_model_findings(audit_doc: dict) -> dict[str, Any]:
+    """What the evaluation and attribution layers measured on the simulated model outputs:
+    balanced accuracy on the official and deduplicated views, and the attribution contrast
+    (``None`` where the record is missing or not assessed), with lines in words."""
+    def find(prefix: str, suffix: str = "") -> dict | None:
+        return next((r for r in audit_doc.get("records", [])
+                     if r.get("id", "").startswith(prefix) and r.get("id", "").endswith(suffix)
+                     and r.get("estimate") is not None), None)
+
+    def say(rec: dict | None) -> str:
+        if rec is None:
+            return "not measured"
+        unc = rec.get("uncertainty") or {}
+        iv = (f" [{unc['low']:.3f}, {unc['high']:.3f}]"
+              if unc.get("low") is not None and unc.get("high") is not None else "")
+        return f"{rec['estimate']:.3f}{iv}"
+
+    official = find("evaluation.metrics.", ".official")
+    dedup = find("evaluation.metrics.", ".deduplicated")
+    attribution = find("evaluation.attribution_outside_mask")
+    lines = ["Simulated model outputs (no model was trained; model/simulated.json):",
+             (f"  balanced accuracy, official test split {say(official)}, deduplicated test "
+              f"split {say(dedup)} (95% bootstrap intervals)"),
+             (f"  share of attribution mass outside the head, leaked minus clean rows "
+              f"{say(attribution)}")]
+    return {"official_ba": None if official is None else official["estimate"],
+            "deduplicated_ba": None if dedup is None else dedup["estimate"],
+            "attribution_difference": None if attribution is None else attribution["estimate"],
+            "lines": lines}
 
 
 def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
              workers: int | None = None, fail_on=(), progress: bool | None = None,
              n_train: int | None = None, n_test: int | None = None):
-    """Make the demo in ``DIRECTORY/data`` (replacing an earlier demo there), audit it into
-    ``DIRECTORY/audit`` (workspace ``DIRECTORY/workspace``) with the demo's group regex and
-    the dihedral option, and check the audit against ``planted.csv``.
+    """Make the demo in ``DIRECTORY/data`` (replacing an earlier demo there) with the
+    simulated model outputs of :mod:`splitscope.datasets.simulated_model` in
+    ``DIRECTORY/model``, audit it into ``DIRECTORY/audit`` (workspace
+    ``DIRECTORY/workspace``) with the demo's group regex, the dihedral option, the saved
+    predictions and the attribution maps, and check the audit against ``planted.csv``.
 
     Returns
     -------
@@ -200,14 +235,19 @@ def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
         The audit and :func:`check_demo`'s result.
     """
     from splitscope.datasets import DEMO_GROUP_REGEX, make_demo
+    from splitscope.datasets.simulated_model import simulate_model_outputs
     from splitscope.report.audit import audit
 
     directory = Path(directory)
     data = directory / "data"
     sizes = {k: v for k, v in (("n_train", n_train), ("n_test", n_test)) if v is not None}
     root = make_demo(data, seed=seed, overwrite=(data / "planted.json").is_file(), **sizes)
+    model = simulate_model_outputs(root, directory / "model", seed=seed)
     result = audit(root, group_regex=DEMO_GROUP_REGEX, dihedral=True,
                    out_dir=directory / "audit", workspace=directory / "workspace",
                    workers=workers, fail_on=fail_on, progress=progress,
+                   predictions=model["predictions"], score_kind="probability",
+                   attribution_maps=model["attribution_maps"],
+                   attribution_masks=model["attribution_masks"],
                    command=f"splitscope demo {directory}")
     return result, check_demo(root, result.out_dir, result.document)
