@@ -63,14 +63,14 @@ def resolve_boundaries(manifest: pd.DataFrame, query: str | None, reference: str
     return [boundary(manifest, q, r) for q in splits for r in splits if q != r]
 
 
-def write_outputs(tables: dict, out_dir: str | Path) -> list[dict]:
-    """Write each table as ``<name>.csv`` and ``<name>.parquet`` under ``out_dir`` and list them
-    in ``artifacts.json``; returns the list (path relative to ``out_dir``, SHA-256, bytes)."""
-    from splitscope.records.exports import artifact, write_artifacts_manifest, write_tables
+def write_outputs(tables: dict, out_dir: str | Path) -> list[str]:
+    """Write each table as ``<name>.csv`` and ``<name>.parquet`` under ``out_dir`` and list them,
+    with their SHA-256, in ``artifacts.json``; returns their paths relative to ``out_dir``."""
+    from splitscope.records.exports import write_artifacts_manifest, write_tables
 
     written = write_tables(tables, out_dir)
     write_artifacts_manifest(out_dir, written)
-    return [artifact(p, Path(out_dir)) for p in written]
+    return sorted(p.relative_to(out_dir).as_posix() for p in written)
 
 
 def _payload(result, written=None) -> dict:
