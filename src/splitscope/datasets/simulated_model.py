@@ -23,6 +23,7 @@ on the demo folder and the seed.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -92,8 +93,6 @@ def simulate_model_outputs(root: str | Path, out_dir: str | Path,
         Paths of ``predictions``, ``attribution_maps``, ``attribution_masks`` and
         ``description`` (``simulated.json``), all under ``out_dir``.
     """
-    import csv
-
     root = Path(root)
     with open(root / "planted.csv", newline="", encoding="utf-8") as fh:
         planted = list(csv.DictReader(fh))

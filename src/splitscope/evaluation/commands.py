@@ -17,6 +17,7 @@ import pandas as pd
 
 from splitscope.cli_options import with_options
 from splitscope.errors import InputError
+from splitscope.records.exports import write_artifacts_manifest
 
 _KINDS = click.Choice(["probability", "logit", "score"])
 
@@ -49,13 +50,6 @@ def _table(title: str, frame: pd.DataFrame, columns: list[str]):
     for _, r in frame[cols].iterrows():
         t.add_row(*[Text(_fmt(r[c])) for c in cols])
     return t
-
-
-def _list_outputs(out_dir, written) -> None:
-    """``artifacts.json`` beside the outputs: every file written, with its SHA-256."""
-    from splitscope.records.exports import write_artifacts_manifest
-
-    write_artifacts_manifest(out_dir, written)
 
 
 def _dump(obj) -> str:
@@ -186,7 +180,7 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
         rows = [{k: v for k, v in m.items() if not isinstance(v, (dict, list))}
                 for m in result["views"]]
         pd.DataFrame(rows).to_csv(out / "metrics.csv", index=False)
-        _list_outputs(out, [out / "metrics.json", out / "metrics.csv"])
+        write_artifacts_manifest(out, [out / "metrics.json", out / "metrics.csv"])
     if as_json:
         click.echo(_dump(result))
         return
@@ -281,7 +275,7 @@ def rescore_cmd(folder, truth_path, classes, query, views, path_mode, seed, as_j
         written = res.write(out_dir)
         if final_folder:
             written += final.write(Path(out_dir) / "final")
-        _list_outputs(out_dir, written)
+        write_artifacts_manifest(out_dir, written)
     payload = res.to_json()
     if final_folder:
         payload["final_verdicts"] = final.to_json()["verdicts"]
@@ -348,7 +342,7 @@ def effects_cmd(runs, metric, components, baselines, official, deduplicated, ext
             "p_true")
         res.contrasts.append(did_true_class_probability(t, treated=treated, control=control))
     if out_dir:
-        _list_outputs(out_dir, res.write(out_dir))
+        write_artifacts_manifest(out_dir, res.write(out_dir))
     if as_json:
         click.echo(_dump(res.to_json()))
         return
@@ -399,7 +393,7 @@ def pools_cmd(manifest, train, drop_source, flagged, batch_size, no_drop_last, s
                          batch_size=batch_size, drop_last=not no_drop_last,
                          draw_order=draw_order)
     if out_dir:
-        _list_outputs(out_dir, res.write(out_dir, m))
+        write_artifacts_manifest(out_dir, res.write(out_dir, m))
     if as_json:
         click.echo(_dump(res.to_json()))
         return
@@ -440,7 +434,6 @@ def pools_cmd(manifest, train, drop_source, flagged, batch_size, no_drop_last, s
 def attribution_cmd(manifest, maps_src, masks_src, flagged, rows_sel, group_column, group_regex,
                     exposed_name, n_boot, seed, as_json, out_dir):
     """Share of attribution mass outside anatomy: exposed versus clean rows (METHODS 5.10)."""
-    from splitscope.boundary import select
     from splitscope.evaluation.attribution import audit_attribution
     from splitscope.evaluation.pools import flagged_rows
     from splitscope.manifest import build_manifest
@@ -454,11 +447,6 @@ def attribution_cmd(manifest, maps_src, masks_src, flagged, rows_sel, group_colu
 
         m = apply_group_regex(m, group_regex)
         group_column = "group"
-    if group_column and group_column not in m.columns:
-        raise InputError(f"--group-column {group_column!r} not in the manifest; found: "
-                         f"{', '.join(map(str, m.columns))}")
-    if not len(select(m, rows_sel).rows):
-        raise InputError(f"--rows {rows_sel!r} selects no manifest row")
     flagged_ids, unmatched = flagged_rows(m, flagged)
     inputs = [file_fingerprint(p) for p in (manifest, maps_src, masks_src, flagged)
               if Path(p).is_file()]
@@ -477,7 +465,7 @@ def attribution_cmd(manifest, maps_src, masks_src, flagged, rows_sel, group_colu
         out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / "attribution_rows.csv", index=False)
         (out / "attribution.json").write_text(_dump(result))
-        _list_outputs(out, [out / "attribution_rows.csv", out / "attribution.json"])
+        write_artifacts_manifest(out, [out / "attribution_rows.csv", out / "attribution.json"])
     if as_json:
         click.echo(_dump(result))
         return
