@@ -8,7 +8,10 @@ worker processes that extract features start quickly.
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
+from splitscope import _moved
 from splitscope.errors import InputError
+
+_moved.install()
 
 try:
     __version__ = _version("splitscope")
@@ -17,7 +20,7 @@ except PackageNotFoundError:  # running from a source tree without installation
 
 _MANIFEST = ("build_manifest", "read_folder", "read_list")
 
-__all__ = ["InputError", "__version__", "build_manifest", "read_folder", "read_list"]
+__all__ = ["InputError", "__version__", "audit", "build_manifest", "read_folder", "read_list"]
 
 
 def __getattr__(name: str):
@@ -25,4 +28,8 @@ def __getattr__(name: str):
         from splitscope import manifest
 
         return getattr(manifest, name)
+    if name == "audit":  # the package, callable: splitscope.audit(...) runs an audit
+        import splitscope.audit
+
+        return splitscope.audit
     raise AttributeError(f"module 'splitscope' has no attribute {name!r}")

@@ -103,6 +103,11 @@ def default_boundaries(manifest: pd.DataFrame) -> list[Boundary]:
     return out
 
 
+def boundaries_or_default(manifest: pd.DataFrame, boundaries=None) -> list[Boundary]:
+    """``boundaries`` as a list when given, else the release's :func:`default_boundaries`."""
+    return list(boundaries) if boundaries is not None else default_boundaries(manifest)
+
+
 #: Name of the population "every row of the release" in a release without a split.
 WITHIN_RELEASE = "all rows"
 

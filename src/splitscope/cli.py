@@ -21,17 +21,17 @@ from splitscope.errors import InputError
 VERBS = {
     "scan": "splitscope.features.commands",
     "duplicates": "splitscope.relations.commands",
-    "groups": "splitscope.probes.commands",
-    "resplit": "splitscope.probes.commands",
-    "probe": "splitscope.probes.commands",
-    "shift": "splitscope.probes.commands",
+    "groups": "splitscope.groups.commands",
+    "resplit": "splitscope.groups.commands",
+    "probe": "splitscope.provenance.commands",
+    "shift": "splitscope.provenance.commands",
     "metrics": "splitscope.evaluation.commands",
     "rescore": "splitscope.evaluation.commands",
     "effects": "splitscope.evaluation.commands",
     "pools": "splitscope.evaluation.commands",
     "attribution": "splitscope.evaluation.commands",
-    "audit": "splitscope.report.commands",
-    "demo": "splitscope.report.commands",
+    "audit": "splitscope.audit.commands",
+    "demo": "splitscope.audit.commands",
 }
 
 

@@ -14,7 +14,7 @@ from splitscope.evaluation.attribution import (
     load_maps,
     outside_mask_share,
 )
-from splitscope.evaluation.audit import audit_predictions
+from splitscope.evaluation.layer import audit_predictions
 from splitscope.evaluation.effects import (
     delta_arch,
     did_true_class_probability,

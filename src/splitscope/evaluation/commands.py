@@ -59,7 +59,7 @@ def _dump(obj) -> str:
 
 
 def _truth(path: str, classes: str | None, query: str | None, sheet):
-    from splitscope.evaluation.audit import _truth_from
+    from splitscope.evaluation.layer import _truth_from
     from splitscope.evaluation.predictions import read_truth
 
     cls = [c.strip() for c in classes.split(",")] if classes else None

@@ -6,9 +6,10 @@ from splitscope.records.model import (
     LayerResult,
     Uncertainty,
     file_fingerprint,
+    not_run_record,
     sha256_file,
     software_versions,
 )
 
-__all__ = ["STATUSES", "AuditRecord", "LayerResult", "Uncertainty", "file_fingerprint", "sha256_file",
-           "software_versions"]
+__all__ = ["STATUSES", "AuditRecord", "LayerResult", "Uncertainty", "file_fingerprint",
+           "not_run_record", "sha256_file", "software_versions"]

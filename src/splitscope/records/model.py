@@ -118,8 +118,35 @@ class LayerResult:
 
     records: list[AuditRecord] = field(default_factory=list)
     tables: dict[str, Any] = field(default_factory=dict)
+    #: boundaries the layer audited beyond the release's own, as ``(Boundary, kind)``
+    #: (e.g. an external corpus → train, kind ``cross-corpus``)
+    boundaries: list[tuple[Any, str]] = field(default_factory=list)
+    #: figure data per boundary name (e.g. the best-ρ distribution and threshold sweep)
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: row table naming rows beyond the audited release's (those of ``boundaries``)
+    rows: Any = None
 
     def extend(self, other: LayerResult) -> LayerResult:
         self.records.extend(other.records)
         self.tables.update(other.tables)
+        self.boundaries.extend(other.boundaries)
+        self.figures.update(other.figures)
         return self
+
+
+def not_run_record(layer: str, status: str, reason: str, *, id: str | None = None,
+                   title: str | None = None, boundary: Any = None,
+                   inputs: list | None = None) -> AuditRecord:
+    """The record a check or a layer leaves when it did not run: ``not assessed`` (it could
+    not run) or ``not applicable`` (nothing to measure on this input), with the reason. The
+    default id is ``<layer>[.<boundary>].<status>``."""
+    if id is None:
+        from splitscope.records.ids import slug
+
+        bname = f".{slug(boundary.name, empty='x')}" if boundary is not None else ""
+        id = f"{layer}{bname}.{status.replace(' ', '_')}"
+    return AuditRecord(
+        id=id, layer=layer, title=title or f"{layer.replace('_', ' ')} layer {status}",
+        boundary=boundary.to_dict() if boundary is not None else None,
+        status=status, reason=reason, inputs=list(inputs or []),
+    )

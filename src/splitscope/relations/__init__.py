@@ -1,7 +1,7 @@
 """Relations layer: identity (bytes, names, decoded pixels) and near duplicates (hash rules,
 NCC, SSIM, dihedral variants), with controls, containment and exports (METHODS §1–2).
 
-The entry point is :func:`splitscope.relations.audit.audit_duplicates`; the rules are plain
+The entry point is :func:`splitscope.relations.layer.audit_duplicates`; the rules are plain
 functions over arrays and tables in :mod:`~splitscope.relations.identity`,
 :mod:`~splitscope.relations.hashes`, :mod:`~splitscope.relations.ncc`,
 :mod:`~splitscope.relations.ssim`, :mod:`~splitscope.relations.dihedral`,
@@ -9,7 +9,7 @@ functions over arrays and tables in :mod:`~splitscope.relations.identity`,
 :mod:`~splitscope.relations.containment`.
 """
 
-from splitscope.relations.audit import audit_duplicates, boundary_relations, resolve_boundaries
+from splitscope.relations.layer import audit_duplicates, boundary_relations, resolve_boundaries
 from splitscope.relations.controls import comparison_pairs, control_rate, median_difference
 from splitscope.relations.hashes import (
     hamming_distance,

@@ -162,7 +162,7 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
     embedding cosine similarity with --embeddings: prints each predicate's affected query rows
     / denominator / rate and the sweeps."""
     from splitscope.features.scanning import scan
-    from splitscope.relations.audit import audit_duplicates
+    from splitscope.relations.layer import audit_duplicates
 
     if (query is None) != (reference is None):
         raise InputError("give both --query and --reference (or neither)")

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.records import AuditRecord
+from splitscope.records.ids import boundary_slug
 
 
 def is_cross_corpus(rel, rows: pd.DataFrame) -> bool:
@@ -43,8 +44,7 @@ def containment_records(rel, rows: pd.DataFrame, tau: float) -> list[AuditRecord
     table = containment(rel)
     n = len(table)
     b = rel.boundary
-    from splitscope.relations.audit import _slug
-    slug = _slug(b)
+    slug = boundary_slug(b)
     out = []
     for name, col in (("byte", "byte_contained"), ("ncc", "ncc_contained"),
                       ("byte_or_ncc", "contained")):

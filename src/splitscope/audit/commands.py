@@ -1,5 +1,5 @@
-"""CLI verbs of the report layer: ``audit`` (every layer, one command) and ``demo`` (make the
-demo benchmark and audit it). Registered by :mod:`splitscope.cli`."""
+"""CLI verbs of the audit: ``audit`` (every layer, one command) and ``demo`` (make the demo
+benchmark and audit it). Registered by :mod:`splitscope.cli`."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from splitscope.errors import InputError
 
 
 def _fail_on_help() -> str:
-    from splitscope.report.audit import METRICS
+    from splitscope.audit.conditions import METRICS
 
     return (
         "Exit with code 1 when METRIC OP VALUE holds (repeatable), e.g. "
         "'byte_identical_rate>0', 'ncc_rate>0.01', 'header_probe_ba>0.7'; ops > >= < <= == !=; "
         "a value may end in %. The metric is its largest value over the audited boundaries; a "
         "metric no layer measured does not hold (gate on 'layers_not_assessed>0' too). "
-        "Metrics: " + ", ".join(METRICS) + "."
+        "Metrics: " + "; ".join(f"{m.name} ({m.description})" for m in METRICS.values()) + "."
     )
 
 
@@ -98,15 +98,16 @@ def print_summary(result, extra_lines: list[str] | None = None) -> None:
 
 
 def _layer_names(text: str | None) -> list[str] | None:
-    from splitscope.report.audit import LAYERS
+    from splitscope.audit.protocol import layer_names
 
+    known = layer_names()
     if text is None:
         return None
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in LAYERS]
+    unknown = [n for n in names if n not in known]
     if unknown:
         raise InputError(f"--layers: unknown layer(s) {', '.join(unknown)}; "
-                         f"choose from {', '.join(LAYERS)}")
+                         f"choose from {', '.join(known)}")
     return names
 
 
@@ -192,7 +193,8 @@ def audit_command(inputs, control, external, predictions, score_kind, attributio
     and OUT/artifacts.json (every output with its SHA-256). Exit codes: 0 ok, 1 a --fail-on
     condition held, 2 input error, 3 a layer failed (recorded in audit.json).
     """
-    from splitscope.report.audit import audit, parse_condition
+    from splitscope.audit.conditions import parse_condition
+    from splitscope.audit.run import audit
 
     conditions = [parse_condition(c) for c in fail_on]  # bad conditions fail before any work
     command = _command_line("audit", list(inputs), click.get_current_context())
@@ -219,8 +221,8 @@ def demo_command(directory, seed, workers, fail_on, as_json) -> None:
 
     Prints what was planted and what the audit found; the report is DIRECTORY/audit/report.html.
     """
-    from splitscope.report.audit import parse_condition
-    from splitscope.report.demo import run_demo
+    from splitscope.audit.conditions import parse_condition
+    from splitscope.audit.demo import run_demo
 
     conditions = [parse_condition(c) for c in fail_on]
     result, check = run_demo(Path(directory), seed=seed, workers=workers, fail_on=conditions,

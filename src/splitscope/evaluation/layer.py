@@ -327,4 +327,71 @@ def _transfer_records(truth: Truth, aligned_by_entry: dict, fit: str | None,
     return out
 
 
-__all__ = ["RescoreResult", "audit_predictions"]
+__all__ = ["AttributionLayer", "EvaluationLayer", "RescoreResult", "audit_predictions"]
+
+
+# ------------------------------------------------------------------------- audit layers
+
+
+class EvaluationLayer:
+    """Metrics with intervals on the official view and, when the duplicates layer wrote one,
+    the deduplicated test split; thresholds and calibration (METHODS §5)."""
+
+    name = "evaluation"
+    order = 40
+    needs = {"predictions": "no saved predictions given (--predictions DIR)"}
+
+    def run(self, context) -> LayerResult:
+        views = []
+        removed = context.lists_dir / "dedup" / "test_removed.csv"
+        if removed.is_file():  # the duplicates layer's deduplicated test split
+            views.append(f"deduplicated=exclude:{removed}")
+        return audit_predictions(context.manifest, context.paths["predictions"], views=views,
+                                 score_kind=context.params["score_kind"])
+
+
+class AttributionLayer:
+    """Attribution outside anatomy (METHODS §5.10): on the query rows of the first split
+    boundary, rows the duplicates layer flags across it (the predicates of the deduplicated
+    view) versus the others, with a cluster bootstrap over groups when the manifest has them."""
+
+    name = "attribution"
+    order = 50
+    needs = {"attribution_maps": "no attribution maps and masks given "
+                                 "(--attribution-maps, --attribution-masks)"}
+    after = {"duplicates": "needs the duplicates layer's flagged rows, and that layer did not "
+                           "run"}
+
+    def applies(self, context) -> str | None:
+        if not context.split_boundaries:
+            return "no split boundary (train/test) whose rows to compare"
+        return None
+
+    def run(self, context) -> LayerResult:
+        from splitscope.evaluation.attribution import audit_attribution
+        from splitscope.records import not_run_record
+        from splitscope.relations.layer import DEDUP_PREDICATES
+
+        cont = context.outcomes["duplicates"].result.tables.get("contaminated")
+        if cont is None:
+            return LayerResult([not_run_record(
+                self.name, "not assessed", self.after["duplicates"],
+                inputs=context.record_inputs)])
+        manifest = context.manifest
+        b = context.split_boundaries[0]
+        on_b = cont[cont["boundary"].astype(str) == b.name]
+        hit = on_b["predicate"].isin(DEDUP_PREDICATES).to_numpy(bool)
+        exposed = np.unique(on_b.loc[hit, "row"].to_numpy(np.int64))
+        preds = [p for p in DEDUP_PREDICATES if p in set(on_b["predicate"].astype(str))]
+        groups = "group" if "group" in manifest.columns and manifest["group"].notna().any() \
+            else None
+        return audit_attribution(
+            manifest, context.paths["attribution_maps"], context.paths["attribution_masks"],
+            exposed, rows=b.query.rows, group_column=groups,
+            exposed_name=f"leaked ({b.name}; {', '.join(preds) or 'no predicate flagged a row'})",
+            inputs=context.record_inputs,
+            params={"boundary": b.name, "exposed_by": list(DEDUP_PREDICATES)})[0]
+
+
+#: the layers of this package, in the method's order (see :mod:`splitscope.audit.protocol`)
+LAYERS = [EvaluationLayer(), AttributionLayer()]

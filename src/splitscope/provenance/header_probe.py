@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
-from splitscope.probes.stats import (
+from splitscope.provenance.stats import (
     balanced_accuracy_rows,
     bootstrap_balanced_accuracy,
     single_threaded,
@@ -347,7 +347,7 @@ def header_probe_within_pool(
     least one known key (rows without a key are groups of one), else ``StratifiedKFold``.
     Permutation importances are computed on each fold's held-out rows (at most
     ``importance_max_rows``, a seeded sample) and averaged over folds. ``threads`` bounds
-    the OpenMP/BLAS pools during the fits (see :func:`splitscope.probes.stats.single_threaded`).
+    the OpenMP/BLAS pools during the fits (see :func:`splitscope.provenance.stats.single_threaded`).
     """
     with single_threaded(threads):
         return _within_pool(table, label=label, group=group, folds=folds, seed=seed,

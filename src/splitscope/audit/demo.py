@@ -236,7 +236,7 @@ def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
     """
     from splitscope.datasets import DEMO_GROUP_REGEX, make_demo
     from splitscope.datasets.simulated_model import simulate_model_outputs
-    from splitscope.report.audit import audit
+    from splitscope.audit.run import audit
 
     directory = Path(directory)
     data = directory / "data"

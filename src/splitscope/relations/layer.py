@@ -28,6 +28,7 @@ from splitscope.boundary import Boundary, Population, release_boundaries
 from splitscope.boundary import boundary as make_boundary
 from splitscope.errors import InputError
 from splitscope.records import AuditRecord, LayerResult
+from splitscope.records.ids import boundary_slug
 from splitscope.relations.controls import DEFAULT_CONTROL_BOUND, control_rate
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.identity import (
@@ -240,7 +241,7 @@ def embedding_relations(rows: pd.DataFrame, embeddings: np.ndarray, boundary: Bo
 def embedding_source(embeddings, rows: pd.DataFrame) -> tuple[np.ndarray, dict]:
     """Load embeddings aligned with ``rows`` and describe their source.
 
-    ``embeddings`` is what :func:`splitscope.probes.partition.load_embeddings` reads: an (n, d)
+    ``embeddings`` is what :func:`splitscope.provenance.partition.load_embeddings` reads: an (n, d)
     array or ``.npy`` file in manifest order, or a Parquet/CSV file or DataFrame with a ``path``
     column (the manifest's released path) and the vector. Rows without an embedding get a NaN
     line (not assessed, counted). Returns the matrix and the parameters recorded with the
@@ -248,7 +249,7 @@ def embedding_source(embeddings, rows: pd.DataFrame) -> tuple[np.ndarray, dict]:
     ``dimension``, ``values_sha256`` (digest of the aligned float32 matrix) and
     ``rows_without_embedding`` (all-NaN lines, including paths missing from the table).
     """
-    from splitscope.probes.partition import load_embeddings
+    from splitscope.features.embeddings import load_embeddings
     from splitscope.records.model import sha256_file
 
     if isinstance(embeddings, (str, Path)):
@@ -269,13 +270,6 @@ def embedding_source(embeddings, rows: pd.DataFrame) -> tuple[np.ndarray, dict]:
                     "rows_without_embedding": int(np.isnan(matrix).all(axis=1).sum()),
                     "tau_note": "cosine thresholds are model-dependent: read tau with the "
                                 "sweep"}
-
-
-def _slug(boundary: Boundary) -> str:
-    names = [("all" if n.strip() == "*" else n) for n in (boundary.query.name,
-                                                           boundary.reference.name)]
-    text = "--".join(names)
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "all"
 
 
 def _control_boundary(control, scan) -> tuple[object, Boundary] | None:
@@ -456,7 +450,7 @@ def _within_record(copies: pd.DataFrame, pop: Population) -> AuditRecord:
     b = Boundary(pop, pop)
     conflicting = int((copies["label_relation"] == "conflicting").sum()) if len(copies) else 0
     return AuditRecord(
-        id=f"identity.within_copies.{_slug(b)}",
+        id=f"identity.within_copies.{boundary_slug(b)}",
         layer="identity",
         title=f"Byte-identical copies within {pop.name}",
         boundary=b.to_dict(),
@@ -557,7 +551,7 @@ def _records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, radius: int
         elif assessed < n_query:
             status, reason = "partial", f"{n_query - assessed} query row(s) not assessed"
         out.append(AuditRecord(
-            id=f"{layer}.{pred}.{_slug(b)}",
+            id=f"{layer}.{pred}.{boundary_slug(b)}",
             layer=layer,
             title=_TITLES.get(pred, pred.replace("_", " ")),
             boundary=b.to_dict(),
@@ -632,7 +626,7 @@ def _comparison_records(rel: BoundaryRelations, rows: pd.DataFrame, thumbs, tau:
     main = results["ssim_adjacent"]
     status = "completed" if main["status"] == "completed" else "not assessed"
     rec = AuditRecord(
-        id=f"near_duplicate.comparison_pairs.{_slug(rel.boundary)}",
+        id=f"near_duplicate.comparison_pairs.{boundary_slug(rel.boundary)}",
         layer="near_duplicate",
         title="Flagged pairs vs same-group comparison pairs (adjacent and distant frames)",
         boundary=rel.boundary.to_dict(),
@@ -680,3 +674,59 @@ def _transform_records(rows: pd.DataFrame, bounds, n: int, seed: int, tau: float
                      "skipped": summary.attrs.get("skipped")},
         ))
     return recs, summary
+
+
+# ------------------------------------------------------------------------- audit layers
+
+def _search_options(context) -> dict:
+    p = context.params
+    return {"tau": p["tau"], "radius": p["radius"], "dihedral": p["dihedral"]}
+
+
+class DuplicatesLayer:
+    """Identity and near duplicates on the release's boundaries (METHODS §1, §2), with the
+    negative control when one is given; writes its lists into the audit's ``lists/``."""
+
+    name = "duplicates"
+    order = 10
+
+    def run(self, context) -> LayerResult:
+        from splitscope.relations.rho_figures import boundary_figures
+
+        result = audit_duplicates(context.scan, context.boundaries,
+                                  control=context.scans.get("control"),
+                                  out_dir=context.lists_dir, artifacts_manifest=False,
+                                  transform_sample=context.params["transforms"],
+                                  **_search_options(context))
+        result.figures = boundary_figures(result.tables, context.boundaries,
+                                          result.tables.get("control_query_flags"))
+        return result
+
+
+class ExternalLayer:
+    """Cross-corpus containment (METHODS §2.9): the external corpus against the audited
+    training rows; its lists go to ``lists/external/``."""
+
+    name = "external"
+    order = 60
+    needs = {"external": "no external corpus given (--external ROOT)"}
+    title = "cross-corpus containment"
+
+    def run(self, context) -> LayerResult:
+        from splitscope.relations.external import audit_external
+        from splitscope.relations.rho_figures import boundary_figures
+
+        result, combined, boundary = audit_external(
+            context.scan, context.scans["external"], context.paths["external"],
+            context.lists_dir / "external", **_search_options(context))
+        result.boundaries = [(boundary, "cross-corpus")]
+        result.rows = combined.rows()
+        duplicates = context.outcomes.get("duplicates")
+        control = duplicates.result.tables.get("control_query_flags") if duplicates else None
+        tables = {k.removeprefix("external/"): v for k, v in result.tables.items()}
+        result.figures = boundary_figures(tables, [boundary], control)
+        return result
+
+
+#: the layers of this package, in the method's order (see :mod:`splitscope.audit.protocol`)
+LAYERS = [DuplicatesLayer(), ExternalLayer()]

@@ -1,0 +1,49 @@
+"""Old module paths that still import, with a DeprecationWarning, as the module that now
+holds their code (the same module object, so attributes and monkeypatches are shared)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
+
+#: old module → module that holds its code now
+MOVED = {
+    "splitscope.probes": "splitscope.provenance",
+    "splitscope.probes.header_probe": "splitscope.provenance.header_probe",
+    "splitscope.probes.association": "splitscope.provenance.association",
+    "splitscope.probes.partition": "splitscope.provenance.partition",
+    "splitscope.probes.stats": "splitscope.provenance.stats",
+    "splitscope.probes.commands": "splitscope.provenance.commands",
+    "splitscope.relations.audit": "splitscope.relations.layer",
+    "splitscope.relations.groups": "splitscope.groups.overlap",
+    "splitscope.relations.recovery": "splitscope.groups.recovery",
+    "splitscope.relations.resplit": "splitscope.groups.resplit",
+    "splitscope.evaluation.audit": "splitscope.evaluation.layer",
+    "splitscope.report.audit": "splitscope.audit.run",
+    "splitscope.report.commands": "splitscope.audit.commands",
+    "splitscope.report.demo": "splitscope.audit.demo",
+}
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in MOVED:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        target = MOVED[spec.name]
+        warnings.warn(f"{spec.name} moved to {target}; import it from there",
+                      DeprecationWarning, stacklevel=3)
+        return importlib.import_module(target)
+
+    def exec_module(self, module) -> None:
+        """The target module is already executed."""
+
+
+def install() -> None:
+    if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
+        sys.meta_path.append(_MovedFinder())

@@ -1,0 +1,291 @@
+"""The layer protocol: what an audit layer declares, how the audit finds it, and the one
+guarded call that runs it.
+
+A layer (:class:`Layer`) declares its ``name``, its place in the method's order (``order``),
+what it ``needs`` beyond the audited scan (each need with the reason given when it is
+missing), which earlier layers it reads (``after``), whether it ``applies`` to the given
+inputs, and ``run(context) -> LayerResult``. The audit imports the entry module of every
+splitscope package (``splitscope.<package>.layer``) and registers the layers listed in its
+``LAYERS``; :func:`register` adds one from anywhere else. A new layer is therefore one module
+that lists itself, and the run loop knows no layer by name. Layer packages never import the
+audit package: the protocol is a shape, not a base class.
+
+Outcomes
+--------
+Every layer is recorded, never dropped (:func:`run_layer`): one that does not apply gives a
+record with status ``not applicable`` (or ``not assessed`` when an input it depends on could
+not be produced) and the reason; one that raises :class:`~splitscope.errors.InputError` gives
+``not applicable`` with its message; one that crashes gives ``not assessed`` with the
+exception text and its traceback in the record's details, and the audit goes on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from splitscope.errors import InputError
+from splitscope.records import LayerResult, not_run_record
+
+__all__ = ["AuditContext", "Layer", "LayerOutcome", "NotRun", "layer_names", "register",
+           "registered_layers", "run_layer", "unregister", "why_not_run"]
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """Why a layer does not run on these inputs: ``not applicable`` (nothing to measure) or
+    ``not assessed`` (something it depends on could not be produced)."""
+
+    reason: str
+    status: str = "not applicable"
+
+
+@dataclass
+class AuditContext:
+    """What a layer may read: the audited scan and its boundaries, the optional scans and
+    files given, the audit's parameters, where its lists go, and the outcomes of the layers
+    that ran before it (in the method's order)."""
+
+    scan: Any
+    boundaries: list
+    params: dict[str, Any]
+    record_inputs: list[dict[str, Any]]
+    lists_dir: Path
+    scans: dict[str, Any] = field(default_factory=dict)  # "control", "external"
+    paths: dict[str, Path] = field(default_factory=dict)  # "predictions", "external", ...
+    outcomes: dict[str, LayerOutcome] = field(default_factory=dict)
+
+    @property
+    def manifest(self):
+        return self.scan.manifest
+
+    @property
+    def split_boundaries(self) -> list:
+        """Boundaries between two sides: group overlap, cross-split probes and the partition
+        classifier need one (a release audited against itself has none)."""
+        return [b for b in self.boundaries if not b.within]
+
+    def has(self, need: str) -> bool:
+        """Whether an input named by a layer's ``needs`` was given (a scan or a path)."""
+        return need in self.scans or need in self.paths
+
+
+@runtime_checkable
+class Layer(Protocol):
+    """What an audit layer is: an object with these attributes and methods.
+
+    Layer packages do not import the audit: they define plain classes of this shape and list
+    one instance of each in their entry module's ``LAYERS``.
+
+    Attributes
+    ----------
+    name : str
+        The layer's name (``--layers``, ``audit.json``'s ``layers``).
+    order : int, optional
+        Place in the method's order (identity and near duplicates 10, groups 20, provenance
+        30, evaluation 40, attribution 50, cross-corpus 60; default 100); ties keep
+        registration order.
+    needs : mapping of str to str, optional
+        Inputs beyond the audited scan (``control``, ``external``, ``predictions``,
+        ``attribution_maps``, …), each with the reason recorded (``not applicable``) when it
+        was not given.
+    after : mapping of str to str, optional
+        Layers whose results it reads, each with the reason recorded (``not assessed``) when
+        that layer did not run or did not complete.
+    title : str, optional
+        What the layer measures, in words; the record left when it does not run is titled
+        ``<title> <status>`` (default ``<name> layer <status>``).
+
+    Methods
+    -------
+    applies(context) -> str or None, optional
+        Checked after ``needs``: ``None`` when the layer runs on these inputs, else why not
+        (``not applicable``).
+    run(context) -> LayerResult
+        The layer's records, tables and figure data.
+    """
+
+    name: str
+
+    def run(self, context: AuditContext) -> LayerResult: ...
+
+
+_REGISTERED: list[Layer] = []
+_IMPORT_ERRORS: dict[str, str] = {}
+_DISCOVERED = False
+
+
+def register(layer: Layer) -> Layer:
+    """Add a layer (an instance) to the audit; its name must be new. The ``LAYERS`` of every
+    ``splitscope.<package>.layer`` module are registered on first use."""
+    if not isinstance(getattr(layer, "name", None), str) or not callable(getattr(layer, "run",
+                                                                                 None)):
+        raise TypeError(f"{layer!r} is not a layer: it needs a name and run(context)")
+    for other in _REGISTERED:
+        if other.name == layer.name and other is not layer:
+            raise ValueError(f"a layer named {layer.name!r} is already registered "
+                             f"({type(other).__module__}.{type(other).__qualname__})")
+    if layer not in _REGISTERED:
+        _REGISTERED.append(layer)
+    return layer
+
+
+def unregister(name: str) -> None:
+    """Remove the layer named ``name`` (e.g. one a test added)."""
+    _REGISTERED[:] = [layer for layer in _REGISTERED if layer.name != name]
+
+
+def _discover() -> None:
+    """Import ``splitscope.<package>.layer`` of every package once and register its
+    ``LAYERS``; a module that fails to import is remembered (and recorded ``not assessed``)."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    import splitscope
+
+    for info in sorted(pkgutil.iter_modules(splitscope.__path__), key=lambda i: i.name):
+        if not info.ispkg:
+            continue
+        module = f"splitscope.{info.name}.layer"
+        try:
+            if importlib.util.find_spec(module) is None:
+                continue
+            for layer in getattr(importlib.import_module(module), "LAYERS", ()):
+                register(layer)
+        except Exception as exc:  # noqa: BLE001 - a layer that does not import is recorded
+            _IMPORT_ERRORS[module] = f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(frozen=True)
+class _Unavailable:
+    """Stands for the layers of a module that failed to import."""
+
+    name: str
+    reason: str
+    order: int = 1000
+
+    def applies(self, context: AuditContext) -> NotRun:
+        return NotRun(self.reason, status="not assessed")
+
+    def run(self, context: AuditContext) -> LayerResult:  # pragma: no cover - never applies
+        raise RuntimeError(self.reason)
+
+
+def registered_layers() -> list[Layer]:
+    """Every registered layer in the method's order; a layer module that failed to import is
+    one ``not assessed`` stand-in named after its package."""
+    _discover()
+    indexed = sorted(enumerate(_REGISTERED), key=lambda t: (getattr(t[1], "order", 100), t[0]))
+    layers = [layer for _, layer in indexed]
+    for module, error in sorted(_IMPORT_ERRORS.items()):
+        layers.append(_Unavailable(module.split(".")[1], f"{module} not available: {error}"))
+    return layers
+
+
+def layer_names() -> tuple[str, ...]:
+    """Names of the layers an audit runs, in order (for ``layers=`` / ``--layers``)."""
+    return tuple(layer.name for layer in registered_layers())
+
+
+def why_not_run(layer: Layer, context: AuditContext) -> NotRun | None:
+    """``None`` when ``layer`` runs on these inputs; else why not: a missing input (``not
+    applicable``), :meth:`Layer.applies`, then a layer it reads that did not complete (``not
+    assessed``)."""
+    for need, reason in (getattr(layer, "needs", None) or {}).items():
+        if not context.has(need):
+            return NotRun(reason)
+    applies = getattr(layer, "applies", None)
+    if applies is not None:
+        why = applies(context)
+        if isinstance(why, NotRun):
+            return why
+        if why is not None:
+            return NotRun(str(why))
+    for name, reason in (getattr(layer, "after", None) or {}).items():
+        done = context.outcomes.get(name)
+        if done is None or done.status in ("not assessed", "not applicable"):
+            return NotRun(reason, status="not assessed")
+    return None
+
+
+@dataclass
+class LayerOutcome:
+    """What running one layer gave: its result, status, reason and time."""
+
+    layer: str
+    result: LayerResult
+    status: str
+    reason: str | None
+    duration_s: float
+
+    def summary(self) -> dict[str, Any]:
+        return {"layer": self.layer, "status": self.status, "reason": self.reason,
+                "records": len(self.result.records), "duration_s": round(self.duration_s, 4)}
+
+
+def not_run(layer: Layer, context: AuditContext, why: NotRun,
+            duration_s: float = 0.0) -> LayerOutcome:
+    """The outcome of a layer that did not run: one record with the status and reason."""
+    title = getattr(layer, "title", None)
+    record = not_run_record(layer.name, why.status, why.reason,
+                            title=f"{title} {why.status}" if title else None,
+                            inputs=context.record_inputs)
+    return LayerOutcome(layer.name, LayerResult([record]), why.status, why.reason, duration_s)
+
+
+def run_layer(layer: Layer, context: AuditContext) -> LayerOutcome:
+    """Run one layer and never let it take the audit down (see the module's *Outcomes*).
+
+    Records a layer returned with a status other than ``completed`` are kept as they are;
+    the layer's own status is the worst of them.
+    """
+    started = time.perf_counter()
+    why = why_not_run(layer, context)
+    if why is not None:
+        return not_run(layer, context, why, time.perf_counter() - started)
+    try:
+        result = layer.run(context)
+    except InputError as exc:
+        return not_run(layer, context, NotRun(str(exc)), time.perf_counter() - started)
+    except Exception as exc:  # noqa: BLE001 - a failing layer is recorded, the audit goes on
+        outcome = not_run(layer, context, NotRun(f"layer error: {type(exc).__name__}: {exc}",
+                                                 status="not assessed"),
+                          time.perf_counter() - started)
+        outcome.result.records[0].details["traceback"] = traceback.format_exc(limit=8)
+        return outcome
+    if result is None:
+        result = LayerResult()
+    if isinstance(result, (list, tuple)):
+        result = LayerResult(list(result))
+    status, reason = _layer_status(layer, result, context)
+    return LayerOutcome(layer.name, result, status, reason, time.perf_counter() - started)
+
+
+def _layer_status(layer: Layer, result: LayerResult,
+                  context: AuditContext) -> tuple[str, str | None]:
+    statuses = [r.status for r in result.records]
+    done = [s for s in statuses if s != "not applicable"]
+    if not statuses:
+        reason = "the layer returned no finding for this input"
+        result.records.append(not_run_record(layer.name, "not applicable", reason,
+                                             inputs=context.record_inputs))
+        return "not applicable", reason
+    if not done:
+        return "not applicable", next((r.reason for r in result.records if r.reason),
+                                      "nothing to measure")
+    if all(s == "completed" for s in done):
+        # findings that do not apply to this input (e.g. one source only) are listed, not
+        # counted against the layer
+        return "completed", None
+    if any(s in ("completed", "partial") for s in done):
+        return "partial", (f"{sum(s in ('partial', 'not assessed') for s in statuses)} of "
+                           f"{len(statuses)} records partial or not assessed")
+    return "not assessed", next((r.reason for r in result.records if r.reason),
+                                "no completed record")

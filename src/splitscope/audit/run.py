@@ -1,0 +1,400 @@
+"""The one-command audit: every registered layer on the released split, one audit document.
+
+:func:`audit` builds the context (the audited scan, the control and external scans, the
+fingerprints of every input), runs each registered layer through one guarded call
+(:func:`splitscope.audit.protocol.run_layer`), assembles the document, evaluates the
+``--fail-on`` conditions, and writes into ``out_dir``:
+
+- ``audit.json`` — the source of truth (schema: ``splitscope/records/audit.schema.json``);
+- ``report.html`` — one self-contained page rendered from ``audit.json``;
+- ``lists/`` — each layer's row-keyed tables (contaminated-file lists, deduplicated splits,
+  group mappings, pair tables) as CSV and Parquet, plus the manifest;
+- ``artifacts.json`` — every output file with its size and SHA-256 (Croissant-style
+  ``distribution`` of ``FileObject`` entries), so a published audit can be verified.
+
+Exit codes: 0 success; 1 a ``--fail-on`` condition held; 2 input error (raised as
+``InputError`` before anything is written); 3 the audit was written but at least one layer
+failed (see ``layers`` in audit.json).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from splitscope.audit.conditions import Condition, evaluate_conditions, parse_condition
+from splitscope.audit.protocol import (
+    AuditContext,
+    LayerOutcome,
+    NotRun,
+    not_run,
+    registered_layers,
+    run_layer,
+)
+from splitscope.audit.verdicts import summary_notes, verdicts
+from splitscope.boundary import release_boundaries
+from splitscope.errors import InputError
+from splitscope.records import software_versions
+from splitscope.records.exports import (
+    artifact,
+    export_frame,
+    write_artifacts_manifest,
+    write_json,
+    write_tables,
+)
+from splitscope.records.inputs import fingerprint_input, fingerprint_path
+from splitscope.records.schema import SCHEMA_VERSION, validation_errors
+from splitscope.records.scorecard import score_card
+from splitscope.relations.hashes import DEFAULT_RADIUS
+from splitscope.relations.ncc import DEFAULT_TAU, SWEEP
+from splitscope.report.gallery import MAX_GALLERY_PAIRS, gallery
+
+__all__ = ["EXIT_FAIL_ON", "EXIT_INPUT_ERROR", "EXIT_LAYER_FAILED", "EXIT_OK", "AuditResult",
+           "audit"]
+
+EXIT_OK = 0
+EXIT_FAIL_ON = 1
+EXIT_INPUT_ERROR = 2
+EXIT_LAYER_FAILED = 3
+
+#: inputs a layer may name in its ``needs`` that are files or folders, not scans
+_PATH_INPUTS = ("predictions", "attribution_maps", "attribution_masks", "external")
+
+
+@dataclass
+class AuditResult:
+    """What :func:`audit` produced: the document (``audit.json``), where it was written, and
+    the exit code the CLI returns."""
+
+    document: dict[str, Any]
+    out_dir: Path
+    exit_code: int
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def report(self) -> Path:
+        return self.out_dir / "report.html"
+
+    @property
+    def audit_json(self) -> Path:
+        return self.out_dir / "audit.json"
+
+
+def audit(
+    inputs: str | Path | Sequence[str | Path],
+    *,
+    control: str | Path | None = None,
+    external: str | Path | None = None,
+    predictions: str | Path | None = None,
+    group_regex: str | None = None,
+    out_dir: str | Path = "splitscope-audit",
+    workspace: str | Path | None = None,
+    tau: float = DEFAULT_TAU,
+    radius: int = DEFAULT_RADIUS,
+    thumb_size: int = 96,
+    mode: str = "exact",
+    interpolation: str = "bicubic",
+    dihedral: bool = False,
+    transforms: int = 50,
+    fail_on: Sequence[str | Condition] = (),
+    workers: int | None = None,
+    progress: bool | None = None,
+    max_pairs: int = MAX_GALLERY_PAIRS,
+    command: str | None = None,
+    layers: Sequence[str] | None = None,
+    score_kind: str = "score",
+    attribution_maps: str | Path | None = None,
+    attribution_masks: str | Path | None = None,
+) -> AuditResult:
+    """Audit a release with every applicable layer and write the audit's outputs.
+
+    Parameters
+    ----------
+    inputs : folder or list file (or several)
+        The audited release; its released split gives the boundaries test → train and
+        val → train.
+    control : folder or list file, optional
+        A release known to be clean (a negative control): the same predicates run on its own
+        test → train boundary, and its flag rate is reported beside the audited one.
+    external : folder or list file, optional
+        Another corpus: the boundary *external → audited training rows* (cross-corpus
+        containment) is audited too.
+    predictions : folder or file, optional
+        Saved predictions for the evaluation layer; without it the evaluation layer is
+        recorded ``not applicable``.
+    group_regex : str, optional
+        Named-group regex over the basename giving the group (patient, video) and frame.
+    out_dir : path-like
+        Where ``audit.json``, ``report.html``, ``lists/`` and ``artifacts.json`` go.
+    workspace : path-like, optional
+        Feature cache (default ``OUT_DIR/workspace``); reused across runs. Control and external
+        corpora are cached in sibling folders ``<workspace>-control`` / ``-external``.
+    tau, radius : float, int
+        NCC threshold and Hamming radius of the hash rules (METHODS §2).
+    thumb_size, mode, interpolation : optional
+        Thumbnail geometry (part of every pixel predicate).
+    dihedral : bool
+        Also match rotated/flipped copies (METHODS §2.8).
+    transforms : int
+        Reference images in the seeded transform-sensitivity sample (METHODS §2.7); 0 skips it.
+    fail_on : sequence of str
+        Conditions ``metric op value`` (see :data:`METRICS`); any that holds gives exit code 1.
+    score_kind : {"score", "probability", "logit"}
+        What the saved prediction scores are (declared, never guessed); probability metrics
+        (ECE, Brier, NLL) and the reliability diagram need ``probability`` or ``logit``.
+    layers : sequence of str, optional
+        Run only these layers (names of :func:`splitscope.audit.protocol.layer_names`:
+        ``duplicates``, ``groups``, ``provenance``, ``evaluation``, ``attribution``,
+        ``external``, and any registered since); the others are recorded ``not assessed``
+        with reason "not requested".
+    attribution_maps, attribution_masks : path-like, optional
+        Supplied attribution maps and body/organ masks (METHODS §5.10; formats of
+        :func:`splitscope.evaluation.attribution.load_maps`). With both, the attribution layer
+        compares the share of attribution mass outside the mask on the query rows of the first
+        split boundary (test → train): rows the duplicates layer flags across it (the
+        predicates of the deduplicated view) versus the others, with a cluster bootstrap over
+        groups when the manifest has them. Without them the layer is ``not applicable``.
+
+    Returns
+    -------
+    AuditResult
+    """
+    conditions = [c if isinstance(c, Condition) else parse_condition(c) for c in fail_on]
+    if not 0 < float(tau) <= 1:
+        raise InputError(f"tau must be in (0, 1]; got {tau}")
+    inputs_list = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    if (attribution_maps is None) != (attribution_masks is None):
+        raise InputError("attribution maps and masks go together: give both or neither")
+    given = {"control": control, "external": external, "predictions": predictions,
+             "attribution_maps": attribution_maps, "attribution_masks": attribution_masks}
+    for item in inputs_list + [p for p in given.values() if p is not None]:
+        if not Path(item).exists():
+            raise InputError(f"input not found: {item}")
+    registry = registered_layers()
+    names = [layer.name for layer in registry]
+    wanted = set(layers) if layers is not None else None
+    if wanted is not None and wanted - set(names):
+        raise InputError(f"unknown layer(s) {sorted(wanted - set(names))}; choose from "
+                         f"{', '.join(names)}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    workspace = Path(workspace) if workspace is not None else out_dir / "workspace"
+    started_wall, started = _now(), time.perf_counter()
+
+    params = {"tau": float(tau), "radius": int(radius), "dihedral": bool(dihedral),
+              "transforms": transforms, "score_kind": score_kind, "group_regex": group_regex}
+    context, scan_seconds, input_fps = _context(
+        inputs_list, given, workspace, out_dir / "lists", params,
+        {"thumb_size": thumb_size, "mode": mode, "interpolation": interpolation,
+         "workers": workers, "progress": progress})
+
+    for layer in registry:
+        if wanted is None or layer.name in wanted:
+            outcome = run_layer(layer, context)
+        else:
+            outcome = not_run(layer, context, NotRun("not requested (layers= option)",
+                                                     status="not assessed"))
+        context.outcomes[layer.name] = outcome
+    outcomes = list(context.outcomes.values())
+
+    doc, export_problems = _document(context, outcomes, max_pairs, out_dir)
+    doc["run"].update({"started": started_wall, "command": command,
+                       "scan_seconds": round(scan_seconds, 3)})
+    doc["inputs"] = input_fps
+    doc["params"] = {"tau": float(tau), "radius": int(radius), "thumb_size": int(thumb_size),
+                     "mode": mode, "interpolation": interpolation, "dihedral": bool(dihedral),
+                     "group_regex": group_regex, "sweep": list(SWEEP),
+                     "max_gallery_pairs": int(max_pairs), "workspace": str(workspace),
+                     "feature_params": _feature_params(context.scan),
+                     "layers": sorted(wanted) if wanted is not None else "all"}
+    doc = _ordered(doc)
+    doc["fail_on"] = evaluate_conditions(conditions, doc["records"], doc["layers"],
+                                         [b["name"] for b in doc["boundaries"]])
+    held = any(c["held"] for c in doc["fail_on"])
+    crashed = any(str(l.get("reason") or "").startswith("layer error") for l in doc["layers"])
+    exit_code = EXIT_FAIL_ON if held else (EXIT_LAYER_FAILED if crashed else EXIT_OK)
+    doc["summary"] = {"verdicts": verdicts(doc), "lines": summary_notes(doc) + export_problems}
+    doc["run"]["finished"] = _now()
+    doc["run"]["duration_s"] = round(time.perf_counter() - started, 3)
+    doc["run"]["exit_code"] = exit_code
+    return _write(doc, out_dir, max_pairs, exit_code)
+
+
+def _context(inputs_list, given, workspace: Path, lists_dir: Path, params: dict,
+             scan_opts: dict) -> tuple[AuditContext, float, list[dict]]:
+    """Scan the audited release (and the control and external corpora), fingerprint every
+    input, and clear an earlier audit's lists."""
+    from splitscope.features.scanning import scan as run_scan
+
+    t = time.perf_counter()
+    audited = run_scan(inputs_list, workspace, group_regex=params["group_regex"], **scan_opts)
+    scan_seconds = time.perf_counter() - t
+    manifest = audited.manifest
+    boundaries = release_boundaries(manifest)
+    input_fps = [fingerprint_input(p, "audited", manifest if len(inputs_list) == 1 else
+                                   manifest[manifest["corpus"] == _corpus_of(p)])
+                 for p in inputs_list]
+    scans = {}
+    for role in ("control", "external"):
+        if given[role] is not None:
+            scans[role] = run_scan(given[role], Path(f"{workspace}-{role}"), **scan_opts)
+            input_fps.append(fingerprint_input(given[role], role, scans[role].manifest))
+    for role in ("predictions", "attribution_maps", "attribution_masks"):
+        if given[role] is not None:
+            input_fps.append(fingerprint_path(role.replace("_", " "), given[role]))
+    record_inputs = [{"path": i["path"], "sha256": i["sha256"]} for i in input_fps]
+    out_dir = lists_dir.parent
+    if lists_dir.is_dir() and ((out_dir / "audit.json").is_file()
+                               or (out_dir / "artifacts.json").is_file()):
+        shutil.rmtree(lists_dir)  # an earlier audit's lists: never mixed with this run's
+    lists_dir.mkdir(parents=True, exist_ok=True)
+    paths = {role: Path(given[role]) for role in _PATH_INPUTS if given[role] is not None}
+    context = AuditContext(scan=audited, boundaries=boundaries, params=params,
+                           record_inputs=record_inputs, lists_dir=lists_dir, scans=scans,
+                           paths=paths)
+    return context, scan_seconds, input_fps
+
+
+def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: int,
+              out_dir: Path) -> tuple[dict[str, Any], list[str]]:
+    """The audit document from the layers' outcomes: boundaries, records (each naming what
+    it read), tables written to ``lists/``, figure data and the gallery."""
+    manifest = context.manifest
+    extra = [(b, kind) for o in outcomes for b, kind in o.result.boundaries]
+    all_boundaries = list(context.boundaries) + [b for b, _ in extra]
+    kinds = {b.name: kind for b, kind in extra}
+    records = [r for o in outcomes for r in o.result.records]
+    hex64 = re.compile(r"^[0-9a-f]{64}$")
+    for r in records:  # every record names what was read, by SHA-256
+        named = list(r.inputs or [])
+        if not named or not all(hex64.match(str(i.get("sha256", ""))) for i in named):
+            if named:
+                r.details = {**r.details, "inputs_as_given": named}
+            r.inputs = list(context.record_inputs)
+    tables: dict[str, Any] = {}
+    for o in outcomes:
+        for name, table in o.result.tables.items():
+            tables[name if name not in tables else f"{o.layer}_{name}"] = table
+
+    figures: dict[str, Any] = {}
+    for b in all_boundaries:
+        figures[b.name] = {"tau": context.params["tau"]}
+        for o in outcomes:
+            figures[b.name].update(o.result.figures.get(b.name, {}))
+    rows = context.scan.rows()
+    more = [o.result.rows for o in outcomes if o.result.rows is not None]
+    if more:
+        rows = pd.concat([rows] + [m[~m["row"].isin(rows["row"])] for m in more],
+                         ignore_index=True)
+    shown = {n: t for n, t in tables.items() if "control" not in n}
+    gallery_items = [item for b in all_boundaries for item in gallery(shown, b, rows, max_pairs)]
+
+    lists_dir = context.lists_dir
+    export_problems: list[str] = []
+    written = write_tables(tables, lists_dir, problems=export_problems, keep_existing=True)
+    manifest_out = lists_dir / "manifest.csv"
+    export_frame(manifest).to_csv(manifest_out, index=False)
+    written.append(manifest_out)
+    written.extend(p for p in lists_dir.rglob("*") if p.is_file() and p not in written)
+
+    record_dicts = [r.to_dict() for r in records]
+    doc: dict[str, Any] = {
+        "run": {"finished": None, "duration_s": 0.0, "exit_code": None,
+                "host": {"platform": platform.platform(), "python": sys.version.split()[0],
+                         "cpus": os.cpu_count()}},
+        "software": dict(software_versions()),
+        "manifest": {"rows": len(manifest), "splits": _counts(manifest["split"]),
+                     "labels": _counts(manifest["label"]),
+                     "corpora": _counts(manifest["corpus"]),
+                     "excluded": len(manifest.attrs.get("excluded", []) or []),
+                     "scan": _scan_summary(context.scan)},
+        "boundaries": [{**b.to_dict(), "kind": kinds.get(b.name, "released split")}
+                       for b in all_boundaries],
+        "layers": [o.summary() for o in outcomes],
+        "records": record_dicts,
+        "scorecard": score_card(record_dicts),
+        "figures": figures,
+        "gallery": gallery_items,
+        "fail_on": [],
+        "artifacts": [artifact(p, out_dir) for p in sorted(set(written))],
+    }
+    return doc, export_problems
+
+
+#: the document's keys, in the order audit.json has always written them
+_KEYS = ("schema_version", "kind", "run", "inputs", "params", "software", "manifest",
+         "boundaries", "layers", "records", "scorecard", "figures", "gallery", "fail_on",
+         "artifacts")
+_RUN_KEYS = ("started", "finished", "duration_s", "command", "exit_code", "host",
+             "scan_seconds")
+
+
+def _ordered(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = {"schema_version": SCHEMA_VERSION, "kind": "splitscope-audit", **doc}
+    doc["run"] = {k: doc["run"].get(k) for k in _RUN_KEYS}
+    return {k: doc[k] for k in _KEYS}
+
+
+def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, exit_code: int) -> AuditResult:
+    """Validate, write audit.json, render report.html, list every output in artifacts.json."""
+    errors = validation_errors(doc)
+    if errors:  # the document is still written; the problem is visible, never silent
+        doc["summary"]["lines"].append(
+            f"audit.json does not fully match its schema ({len(errors)} problem(s)), first: "
+            f"{errors[0]}")
+        print("warning: audit.json schema problems:\n  " + "\n  ".join(errors[:10]),
+              file=sys.stderr)
+
+    from splitscope.report.html import render_report
+
+    audit_json = out_dir / "audit.json"
+    write_json(doc, audit_json)
+    report = render_report(doc, out_dir / "report.html", max_pairs=max_pairs)
+    files = [audit_json, report] + [out_dir / a["path"] for a in doc["artifacts"]]
+    files.append(write_artifacts_manifest(out_dir, files))
+    return AuditResult(document=doc, out_dir=out_dir, exit_code=exit_code, files=files)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _counts(series: pd.Series) -> dict[str, int]:
+    return {str(k): int(v) for k, v in series.astype("string").fillna("<NA>")
+            .value_counts(sort=False).sort_index().items()}
+
+
+def _corpus_of(path: str | Path) -> str:
+    return Path(path).name if Path(path).is_dir() else Path(path).stem
+
+
+def _feature_params(scan) -> dict[str, Any]:
+    params = getattr(scan, "params", None)
+    if params is not None and hasattr(params, "to_dict"):
+        try:
+            return dict(params.to_dict())
+        except (TypeError, ValueError, AttributeError):
+            return {}
+    return {}
+
+
+def _scan_summary(scan) -> dict[str, Any]:
+    try:
+        s = scan.summary()
+    except Exception as exc:  # noqa: BLE001 - the summary is informative only
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    keep = ("rows", "unique_files", "rows_without_file", "features_ok", "thumbnails",
+            "flat_thumbnails", "failures", "extracted", "reused", "seconds")
+    return json.loads(json.dumps({k: s.get(k) for k in keep}, default=str))

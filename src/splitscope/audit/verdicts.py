@@ -1,0 +1,172 @@
+"""The audit's verdicts: one line per finding a reader cannot misread, and the notes on
+layers that did not complete and on ``--fail-on`` outcomes. Fed only by the audit document
+(its records, boundaries, parameters and layer outcomes), so the same document always reads
+the same way."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from splitscope.audit.conditions import find_record, is_control, record_text
+from splitscope.boundary import WITHIN_RELEASE
+
+__all__ = ["fmt_int", "summary_notes", "verdicts"]
+
+
+def _population_phrase(pop: Mapping[str, Any]) -> str:
+    name = str(pop.get("name"))
+    if name == "release":
+        return "the release"
+    return f"the {name} split" if re.fullmatch(r"[A-Za-z0-9_-]+", name) else f"the {name} rows"
+
+
+def _pct(num: float, den: float) -> str:
+    return f"{100 * num / den:.3g}%" if den else "—"
+
+
+def _count_line(rec: Mapping[str, Any] | None, b: Mapping[str, Any], what: str,
+                how: str) -> str:
+    q = b["query"]
+    ref = str(b["reference"]["name"])
+    if q["name"] == ref:  # a release without a split, audited against itself
+        ref = "another row of the same release" if ref == WITHIN_RELEASE else f"another {ref} row"
+        q = {**q, "name": "release" if q["name"] == WITHIN_RELEASE else q["name"]}
+    if rec is None:
+        return (f"{_population_phrase(q).capitalize()}: {what} in {ref} not assessed "
+                f"(no record).")
+    if rec.get("status") not in ("completed", "partial"):
+        return (f"{_population_phrase(q).capitalize()}: {what} in {ref} {rec.get('status')} — "
+                f"{rec.get('reason')}")
+    num, den = rec.get("numerator"), rec.get("denominator")
+    if num is None or not den:
+        return f"{_population_phrase(q).capitalize()}: {what} in {ref}: no rate (no rows)."
+    if num:
+        line = (f"{_pct(num, den)} of {_population_phrase(q)} ({int(num):,} of {int(den):,} "
+                f"rows) has {what} in {ref} ({how})")
+    else:  # a measured zero, said as one
+        line = (f"None of {_population_phrase(q)} (0 of {int(den):,} rows, 0%) has {what} in "
+                f"{ref} ({how})")
+    if rec.get("status") == "partial":
+        line += f"; partial: {rec.get('reason')}"
+    control = (rec.get("details") or {}).get("control") or {}
+    if control.get("rate") is not None:
+        line += (f"; negative control {100 * control['rate']:.3g}% "
+                 f"({control.get('numerator')} of {control.get('denominator')})")
+        if control.get("unreliable"):
+            line += " — predicate UNRELIABLE on this modality"
+    return line + "."
+
+
+def verdicts(doc: Mapping[str, Any]) -> list[str]:
+    """One line per boundary a reader cannot misread (near-twin rate with numerator,
+    denominator and predicate), then byte-identical, group-overlap, containment, balanced
+    accuracy, header-probe and attribution lines."""
+    records = doc.get("records") or []
+    params = doc.get("params") or {}
+    tau = params["tau"]
+    geometry = f"{params.get('thumb_size', 96)}², {params.get('interpolation', 'bicubic')}"
+    bounds = doc.get("boundaries") or []
+    lines: list[str] = []
+    for b in bounds:
+        lines.append(_count_line(find_record(records, "ncc_rate", b["name"]), b, "a near-twin",
+                                 f"NCC ≥ {tau:g}, {geometry}"))
+    for b in bounds:
+        lines.append(_count_line(find_record(records, "byte_identical_rate", b["name"]), b,
+                                 "a byte-identical copy", "SHA-256, confirmed byte for byte"))
+    for b in bounds:
+        rec = find_record(records, "group_overlap_rate", b["name"])
+        if rec is None:
+            continue
+        if rec.get("status") not in ("completed", "partial") or not rec.get("denominator"):
+            lines.append(f"Group overlap {b['name']}: {rec.get('status')} — "
+                         f"{rec.get('reason') or 'no traceable query row'}")
+            continue
+        cov = rec.get("coverage") or {}
+        traced = (f"; traceable {fmt_int(cov.get('traceable'))} of {fmt_int(cov.get('total'))} "
+                  f"{b['query']['name']} rows") if cov.get("total") is not None else ""
+        lines.append(
+            f"{_pct(rec.get('numerator') or 0, rec['denominator'])} of traceable "
+            f"{b['query']['name']} rows ({fmt_int(rec.get('numerator'))} of "
+            f"{fmt_int(rec['denominator'])}) share a group with {b['reference']['name']}"
+            f"{traced}.")
+    for b in bounds:
+        rec = find_record(records, "containment_rate", b["name"])
+        if rec is None or rec.get("status") not in ("completed", "partial"):
+            continue
+        kept = (rec.get("details") or {}).get("cleaned_external_rows")
+        lines.append(
+            f"Cross-corpus containment {b['name']}: {_pct(rec['numerator'], rec['denominator'])} "
+            f"of {b['query']['name']} rows ({fmt_int(rec['numerator'])} of "
+            f"{fmt_int(rec['denominator'])}) have a byte-identical or NCC ≥ {tau:g} counterpart "
+            f"in {b['reference']['name']}" + (f"; cleaned external set: {kept} rows." if kept
+                                               is not None else "."))
+    if not any(l.startswith(("Group overlap", )) or "share a group" in l for l in lines):
+        for r in records:
+            if str(r.get("layer", "")).startswith("group") and "overlap" in record_text(r) \
+                    and r.get("status") not in ("completed", "partial"):
+                lines.append(f"Group overlap: {r.get('status')} — {r.get('reason')}")
+                break
+    evals = [r for r in records if str(r.get("layer", "")).startswith("evaluation")
+             and r.get("status") in ("completed", "partial") and r.get("estimate") is not None
+             and "balanced accuracy" in str((r.get("predicate") or {}).get("name", "")).lower()]
+    for r in evals[:6]:
+        unc = r.get("uncertainty") or {}
+        interval = (f" [{unc['low']:.3f}, {unc['high']:.3f}]"
+                    if unc.get("low") is not None and unc.get("high") is not None else "")
+        lines.append(f"{r.get('title') or r['id']}: {r['estimate']:.3f}{interval}"
+                     f" (n = {fmt_int(r.get('denominator'))}).")
+    if len(evals) > 6:
+        lines.append(f"… and {len(evals) - 6} more balanced-accuracy records in audit.json.")
+    names = {b["name"] for b in bounds}
+    for r in records:
+        if not str(r.get("layer", "")).startswith(("provenance", "probe")) or is_control(r):
+            continue
+        if "header" not in record_text(r) or r.get("estimate") is None:
+            continue
+        if r.get("status") not in ("completed", "partial"):
+            continue
+        bname = (r.get("boundary") or {}).get("name")
+        if bname is not None and bname not in names:
+            continue
+        unc = r.get("uncertainty") or {}
+        interval = (f", {100 * (unc.get('level') or 0.95):g}% interval [{unc['low']:.3f}, "
+                    f"{unc['high']:.3f}]"
+                    if unc.get("low") is not None and unc.get("high") is not None else "")
+        chance = (r.get("details") or {}).get("chance")
+        chance_txt = f", chance {chance:.3g}" if isinstance(chance, (int, float)) else ""
+        lines.append(f"{r.get('title') or r['id']}{f' ({bname})' if bname else ''}: "
+                     f"balanced accuracy {r['estimate']:.3f}{interval}{chance_txt}.")
+    for r in records:
+        if r.get("layer") != "attribution" or r.get("status") not in ("completed", "partial") \
+                or r.get("estimate") is None:
+            continue
+        det, unc = r.get("details") or {}, r.get("uncertainty") or {}
+        ex, cl = det.get("exposed") or {}, det.get("clean") or {}
+        where = ((r.get("predicate") or {}).get("params") or {}).get("boundary")
+        interval = (f" [{unc['low']:+.3f}, {unc['high']:+.3f}]"
+                    if unc.get("low") is not None and unc.get("high") is not None else "")
+        lines.append(
+            f"Attribution outside anatomy{f' ({where})' if where else ''}: leaked rows put "
+            f"{ex.get('mean', float('nan')):.3f} of their attribution mass outside the mask, "
+            f"clean rows {cl.get('mean', float('nan')):.3f} (n = {fmt_int(ex.get('assessed'))} "
+            f"and {fmt_int(cl.get('assessed'))}); difference {r['estimate']:+.3f}{interval}.")
+    return lines
+
+
+def fmt_int(value: Any) -> str:
+    return "—" if value is None else f"{int(value):,}"
+
+
+def summary_notes(doc: Mapping[str, Any]) -> list[str]:
+    """Layers that did not complete (with the reason) and the --fail-on outcomes."""
+    notes = []
+    for l in doc["layers"]:
+        if l["status"] != "completed":
+            notes.append(f"Layer {l['layer']}: {l['status']} — {l.get('reason')}")
+    for c in doc.get("fail_on") or []:
+        value = "not measured" if c["value"] is None else f"{c['value']:.4g}"
+        notes.append(f"--fail-on {c['condition']}: value {value} → "
+                     f"{'HELD (exit 1)' if c['held'] else 'not held'}")
+    return notes

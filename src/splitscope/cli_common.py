@@ -1,0 +1,139 @@
+"""What the verbs of the group and provenance layers share: the manifest of the inputs,
+boundaries from ``--query``/``--reference``, row-keyed tables written with ``artifacts.json``,
+and the printing of records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+import pandas as pd
+
+from splitscope.errors import InputError
+
+__all__ = ["COMMON_OPTIONS", "emit", "fmt", "load_manifest", "records_payload",
+           "resolve_boundaries", "rich_console", "status_table", "write_outputs"]
+
+
+def load_manifest(inputs, *, split_per_list: bool = False, group_regex: str | None = None,
+                  **list_options) -> pd.DataFrame:
+    """The manifest of ``inputs`` (folders or list files; no image is read).
+    ``split_per_list`` gives every row of a list file the list's stem as its split
+    (``split_0.csv`` → ``split_0``), for releases published as one list per fold."""
+    from splitscope.manifest import apply_group_regex, build_manifest, read_list
+    from splitscope.manifest.build import is_list_file
+
+    if split_per_list:
+        parts = []
+        for item in inputs:
+            if not is_list_file(item):
+                raise InputError(f"--split-per-list needs list files; {item} is not one")
+            opts = dict(list_options)
+            opts["split"] = Path(item).stem
+            parts.append(read_list(item, **opts))
+        manifest = build_manifest(parts)
+    else:
+        manifest = build_manifest(list(inputs), **list_options)
+    if group_regex:
+        manifest = apply_group_regex(manifest, group_regex)
+    return manifest
+
+
+def resolve_boundaries(manifest: pd.DataFrame, query: str | None, reference: str | None,
+                       both_directions: bool = False) -> list:
+    """``--query/--reference`` when given; else the release's test → train and val → train;
+    else (no train split, e.g. two folds) every ordered pair of splits."""
+    from splitscope.boundary import boundary, default_boundaries
+
+    if (query is None) != (reference is None):
+        raise InputError("give both --query and --reference (or neither)")
+    if query is not None:
+        out = [boundary(manifest, query, reference)]
+        if both_directions:
+            out.append(boundary(manifest, reference, query))
+        return out
+    out = default_boundaries(manifest)
+    if out:
+        if both_directions:
+            out += [boundary(manifest, b.reference.name, b.query.name) for b in list(out)]
+        return out
+    splits = sorted(manifest["split"].dropna().unique().tolist())
+    return [boundary(manifest, q, r) for q in splits for r in splits if q != r]
+
+
+def write_outputs(tables: dict, out_dir: str | Path) -> list[str]:
+    """Write each table as ``<name>.csv`` and ``<name>.parquet`` under ``out_dir`` and list them,
+    with their SHA-256, in ``artifacts.json``; returns their paths relative to ``out_dir``."""
+    from splitscope.records.exports import write_artifacts_manifest, write_tables
+
+    written = write_tables(tables, out_dir)
+    write_artifacts_manifest(out_dir, written)
+    return sorted(p.relative_to(out_dir).as_posix() for p in written)
+
+
+def records_payload(result, written=None) -> dict:
+    from splitscope.records.model import _clean
+
+    return _clean({"records": [r.to_dict() for r in result.records],
+                   "outputs": written or []})
+
+
+def fmt(x, pct=False, digits=3) -> str:
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "—"
+    return f"{100 * x:.1f}%" if pct else f"{x:.{digits}f}"
+
+
+def rich_console():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def status_table(records) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    skipped = [r for r in records if r.status in ("not applicable", "not assessed")]
+    if skipped:
+        t = Table(title="not run", title_justify="left", box=None, pad_edge=False)
+        for c in ("check", "status", "reason"):
+            t.add_column(c)
+        for r in skipped:
+            t.add_row(escape(r.id), r.status, escape(r.reason or ""))
+        rich_console().print(t)
+
+
+def emit(result, as_json: bool, out_dir, printer) -> dict:
+    written = write_outputs(result.tables, out_dir) if out_dir else []
+    payload = records_payload(result, written)
+    if as_json:
+        click.echo(json.dumps(payload, sort_keys=True))
+    else:
+        printer(result)
+        status_table(result.records)
+        if out_dir:
+            click.echo(f"{len(written)} files written to {out_dir} (artifacts.json lists them)")
+    return payload
+
+
+COMMON_OPTIONS = [
+    click.option("--group-regex", default=None,
+                 help="Regex with a named group 'group' (and optionally 'frame') over the file "
+                      "name, e.g. '^(?P<group>[0-9a-f]{16})_(?P<frame>\\d+)'."),
+    click.option("--query", "-q", default=None, help="Query population selector (e.g. test)."),
+    click.option("--reference", "-r", default=None,
+                 help="Reference population selector (e.g. train)."),
+    click.option("--both-directions", is_flag=True,
+                 help="Also audit reference → query for every boundary."),
+    click.option("--split-per-list", is_flag=True,
+                 help="Each list file is one split named by its stem (e.g. split_0.csv)."),
+    click.option("--seed", type=int, default=0, show_default=True, help="Seed of every draw."),
+    click.option("--resamples", type=int, default=2000, show_default=True,
+                 help="Bootstrap / group resamples."),
+    click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+                 help="Write the row-keyed tables here (CSV and Parquet)."),
+    click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout."),
+]

@@ -1,0 +1,176 @@
+"""CLI verbs of the provenance layer (registered by :mod:`splitscope.cli`): ``probe``
+(header-only probe and source–label association) and ``shift`` (partition classifier)."""
+
+from __future__ import annotations
+
+import click
+
+import pandas as pd
+
+from splitscope.cli_common import (
+    COMMON_OPTIONS,
+    emit,
+    fmt,
+    load_manifest,
+    resolve_boundaries,
+    rich_console,
+)
+from splitscope.cli_options import LIST_FILE_OPTIONS, list_options, with_options
+
+
+def _scan_for(inputs, workspace, group_regex, split_per_list, list_options):
+    from splitscope.features.scanning import scan
+
+    if split_per_list:
+        manifest = load_manifest(inputs, split_per_list=True, group_regex=group_regex,
+                                 **list_options)
+        return scan(manifest, workspace, progress=False)
+    return scan(list(inputs), workspace, group_regex=group_regex, progress=False, **list_options)
+
+
+def _print_probe(result) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = rich_console()
+    t = Table(title="Header-only probe (balanced accuracy, 95% percentile bootstrap)",
+              title_justify="left", box=None, pad_edge=False)
+    for c in ("evaluation", "rows", "BA", "95% CI", "chance", "top header fields"):
+        t.add_column(c, justify="left" if c in ("evaluation", "top header fields") else "right")
+    for r in result.records:
+        if r.id.startswith("provenance.header_probe") and r.status == "completed":
+            u = r.uncertainty
+            t.add_row(escape(r.title.replace("Header-only probe: ", "")), f"{r.denominator:,}",
+                      fmt(r.estimate), f"{fmt(u.low)}–{fmt(u.high)}", fmt(r.details["chance"]),
+                      escape(", ".join(r.details["top_fields"][:4])))
+    if t.row_count:
+        console.print(t)
+    for r in result.records:
+        if r.id == "provenance.header_probe.within_pool" and r.status == "completed" \
+                and r.details.get("single_field"):
+            console.print("fields alone (held-out BA, 8-leaf tree): " + ", ".join(
+                f"{escape(str(x['feature']))} {x['balanced_accuracy']:.3f}"
+                for x in r.details["single_field"][:5]))
+    for r in result.records:
+        if r.id == "provenance.source_label" and r.status == "completed":
+            table = pd.DataFrame(r.details["table"]).fillna(0).astype(int)  # label × source
+            dom = pd.DataFrame(r.details["dominant"]).set_index("label")
+            st = Table(title=f"Label × source (rows); Cramér's V = {r.estimate:.3f}",
+                       title_justify="left", box=None, pad_edge=False)
+            st.add_column("label")
+            for c in table.columns:
+                st.add_column(escape(str(c)), justify="right")
+            st.add_column("dominant", justify="right")
+            for lab, row in table.iterrows():
+                d = dom.loc[str(lab)] if str(lab) in dom.index else None
+                st.add_row(escape(str(lab)), *[f"{v:,}" for v in row],
+                           "" if d is None else
+                           f"{escape(str(d['dominant_source']))} {100 * d['dominant_share']:.0f}%")
+            console.print(st)
+
+
+def _print_shift(result) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="Partition classifier (out-of-fold AUC, 95% percentile bootstrap)",
+              title_justify="left", box=None, pad_edge=False)
+    for c in ("comparison", "test/train rows", "AUC", "95% CI", "shuffled AUC", "d_A"):
+        t.add_column(c, justify="left" if c == "comparison" else "right")
+    for r in result.records:
+        if r.id.startswith("provenance.partition") and r.status in ("completed", "partial"):
+            u = r.uncertainty
+            ctl = (r.details.get("shuffled_control") or {}).get("auc", {})
+            t.add_row(escape(r.title.replace("Partition classifier ", "")),
+                      f"{r.numerator:,}/{r.denominator - r.numerator:,}", fmt(r.estimate),
+                      f"{fmt(u.low)}–{fmt(u.high)}", fmt(ctl.get("estimate")),
+                      fmt(r.details.get("d_a")))
+    if t.row_count:
+        console = rich_console()
+        console.print(t)
+        for r in result.records:
+            if r.id.startswith("provenance.partition") and r.status in ("completed", "partial"):
+                per = r.details.get("auc_by_class") or []
+                console.print(escape(r.title.replace("Partition classifier ", "")) + ", per class: "
+                              + "; ".join(f"{escape(str(x['label']))} {fmt(x['auc'])} "
+                                          f"({fmt(x['low'])}–{fmt(x['high'])})" for x in per))
+
+
+_scan_opts = [
+    click.option("--workspace", "-w", type=click.Path(file_okay=False), default=None,
+                 help="Workspace of the feature cache (default ./splitscope-workspace)."),
+]
+
+
+@click.command("probe")
+@click.argument("inputs", nargs=-1, required=True, metavar="ROOT|LIST...")
+@with_options(COMMON_OPTIONS)
+@with_options(_scan_opts)
+@click.option("--include-name-fields", is_flag=True,
+              help="Also use name-derived fields (extension, extension mismatch).")
+@click.option("--fail-above-chance", is_flag=True,
+              help="Exit 1 when the within-pool interval lies above chance.")
+@click.option("--no-scan", is_flag=True,
+              help="Lists without images: skip the scan; only the source–label association "
+                   "runs (the header probe is recorded as not assessed).")
+@with_options(LIST_FILE_OPTIONS)
+def probe_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
+                  resamples, out_dir, as_json, workspace, include_name_fields, fail_above_chance,
+                  no_scan, path_column, label_column, split_column, source_column, group_column,
+                  list_root, constant_split) -> None:
+    """Header-only probe (within pool and cross split) and source–label association
+    (METHODS §4.2–4.3). Scans the release first (cached in the workspace)."""
+    from splitscope.provenance.layer import audit_provenance
+
+    opts = list_options(path_column, label_column, split_column, source_column, group_column,
+                         list_root, constant_split)
+    if no_scan:
+        sc = load_manifest(inputs, split_per_list=split_per_list, group_regex=group_regex,
+                           **opts)
+        bounds = resolve_boundaries(sc, query, reference, both_directions)
+    else:
+        sc = _scan_for(inputs, workspace, group_regex, split_per_list, opts)
+        bounds = resolve_boundaries(sc.manifest, query, reference, both_directions)
+    result = audit_provenance(sc, bounds, seed=seed, n_resamples=resamples, partition=False,
+                              include_name_fields=include_name_fields)
+    emit(result, as_json, out_dir, _print_probe)
+    if fail_above_chance:
+        for r in result.records:
+            if (r.id == "provenance.header_probe.within_pool" and r.status == "completed"
+                    and r.uncertainty.low > r.details["chance"]):
+                raise SystemExit(1)
+
+
+@click.command("shift")
+@click.argument("inputs", nargs=-1, required=True, metavar="ROOT|LIST...")
+@with_options(COMMON_OPTIONS)
+@with_options(_scan_opts)
+@click.option("--embeddings", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Parquet/CSV of vectors keyed by `path` instead of thumbnail features.")
+@click.option("--classifier", type=click.Choice(["logistic", "hgb"]), default="logistic",
+              show_default=True)
+@click.option("--max-rows", type=int, default=None,
+              help="Seeded subsample of each comparison (stratified by side).")
+@click.option("--internal-share", type=float, default=0.2, show_default=True,
+              help="Share of the reference side held out in the internal-split control.")
+@with_options(LIST_FILE_OPTIONS)
+def shift_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
+                  resamples, out_dir, as_json, workspace, embeddings, classifier, max_rows,
+                  internal_share, path_column, label_column, split_column, source_column,
+                  group_column, list_root, constant_split) -> None:
+    """Partition classifier: can image content tell test from the training pool? Out-of-fold
+    AUC overall and per class, shuffled-partition and internal-split controls, proxy
+    A-distance (METHODS §4.4)."""
+    from splitscope.provenance.layer import audit_provenance
+
+    sc = _scan_for(inputs, workspace, group_regex, split_per_list,
+                   list_options(path_column, label_column, split_column, source_column,
+                                 group_column, list_root, constant_split))
+    bounds = resolve_boundaries(sc.manifest, query, reference, both_directions)
+    result = audit_provenance(sc, bounds, seed=seed, n_resamples=resamples, header=False,
+                              association=False, embeddings=embeddings, classifier=classifier,
+                              internal_share=internal_share, max_partition_rows=max_rows)
+    emit(result, as_json, out_dir, _print_shift)
+
+
+COMMANDS: list = [probe_command, shift_command]

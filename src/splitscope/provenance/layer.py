@@ -1,0 +1,372 @@
+"""The provenance layer (METHODS §4): what a file says without its anatomy.
+
+:func:`audit_provenance` needs a scan (header fields and thumbnails); it reports the header-only
+probe, the source–label association and the partition classifier, as a
+:class:`splitscope.records.LayerResult` whose tables are keyed by the manifest's ``row``. A
+check that cannot run on the input becomes a record with status ``not applicable`` (or ``not
+assessed``) and the reason. :class:`ProvenanceLayer` runs it in the audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from splitscope.boundary import Boundary, boundaries_or_default
+from splitscope.errors import InputError
+from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
+from splitscope.records.ids import slug
+from splitscope.records.inputs import release_inputs
+
+__all__ = ["ProvenanceLayer", "audit_provenance"]
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
+
+
+def _scan_rows(scan: Any) -> tuple[pd.DataFrame, Any]:
+    if isinstance(scan, pd.DataFrame):
+        return scan, None
+    if hasattr(scan, "rows"):
+        return scan.rows(), scan
+    raise InputError("audit_provenance needs a Scan (splitscope.features.scanning) or a row table")
+
+
+def audit_provenance(
+    scan: Any,
+    boundaries: Sequence[Boundary] | None = None,
+    *,
+    seed: int = 0,
+    n_resamples: int = 2000,
+    folds: int = 5,
+    header: bool = True,
+    association: bool = True,
+    partition: bool = True,
+    embeddings: Any = None,
+    classifier: str = "logistic",
+    internal_share: float = 0.2,
+    max_partition_rows: int | None = None,
+    importance_repeats: int = 5,
+    include_name_fields: bool = False,
+) -> LayerResult:
+    """Provenance-layer records and tables (METHODS §4).
+
+    Parameters
+    ----------
+    scan : Scan or DataFrame
+        A finished scan (header columns and thumbnails); a row table with header columns
+        works for the header probe and the association (the partition classifier then needs
+        ``embeddings``).
+    boundaries : list of Boundary, optional
+        Default: the release's test → train and val → train. The within-pool probe pools the
+        rows of all boundaries (every labelled row when there is none).
+    max_partition_rows : int, optional
+        Seeded subsample of each boundary's rows for the partition classifier (stratified by
+        side), recorded in the record; default all rows.
+    embeddings : ndarray or path, optional
+        Vectors for the partition classifier instead of the thumbnail features.
+    """
+    rows, sc = _scan_rows(scan)
+    bounds = boundaries_or_default(rows, boundaries)
+    inputs = release_inputs(rows)
+    result = LayerResult()
+    has_label = "label" in rows.columns and rows["label"].notna().any()
+    if bounds:
+        pool_ids = np.unique(np.concatenate([np.r_[b.query.rows, b.reference.rows]
+                                             for b in bounds]))
+        pool = rows[rows["row"].isin(pool_ids)]
+    else:
+        pool = rows
+    if header:
+        result.extend(_header_records(rows, pool, bounds, has_label, seed=seed,
+                                      n_resamples=n_resamples, folds=folds,
+                                      repeats=importance_repeats,
+                                      include_name_fields=include_name_fields, inputs=inputs))
+    if association:
+        result.extend(_association_record(pool, inputs))
+    if partition:
+        result.extend(_partition_records(rows, sc, bounds, embeddings, seed=seed,
+                                         n_resamples=n_resamples, folds=folds,
+                                         classifier=classifier, internal_share=internal_share,
+                                         max_rows=max_partition_rows, inputs=inputs))
+    return result
+
+
+def _ba_uncertainty(ba: dict) -> Uncertainty:
+    return Uncertainty(kind=ba["kind"], level=ba["level"], low=ba["low"], high=ba["high"],
+                       detail={"undefined_resamples": ba["undefined_resamples"],
+                               "seed": ba["seed"]})
+
+
+def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, repeats,
+                    include_name_fields, inputs) -> LayerResult:
+    from splitscope.provenance.header_probe import (
+        header_columns,
+        header_probe_cross_split,
+        header_probe_within_pool,
+    )
+
+    out = LayerResult()
+    title = "Header-only probe"
+    if not has_label:
+        out.records.append(not_run_record("provenance", "not applicable", "no labels in the release", id="provenance.header_probe.within_pool", title=title, inputs=inputs))
+        return out
+    if not any(c in rows.columns for c in header_columns()):
+        out.records.append(not_run_record("provenance", "not assessed", "no header features: scan the release first (splitscope scan)", id="provenance.header_probe.within_pool", title=title, inputs=inputs))
+        return out
+    labelled = pool[pool["label"].notna()]
+    try:
+        wp = header_probe_within_pool(labelled, seed=seed, n_resamples=n_resamples, folds=folds,
+                                      importance_repeats=repeats,
+                                      include_name_fields=include_name_fields)
+    except InputError as exc:
+        out.records.append(not_run_record("provenance", "not applicable", str(exc), id="provenance.header_probe.within_pool", title=title, inputs=inputs))
+        return out
+    out.records.append(_probe_record(wp, "provenance.header_probe.within_pool",
+                                     f"{title}: within pool", None, inputs))
+    out.tables["header_probe_within_pool"] = wp.predictions
+    out.tables["header_probe_importance"] = wp.importances
+    if wp.single_field is not None:
+        out.tables["header_probe_single_field"] = wp.single_field
+    for b in bounds:
+        s = slug(b.name)
+        tr = rows[rows["row"].isin(b.reference.rows) & rows["label"].notna()]
+        te = rows[rows["row"].isin(b.query.rows) & rows["label"].notna()]
+        rid = f"provenance.header_probe.cross_split[{s}]"
+        try:
+            cs = header_probe_cross_split(tr, te, seed=seed, n_resamples=n_resamples,
+                                          importance_repeats=repeats,
+                                          include_name_fields=include_name_fields)
+        except InputError as exc:
+            out.records.append(not_run_record("provenance", "not applicable", str(exc), id=rid, title=f"{title}: cross split", inputs=inputs))
+            continue
+        out.records.append(_probe_record(cs, rid, f"{title}: fit on {b.reference.name}, "
+                                         f"score {b.query.name}", b, inputs, within=wp))
+        out.tables[f"header_probe_cross_{s}"] = cs.predictions
+    return out
+
+
+def _probe_record(r, rid, title, b, inputs, within=None) -> AuditRecord:
+    ba = r.balanced_accuracy
+    correct = int((r.predictions["label"] == r.predictions["predicted"]).sum())
+    top = r.top_features(5)
+    above = ba["low"] is not None and ba["low"] > r.chance
+    if not r.features:
+        conclusion = ("no header field varies across these rows, so headers carry no label "
+                      "signal here; the model predicts the majority class (balanced accuracy "
+                      f"{ba['estimate']:.3f}, chance {r.chance:.3f})")
+    elif r.kind == "within pool":
+        conclusion = (f"header features alone predict the label within the pool: balanced "
+                      f"accuracy {ba['estimate']:.3f} (95% CI {ba['low']:.3f}–{ba['high']:.3f}) "
+                      f"vs chance {r.chance:.3f}; a construction shortcut, carried by "
+                      f"{', '.join(top) or 'no single field'}" if above else
+                      f"header features do not predict the label above chance within the pool "
+                      f"(balanced accuracy {ba['estimate']:.3f}, 95% CI {ba['low']:.3f}–"
+                      f"{ba['high']:.3f}, chance {r.chance:.3f})")
+    else:
+        w = within.balanced_accuracy["estimate"] if within is not None else None
+        conclusion = (f"fit on the reference side, the header-only model scores balanced "
+                      f"accuracy {ba['estimate']:.3f} (95% CI {ba['low']:.3f}–{ba['high']:.3f}) "
+                      f"on the query side vs chance {r.chance:.3f}"
+                      + (f"; within pool it scores {w:.3f} — a gap of {w - ba['estimate']:+.3f} "
+                         "(within ≫ cross means pooling and re-splitting would reward the "
+                         "shortcut)" if w is not None else ""))
+    return AuditRecord(
+        id=rid, layer="provenance", title=title,
+        boundary=b.to_dict() if b is not None else None,
+        predicate={"name": f"header-only probe ({r.kind})",
+                   "params": {**r.params, "features": len(r.features),
+                              "dropped": r.dropped}},
+        unit="row (case)", numerator=correct, denominator=r.n_rows,
+        coverage={"traceable": r.n_rows, "total": r.n_rows, "share": 1.0},
+        class_support=r.class_support, estimate=ba["estimate"],
+        uncertainty=_ba_uncertainty(ba),
+        scope=(f"{r.n_rows} labelled rows; numerator/denominator are correct predictions / "
+               "scored rows (accuracy), the estimate is balanced accuracy"),
+        conclusion=conclusion,
+        unresolved=("permutation importance understates fields whose information another "
+                    "field duplicates (e.g. a quality estimate and its table)"),
+        status="completed",
+        details={"chance": r.chance, "top_fields": top,
+                 "importances": r.importances.head(20).to_dict(orient="records"),
+                 "single_field": ([] if r.single_field is None else
+                                  r.single_field.head(20).to_dict(orient="records")),
+                 "accuracy": correct / r.n_rows if r.n_rows else None},
+        inputs=inputs)
+
+
+def _association_record(pool, inputs) -> LayerResult:
+    from splitscope.provenance.association import source_label_association
+
+    out = LayerResult()
+    rid, title = "provenance.source_label", "Source–label association"
+    if "source" not in pool.columns or pool["source"].nunique() < 2:
+        out.records.append(not_run_record("provenance", "not applicable", "fewer than two sources in the release", id=rid, title=title, inputs=inputs))
+        return out
+    if "label" not in pool.columns or pool["label"].nunique() < 2:
+        out.records.append(not_run_record("provenance", "not applicable", "fewer than two labels in the release", id=rid, title=title, inputs=inputs))
+        return out
+    a = source_label_association(pool)
+    dom = a.dominant.sort_values("dominant_share", ascending=False)
+    out.records.append(AuditRecord(
+        id=rid, layer="provenance", title=title,
+        predicate={"name": "Cramér's V", "params": {"chi2": "Pearson, no continuity correction"}},
+        unit="row", numerator=a.n, denominator=a.n + a.rows_missing,
+        coverage={"traceable": a.n, "total": a.n + a.rows_missing,
+                  "share": a.n / (a.n + a.rows_missing)},
+        class_support=dict(zip(a.dominant["label"].astype(str),
+                               a.dominant["rows"].astype(int))),
+        estimate=a.cramers_v,
+        uncertainty=Uncertainty(kind="none: a descriptive statistic of the census "
+                                     f"(χ² = {a.chi2:.1f}, dof {a.dof}, p = {a.p_value:.3g})",
+                                level=None),
+        scope=f"rows with both a source and a label ({a.n} of {a.n + a.rows_missing})",
+        conclusion=(f"Cramér's V = {a.cramers_v:.3f} between source and label; "
+                    + "; ".join(f"{r.label}: {100 * r.dominant_share:.0f}% from {r.dominant_source}"
+                                for r in dom.head(5).itertuples())),
+        unresolved="association is not causation: a source may differ in case mix legitimately",
+        status="completed", inputs=inputs, details=a.to_dict()))
+    out.tables["source_label"] = a.table.reset_index()
+    return out
+
+
+def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds, classifier,
+                       internal_share, max_rows, inputs) -> LayerResult:
+    from splitscope.provenance.partition import (
+        content_features,
+        internal_split,
+        load_embeddings,
+        partition_classifier,
+    )
+
+    out = LayerResult()
+    title = "Partition classifier"
+    if not bounds:
+        out.records.append(not_run_record("provenance", "not applicable", "no boundary (train/test split) to classify", id="provenance.partition", title=title, inputs=inputs))
+        return out
+    if sc is None and embeddings is None:
+        out.records.append(not_run_record("provenance", "not assessed", "no thumbnails (pass a scan) and no embeddings", id="provenance.partition", title=title, inputs=inputs))
+        return out
+    rng = np.random.default_rng(seed)
+    emb = None
+    if embeddings is not None:
+        emb = load_embeddings(embeddings, None if isinstance(embeddings, np.ndarray)
+                              else rows["path"])
+        if len(emb) != len(rows):
+            raise InputError(f"{len(emb)} embedding rows for {len(rows)} manifest rows")
+    row_pos = pd.Index(rows["row"].to_numpy(np.int64))
+
+    # content features of each thumbnail, computed once however many comparisons use it
+    bank = {"at": np.full(0, -1, dtype=np.int64),
+            "rows": content_features(sc.thumbnails[:0]) if sc is not None else None}
+
+    def features_for(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if emb is not None:
+            return emb[row_pos.get_indexer(ids)], np.ones(len(ids), bool)
+        tidx = sc.thumb_index(ids)
+        ok = tidx >= 0
+        t = tidx[ok]
+        if t.size and t.max() >= bank["at"].size:
+            bank["at"] = np.r_[bank["at"], np.full(int(t.max()) + 1 - bank["at"].size, -1)]
+        new = np.unique(t[bank["at"][t] < 0])
+        if new.size:
+            bank["at"][new] = len(bank["rows"]) + np.arange(new.size)
+            bank["rows"] = np.concatenate([bank["rows"], content_features(sc.thumbnails[new])])
+        return bank["rows"][bank["at"][t]], ok
+
+    def run(rid, name, q_ids, r_ids, b, internal=False):
+        ids = np.r_[q_ids, r_ids]
+        is_test = np.r_[np.ones(len(q_ids), bool), np.zeros(len(r_ids), bool)]
+        sub = None
+        if max_rows is not None and len(ids) > max_rows:
+            keep = np.zeros(len(ids), bool)
+            for side in (True, False):  # stratified by side, seeded
+                pos = np.flatnonzero(is_test == side)
+                k = max(2, round(max_rows * len(pos) / len(ids)))
+                keep[rng.choice(pos, size=min(k, len(pos)), replace=False)] = True
+            ids, is_test = ids[keep], is_test[keep]
+            sub = int(keep.sum())
+        X, ok = features_for(ids)
+        ids_ok, y = ids[ok], is_test[ok]
+        part_rows = rows.iloc[row_pos.get_indexer(ids_ok)]
+        try:
+            r = partition_classifier(X, y, rows=part_rows,
+                                     groups=part_rows["group"].to_numpy() if "group" in part_rows
+                                     else None,
+                                     name=name, folds=folds, seed=seed, n_resamples=n_resamples,
+                                     classifier=classifier)
+        except InputError as exc:
+            out.records.append(not_run_record("provenance", "not applicable", str(exc), id=rid, title=name, inputs=inputs))
+            return None
+        auc = r.auc
+        ctl = r.control["auc"] if r.control else None
+        unscored = int((~ok).sum()) + r.params["unscored_rows"]
+        conclusion = (
+            f"out-of-fold AUC {auc['estimate']:.3f} (95% CI {auc['low']:.3f}–{auc['high']:.3f}) "
+            f"for telling {'the internal hold-out' if internal else 'query'} rows from "
+            f"{'the rest of the reference side' if internal else 'the reference side'} by "
+            f"image content; shuffled-partition control AUC "
+            f"{ctl['estimate']:.3f}; proxy A-distance {r.d_a:.3f}")
+        out.records.append(AuditRecord(
+            id=rid, layer="provenance", title=name,
+            boundary=b.to_dict() if b is not None else None,
+            predicate={"name": "partition classifier", "params": {
+                **r.params, "features": ("supplied embeddings" if emb is not None else
+                                         "16×16 area-mean thumbnail + 32-bin histogram"),
+                "subsample": sub, "internal_share": internal_share if internal else None}},
+            unit="row (case)", numerator=r.n_test, denominator=r.n_test + r.n_train,
+            coverage={"traceable": r.n_test + r.n_train - r.params["unscored_rows"],
+                      "total": len(ids), "share": (len(ids) - unscored) / len(ids)},
+            class_support={str(x.label): int(x.train_rows + x.test_rows)
+                           for x in r.auc_by_class.itertuples()},
+            estimate=auc["estimate"],
+            uncertainty=Uncertainty(kind=auc["kind"], level=auc["level"], low=auc["low"],
+                                    high=auc["high"]),
+            scope=(f"{r.n_test} query-side and {r.n_train} reference-side rows with content "
+                   f"features{'' if sub is None else f' (seeded subsample of {sub})'}; "
+                   "numerator/denominator are query-side rows / rows classified"),
+            conclusion=conclusion,
+            unresolved=("a high AUC says the sides differ in content, not why (acquisition, "
+                        "case mix, preprocessing)"),
+            status="completed" if unscored == 0 else "partial",
+            reason=None if unscored == 0 else f"{unscored} row(s) without features or folds",
+            inputs=inputs, outputs=[f"partition_scores_{slug(name)}"],
+            details={"auc_by_class": r.auc_by_class.to_dict(orient="records"),
+                     "d_a": r.d_a, "balanced_error": r.balanced_error,
+                     "shuffled_control": r.control}))
+        out.tables[f"partition_scores_{slug(name)}"] = r.scores
+        return r
+
+    for b in bounds:
+        s = slug(b.name)
+        run(f"provenance.partition[{s}]", f"Partition classifier {b.name}",
+            b.query.rows, b.reference.rows, b)
+    refs = {b.reference.name: b for b in bounds}
+    for name, b in refs.items():
+        ref = b.reference.rows
+        if len(ref) < 10:
+            continue
+        hold = internal_split(len(ref), internal_share, seed)
+        run(f"provenance.partition.internal[{slug(name)}]",
+            f"Partition classifier internal split of {name}", ref[hold], ref[~hold], None,
+            internal=True)
+    return out
+
+
+class ProvenanceLayer:
+    """Header-only probe, source–label association and partition classifier on the
+    boundaries between two sides; the within-pool probe always (METHODS §4)."""
+
+    name = "provenance"
+    order = 30
+
+    def run(self, context) -> LayerResult:
+        return audit_provenance(context.scan, context.split_boundaries)
+
+
+#: the layers of this package (see :mod:`splitscope.audit.protocol`)
+LAYERS = [ProvenanceLayer()]
