@@ -1,5 +1,6 @@
 """Old module paths that still import, with a DeprecationWarning, as the module that now
-holds their code (the same module object, so attributes and monkeypatches are shared)."""
+holds their code (the same module object, so attributes and monkeypatches are shared), or,
+for an old module whose code now lives in several, as a module that reads names from them."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import types
 import warnings
 
-#: old module → module that holds its code now
-MOVED = {
+#: old module → module that holds its code now (or the modules, in lookup order)
+MOVED: dict[str, str | tuple[str, ...]] = {
+    "splitscope.probes.audit": ("splitscope.groups.layer", "splitscope.provenance.layer"),
     "splitscope.probes": "splitscope.provenance",
     "splitscope.probes.header_probe": "splitscope.provenance.header_probe",
     "splitscope.probes.association": "splitscope.provenance.association",
@@ -36,14 +39,31 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec):
         target = MOVED[spec.name]
-        warnings.warn(f"{spec.name} moved to {target}; import it from there",
-                      DeprecationWarning, stacklevel=3)
-        return importlib.import_module(target)
+        warnings.warn(f"{spec.name} moved to {' and '.join(_names(target))}; import it from "
+                      "there", DeprecationWarning, stacklevel=3)
+        if isinstance(target, str):
+            return importlib.import_module(target)
+        merged = types.ModuleType(spec.name)
+        sources = [importlib.import_module(t) for t in target]
+
+        def __getattr__(name: str):
+            for source in sources:
+                if hasattr(source, name):
+                    return getattr(source, name)
+            raise AttributeError(f"module {spec.name!r} has no attribute {name!r}")
+
+        merged.__getattr__ = __getattr__
+        return merged
 
     def exec_module(self, module) -> None:
         """The target module is already executed."""
 
 
+def _names(target: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (target,) if isinstance(target, str) else target
+
+
 def install() -> None:
     if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
-        sys.meta_path.append(_MovedFinder())
+        sys.meta_path.insert(0, _MovedFinder())  # before the path finder, which would load
+        # a second copy of a moved module through its old package's new __path__

@@ -9,7 +9,7 @@ import pytest
 
 from splitscope.boundary import boundary
 from splitscope.errors import InputError
-from splitscope.relations.groups import (
+from splitscope.groups.overlap import (
     frame_gap_summary,
     frame_gaps,
     group_overlap,

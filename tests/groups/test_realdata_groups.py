@@ -8,8 +8,8 @@ import pytest
 import splitscope
 from splitscope.boundary import boundary
 from splitscope.manifest import apply_group_regex
-from splitscope.probes.audit import audit_groups
-from splitscope.relations.groups import frame_gap_summary, frame_gaps, group_overlap
+from splitscope.groups.layer import audit_groups
+from splitscope.groups.overlap import frame_gap_summary, frame_gaps, group_overlap
 
 pytestmark = pytest.mark.realdata
 
@@ -47,7 +47,7 @@ def test_kvasir_capsule_frame_gaps(kvasir):
 
 
 def test_cv2024_kvasir_validation_videos_in_training(shared_data):
-    from splitscope.probes.association import source_label_association
+    from splitscope.provenance.association import source_label_association
 
     m = splitscope.build_manifest(
         shared_data / "cv2024" / "capsule_vision_2024_train_val_index.csv")

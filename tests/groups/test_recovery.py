@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from splitscope.errors import InputError
-from splitscope.relations.recovery import recover_identity
+from splitscope.groups.recovery import recover_identity
 
 
 def _setup(seed=0):

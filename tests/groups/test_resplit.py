@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from splitscope.errors import InputError
-from splitscope.relations.resplit import class_balance, group_disjoint_split, group_kfold
+from splitscope.groups.resplit import class_balance, group_disjoint_split, group_kfold
 
 
 def _rows(n_groups=200, seed=0):

@@ -7,7 +7,8 @@ import numpy as np
 from splitscope.boundary import Boundary, Population
 from splitscope.records import AuditRecord, Uncertainty
 from splitscope.records.scorecard import score_card
-from splitscope.report.audit import distribution, evaluate_conditions, parse_condition, sweep
+from splitscope.audit.conditions import evaluate_conditions, parse_condition
+from splitscope.relations.rho_figures import distribution, sweep
 
 EVIL = "<img src=x onerror=alert(1)>"
 

@@ -18,9 +18,10 @@ from reportkit import EVIL
 from splitscope.cli import app, main
 from splitscope.errors import InputError
 from splitscope.records.schema import validate
-from splitscope.report.audit import LAYERS, audit, run_layer
+from splitscope.audit import audit
+from splitscope.audit.protocol import AuditContext, layer_names, run_layer
 
-LAYER_NAMES = set(LAYERS)
+LAYER_NAMES = set(layer_names())
 
 
 def _image(seed: int) -> Image.Image:
@@ -146,7 +147,7 @@ def test_cli_input_errors_exit_2(release, tmp_path):
 
 
 def test_a_failing_layer_is_recorded_and_exits_3(release, tmp_path, monkeypatch):
-    import splitscope.relations.audit as rel
+    import splitscope.relations.layer as rel
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk on fire")
@@ -166,17 +167,37 @@ def test_a_failing_layer_is_recorded_and_exits_3(release, tmp_path, monkeypatch)
     assert not_run["groups"]["reason"].startswith("not requested")
 
 
-def test_run_layer_outcomes():
-    missing = run_layer("x", "splitscope.no_such_module", "f", lambda fn: fn())
+class _Layer:
+    """A layer whose run is the given function."""
+
+    def __init__(self, name, run):
+        self.name, self._run = name, run
+
+    def run(self, context):
+        return self._run(context)
+
+
+def _context(tmp_path) -> AuditContext:
+    return AuditContext(scan=None, boundaries=[], params={}, record_inputs=[],
+                        lists_dir=tmp_path)
+
+
+def test_run_layer_outcomes(tmp_path, monkeypatch):
+    from splitscope.audit import protocol
+
+    monkeypatch.setattr(protocol, "_IMPORT_ERRORS",
+                        {"splitscope.no_such.layer": "ModuleNotFoundError: no_such"})
+    missing = next(l for l in protocol.registered_layers() if l.name == "no_such")
+    missing = run_layer(missing, _context(tmp_path))
     assert missing.status == "not assessed" and "not available" in missing.reason
     assert missing.result.records[0].status == "not assessed"
 
-    def raise_input(fn):
+    def raise_input(context):
         raise InputError("no group keys in this release")
 
-    na = run_layer("groups", "splitscope.report.audit", "audit", raise_input)
+    na = run_layer(_Layer("groups", raise_input), _context(tmp_path))
     assert na.status == "not applicable" and na.reason == "no group keys in this release"
-    empty = run_layer("groups", "splitscope.report.audit", "audit", lambda fn: None)
+    empty = run_layer(_Layer("groups", lambda context: None), _context(tmp_path))
     assert empty.status == "not applicable" and empty.result.records
 
 

@@ -12,7 +12,7 @@ import pytest
 from splitscope.cli import app
 from splitscope.records.schema import validate
 from splitscope.report.browser import find_browser, inspect_page
-from splitscope.report.demo import FLAG_COLUMNS, flagged_paths, run_demo
+from splitscope.audit.demo import FLAG_COLUMNS, flagged_paths, run_demo
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import pytest
 from reportkit import boundary, records
 
 from splitscope.errors import InputError
-from splitscope.report.audit import METRICS, evaluate_conditions, parse_condition
+from splitscope.audit.conditions import METRICS, evaluate_conditions, parse_condition
 
 
 def test_parse_condition_forms():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from splitscope.records.schema import validate
-from splitscope.report.audit import audit
+from splitscope.audit import audit
 
 
 @pytest.mark.realdata

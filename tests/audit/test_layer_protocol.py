@@ -1,0 +1,137 @@
+"""A layer added from outside the package (one object registering itself) runs in the audit
+with its records and status, in its declared place, without any edit to the run loop."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from splitscope.audit import audit
+from splitscope.audit.protocol import NotRun, layer_names, register, unregister
+from splitscope.records import AuditRecord, LayerResult
+
+
+def _release(root: Path) -> Path:
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 5), ("test", 3)):
+        for label in ("a", "b"):
+            (root / split / label).mkdir(parents=True)
+            for i in range(n):
+                Image.fromarray(rng.integers(0, 256, (32, 32), dtype=np.uint8)).save(
+                    root / split / label / f"{split}_{i}.png")
+    shutil.copy(root / "train" / "a" / "train_0.png", root / "test" / "a" / "copy.png")
+    return root
+
+
+class RowCountLayer:
+    """Counts the query rows of each split boundary: a toy layer with records and a table."""
+
+    name = "row_count"
+    order = 35  # between provenance (30) and evaluation (40)
+    title = "row count"
+
+    def run(self, context) -> LayerResult:
+        result = LayerResult()
+        for b in context.split_boundaries:
+            result.records.append(AuditRecord(
+                id=f"row_count.{b.query.name}", layer="row_count", title=f"Rows of {b.name}",
+                boundary=b.to_dict(), unit="row", numerator=b.query.size,
+                denominator=b.query.size + b.reference.size))
+        return result
+
+
+class NeedsPredictions:
+    name = "needs_predictions"
+    needs = {"predictions": "no predictions for the toy layer"}
+
+    def run(self, context) -> LayerResult:  # pragma: no cover - never runs here
+        raise AssertionError("must not run without predictions")
+
+
+class AfterRowCount:
+    name = "after_row_count"
+    after = {"row_count": "needs the row counts"}
+
+    def applies(self, context):
+        return None if context.split_boundaries else NotRun("no split")
+
+    def run(self, context) -> LayerResult:
+        done = context.outcomes["row_count"]
+        return LayerResult([AuditRecord(id="after_row_count.n", layer="after_row_count",
+                                        title="records of the row-count layer",
+                                        numerator=len(done.result.records))])
+
+
+@pytest.fixture
+def toy_layers():
+    layers = [RowCountLayer(), NeedsPredictions(), AfterRowCount()]
+    for layer in layers:
+        register(layer)
+    yield layers
+    for layer in layers:
+        unregister(layer.name)
+
+
+def test_a_registered_layer_runs_in_the_audit(tmp_path, toy_layers):
+    names = layer_names()
+    assert names.index("provenance") < names.index("row_count") < names.index("evaluation")
+    res = audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", workers=1,
+                progress=False, layers=["duplicates", "row_count", "needs_predictions",
+                                        "after_row_count"], transforms=0)
+    doc = json.loads((tmp_path / "out" / "audit.json").read_text())
+    layers = {l["layer"]: l for l in doc["layers"]}
+    assert [l["layer"] for l in doc["layers"]] == list(names)
+    assert layers["row_count"]["status"] == "completed" and layers["row_count"]["records"] == 1
+    rec = next(r for r in doc["records"] if r["id"] == "row_count.test")
+    assert (rec["numerator"], rec["denominator"]) == (7, 17)
+    assert rec["inputs"] and rec["inputs"][0]["sha256"]  # the run names what was read
+    assert layers["needs_predictions"]["status"] == "not applicable"
+    assert layers["needs_predictions"]["reason"] == "no predictions for the toy layer"
+    assert layers["after_row_count"]["status"] == "completed"
+    assert next(r for r in doc["records"] if r["id"] == "after_row_count.n")["numerator"] == 1
+    assert layers["groups"]["status"] == "not assessed"  # not requested
+    assert res.exit_code == 0
+
+
+def test_a_layer_whose_dependency_did_not_run_is_not_assessed(tmp_path, toy_layers):
+    audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", workers=1, progress=False,
+          layers=["after_row_count"], transforms=0)
+    doc = json.loads((tmp_path / "out" / "audit.json").read_text())
+    layers = {l["layer"]: l for l in doc["layers"]}
+    assert layers["after_row_count"]["status"] == "not assessed"
+    assert layers["after_row_count"]["reason"] == "needs the row counts"
+    rec = next(r for r in doc["records"] if r["layer"] == "after_row_count")
+    assert rec["status"] == "not assessed"
+
+
+def test_register_refuses_a_second_layer_of_the_same_name(toy_layers):
+    with pytest.raises(ValueError, match="already registered"):
+        register(RowCountLayer())
+    with pytest.raises(TypeError, match="needs a name"):
+        register(object())
+
+
+def test_the_audit_package_is_callable(tmp_path):
+    import splitscope
+
+    res = splitscope.audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", workers=1,
+                           progress=False, layers=["duplicates"], transforms=0)
+    assert res.audit_json.is_file()
+
+
+def test_old_module_paths_still_import_with_a_warning():
+    import importlib
+    import sys
+
+    for old, new in (("splitscope.relations.audit", "splitscope.relations.layer"),
+                     ("splitscope.probes.header_probe", "splitscope.provenance.header_probe"),
+                     ("splitscope.report.audit", "splitscope.audit.run")):
+        sys.modules.pop(old, None)
+        with pytest.warns(DeprecationWarning, match="moved to"):
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new)
