@@ -20,7 +20,7 @@ def _fail_on_help() -> str:
         "'byte_identical_rate>0', 'ncc_rate>0.01', 'header_probe_ba>0.7'; ops > >= < <= == !=; "
         "a value may end in %. The metric is its largest value over the audited boundaries; a "
         "metric no layer measured does not hold (gate on 'layers_not_assessed>0' too). "
-        "Metrics: " + "; ".join(f"{m.name} ({m.description})" for m in METRICS.values()) + "."
+        "Metrics: " + "; ".join(m.help_line() for m in METRICS.values()) + "."
     )
 
 

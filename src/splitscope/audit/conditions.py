@@ -39,6 +39,16 @@ class Metric:
     field: str = "estimate"
     unit: str | None = "affected query row"
 
+    def reads(self) -> str:
+        """What the metric reads and how it aggregates, in words (for ``--help``)."""
+        if self.field == "layers":
+            return "count of layers 'not assessed'"
+        which = ", ".join(self.predicates) or " or ".join(" ".join(w) for w in self.words)
+        return f"{self.field} of the {which} records, largest over the boundaries"
+
+    def help_line(self) -> str:
+        return f"{self.name}: {self.description} [{self.reads()}]"
+
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("byte_identical_rate", "share of query rows with a byte-identical (SHA-256) "
@@ -89,7 +99,7 @@ class Condition:
 
 def metric_table() -> str:
     """The ``--fail-on`` metrics, one per line, for help texts and error messages."""
-    return "\n".join(f"  {m.name:<22} {m.description}" for m in METRICS.values())
+    return "\n".join(f"  {m.help_line()}" for m in METRICS.values())
 
 
 def parse_condition(text: str) -> Condition:
