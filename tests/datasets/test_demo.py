@@ -225,6 +225,11 @@ def test_expected_and_missed_predicates_hold(demo, planted, features):
         dihedral_ncc |= (var.unit @ ref.unit.T).max(axis=1) >= 0.98
         dihedral_hash |= hash_rules(hamming(var.phash, ref.phash),
                                     hamming(var.dhash, ref.dhash))["hash_joint"]
+    # a twin under a pixel predicate (NCC or a one-reference hash rule) with another label
+    train_labels = np.array([f.split("/")[1] for f in train])
+    twin = (ncc >= 0.98) | ((dp <= 6) & (dd <= 6)) | (dp + dd <= 6) | (dp == 0)
+    other = train_labels[None, :] != rows["query_label"].to_numpy()[:, None]
+    flagged["near_label_conflict"] = (twin & other).any(axis=1)
     plain_any = flagged["ncc"] | flagged["hash_joint"]
     flagged["dihedral_ncc"] = dihedral_ncc & ~plain_any
     flagged["dihedral_hash"] = dihedral_hash & ~plain_any

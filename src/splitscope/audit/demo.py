@@ -88,6 +88,12 @@ def flagged_paths(lists: Path) -> dict[str, set[str]]:
                     paths.update(_split_paths(value))
         if "boundary" in conflict.columns or paths:
             found["label_conflict"] = {p for p in paths if p.startswith("test/")}
+    conflicts = _read(lists, "label_conflicts")
+    if conflicts is not None and "predicate" in conflicts.columns:
+        near = conflicts[(conflicts["boundary"].astype(str) == BOUNDARY)
+                         & conflicts["predicate"].astype(str).isin(
+                             ["ncc", "hash_joint", "hash_sum", "hash_exact_phash"])]
+        found["near_label_conflict"] = set(near["path"].astype(str))
     within = _read(lists, "within_copies")
     if within is not None:
         paths = set()

@@ -8,7 +8,8 @@ the demo can be scored against a known answer:
 - identity (METHODS §1): byte copies test → train under the same name, renamed byte copies,
   a byte copy filed under the other class (label conflict), a byte copy inside train;
   re-encodes whose decoded pixels are equal but whose bytes differ;
-- near duplicates (§2): lossy JPEG re-encodes, resized and brightness/contrast-changed copies
+- near duplicates (§2): lossy JPEG re-encodes (one of them filed under the other class: a
+  label-conflicting near-twin), resized and brightness/contrast-changed copies
   (found by NCC and the hash rules); centre crops and small rotations (hard cases, missed by
   the hash rules); 90° rotations and mirror flips (found only by the dihedral option);
 - groups (§3): file names carry a patient id (``p0123_s1.png``, regex
@@ -82,6 +83,8 @@ PREDICATES: dict[str, str] = {
     "dihedral_ncc": "NCC >= 0.98 only against a rotated/flipped reference variant (§2.8)",
     "dihedral_hash": "joint hash rule only against a rotated/flipped reference variant (§2.8)",
     "group_overlap": "the query's patient id also occurs on the reference side (§3.2)",
+    "near_label_conflict": "a twin on the reference side under another label, found by a "
+                           "pixel predicate: NCC >= 0.98 or a hash rule (§2.10)",
 }
 _HASH_RULES = ("hash_screen", "hash_joint", "hash_sum", "hash_exact_phash")
 _NEAR = ("ncc", *_HASH_RULES)
@@ -102,13 +105,15 @@ PLANTED_COUNTS: dict[str, int] = {
     "rotate90": 2,  # 90 and 270 degrees
     "flip": 2,  # left-right and top-bottom mirror
     "shared_group": 6,  # a train patient's other (distinct) image in test
+    "near_label_conflict": 1,  # JPEG q95 -> q75 re-encode filed under the other class
 }
 
 #: What every planted kind should be flagged by (the rest of :data:`PREDICATES` should not).
 _EXPECTED: dict[str, tuple[str, ...]] = {
     "byte_copy": ("basename", "group_overlap", *_COPY),
     "renamed_copy": _COPY,
-    "label_conflict": ("basename", "group_overlap", "label_conflict", *_COPY),
+    "label_conflict": ("basename", "group_overlap", "label_conflict", "near_label_conflict",
+                       *_COPY),
     "within_split": ("within_split",),
     "pixel_reencode": ("pixel_reencode", *_NEAR),
     "lossy_reencode": ("ncc", "hash_screen", "hash_joint", "hash_sum"),
@@ -119,6 +124,8 @@ _EXPECTED: dict[str, tuple[str, ...]] = {
     "rotate90": ("dihedral_ncc", "dihedral_hash"),
     "flip": ("dihedral_ncc", "dihedral_hash"),
     "shared_group": ("group_overlap",),
+    "near_label_conflict": ("ncc", "hash_screen", "hash_joint", "hash_sum",
+                            "near_label_conflict"),
 }
 
 #: Predicates whose outcome the design does not fix for a kind (neither expected nor missed):
@@ -129,6 +136,7 @@ _UNDETERMINED: dict[str, tuple[str, ...]] = {
     "lossy_reencode": ("hash_exact_phash",),
     "resized": ("hash_exact_phash",),
     "intensity": ("hash_exact_phash",),
+    "near_label_conflict": ("hash_exact_phash",),
 }
 
 #: Columns of ``planted.csv``, in order.
@@ -554,6 +562,19 @@ def make_demo(
                       ("rot270", lambda im: im.transpose(Image.Transpose.ROTATE_270))])
     near("flip", [("flip_lr", lambda im: im.transpose(Image.Transpose.FLIP_LEFT_RIGHT)),
                   ("flip_ud", lambda im: im.transpose(Image.Transpose.FLIP_TOP_BOTTOM))])
+    for _ in range(counts["near_label_conflict"]):  # a lossy re-encode under the other class
+        for _attempt in range(50):
+            ref = take("jpg")
+            ref_img = _decode(ref.data)
+            data = _encode_like(ref_img, "jpg75")
+            if _behaves_as_planted("lossy_reencode", "", _decode(data), ref_img):
+                break
+            skipped["references_skipped"] += 1
+        else:  # pragma: no cover - the content generator no longer fits the design
+            raise RuntimeError("no reference image behaves as planted for near_label_conflict")
+        other = CLASSES[1 - CLASSES.index(ref.label)]
+        record("near_label_conflict", fresh(ref, "test", other, "jpg", data), ref,
+               f"jpeg_quality={_JPEG_QUALITY}->75;label={other}")
 
     for q in test:
         if "shared_group" in q.roles:

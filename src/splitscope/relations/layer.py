@@ -40,6 +40,11 @@ from splitscope.relations.identity import (
     side,
     within_copies,
 )
+from splitscope.relations.label_conflicts import (
+    conflict_records,
+    label_conflicts,
+    union_record,
+)
 from splitscope.relations.ncc import (
     DEFAULT_EMBEDDING_TAU,
     DEFAULT_TAU,
@@ -376,8 +381,15 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
                         "rates": {p: control_rate(crel.flags[p], bound=control_bound)
                                   for p in crel.predicates()}}
     records: list[AuditRecord] = []
+    conflict_tables = []
     for rel in relations:
         records.extend(_records(rel, rows, tau, radius, geometry, control_info))
+        slug = boundary_slug(rel.boundary)
+        records.append(union_record(rel, rows, slug))
+        conflicts = label_conflicts(rows, rel.boundary, rel.near.pairs)
+        conflict_tables.append(conflicts)
+        records.extend(conflict_records(rel, rows, conflicts, tau=tau, radius=radius,
+                                        geometry=geometry, slug=slug))
     within_tables = []
     for split in _splits(rows):
         pop = Population(split, np.sort(rows.loc[rows["split"].astype("string") == split, "row"]
@@ -421,6 +433,8 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         "within_copies": within_all,
         "query_flags": query_flags_table(relations, rows),
     }
+    tables["label_conflicts"] = pd.concat(conflict_tables, ignore_index=True)
+    records.extend(_dedup_record(b, tables["dedup_splits"], dedup_predicates) for b in bounds)
     if crel is not None:  # per control query row, e.g. for the control's ρ distribution
         tables["control_query_flags"] = query_flags_table([crel], cscan.rows())
     if containment_tables:
@@ -437,6 +451,29 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         from splitscope.relations.exports import write_exports
         write_exports(result, out_dir, artifacts_manifest=artifacts_manifest)
     return result
+
+
+def _dedup_record(b: Boundary, dedup: pd.DataFrame, predicates) -> AuditRecord:
+    """How many query rows the deduplicated split keeps (METHODS §5.6)."""
+    mine = dedup[dedup["row"].isin(b.query.rows)]
+    kept = int(mine["kept"].sum())
+    return AuditRecord(
+        id=f"near_duplicate.dedup_split.{boundary_slug(b)}",
+        layer="near_duplicate",
+        title=f"Deduplicated {b.query.name} split",
+        boundary=b.to_dict(),
+        predicate={"name": "dedup_split",
+                   "params": {"removed_by": list(predicates) + ["sha256_within"]}},
+        unit="row",
+        numerator=kept,
+        denominator=len(mine),
+        scope=f"rows of {b.query.name} that no dedup predicate flags",
+        conclusion=(f"{kept} of {len(mine)} rows of {b.query.name} remain after removing rows "
+                    f"with a counterpart in {b.reference.name} under "
+                    f"{', '.join(predicates)} and extra byte copies inside the split"),
+        outputs=["dedup_splits"],
+        details={"removed": len(mine) - kept},
+    )
 
 
 def _splits(rows: pd.DataFrame) -> list[str]:

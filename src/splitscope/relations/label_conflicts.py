@@ -1,0 +1,219 @@
+"""Label-conflicting twins (METHODS §2.10) and the pixel-identical union (§2.11).
+
+A *label-conflicting twin* is a crossing pair that a pixel predicate finds (the same bytes, the
+same decoded pixels, NCC ρ ≥ τ, or a hash rule with one reference) whose two rows carry
+different labels: the same image under two labels. It is counted per predicate, in affected
+query rows over all query rows of the boundary, and listed pair by pair.
+
+Which pairs each predicate finds:
+
+- ``sha256`` — every reference row with the query row's SHA-256;
+- ``pixel_sha256`` — every reference row with the query row's decoded-pixel digest (byte
+  copies included: equal pixels are the same image whatever the encoding);
+- ``ncc`` — every pair of the pair table with ρ ≥ τ (plain orientation);
+- ``hash_joint``, ``hash_sum``, ``hash_exact_phash`` — every pair of the pair table that
+  satisfies the rule (one reference with d_p ≤ k and d_d ≤ k; d_p + d_d ≤ k; d_p = 0).
+
+Rows without a label are never in conflict. The pair table may be truncated on very
+duplicate-heavy boundaries (the near-duplicate layer's notes say so); the hash and NCC counts
+are then lower bounds and the record is ``partial``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from splitscope.relations.identity import side
+
+__all__ = ["CONFLICT_PREDICATES", "label_conflicts", "pixel_identical_union"]
+
+#: predicate → (where its pairs come from, the pair-table rule tag)
+CONFLICT_PREDICATES = {
+    "sha256": ("digest", "sha256"),
+    "pixel_sha256": ("digest", "pixel_sha256"),
+    "ncc": ("pairs", "ncc"),
+    "hash_joint": ("pairs", "joint"),
+    "hash_sum": ("pairs", "sum"),
+    "hash_exact_phash": ("pairs", "exact_phash"),
+}
+
+_COLUMNS = ["boundary", "predicate", "row", "path", "label", "counterpart_row",
+            "counterpart_path", "counterpart_label", "rho"]
+
+
+def _digest_pairs(q: pd.DataFrame, r: pd.DataFrame, key: str, within: bool) -> pd.DataFrame:
+    if key not in q.columns:
+        return pd.DataFrame(columns=["row", "counterpart_row"])
+    left = q.loc[q[key].notna(), ["row", key]]
+    right = r.loc[r[key].notna(), ["row", key]].rename(columns={"row": "counterpart_row"})
+    pairs = left.merge(right, on=key)[["row", "counterpart_row"]]
+    if within:
+        pairs = pairs[pairs["row"] != pairs["counterpart_row"]]
+    return pairs
+
+
+def _rule_pairs(pair_table: pd.DataFrame, tag: str) -> pd.DataFrame:
+    if pair_table is None or not len(pair_table) or "rules" not in pair_table.columns:
+        return pd.DataFrame(columns=["row", "counterpart_row", "rho"])
+    rules = pair_table["rules"].fillna("").astype(str).str.split(";")
+    hit = rules.map(lambda tags: tag in tags).to_numpy(bool)
+    part = pair_table.loc[hit]
+    return pd.DataFrame({"row": part["query_row"].to_numpy(np.int64),
+                         "counterpart_row": part["reference_row"].to_numpy(np.int64),
+                         "rho": part["rho"].to_numpy(np.float64)})
+
+
+def label_conflicts(rows: pd.DataFrame, boundary, pair_table: pd.DataFrame | None
+                    ) -> pd.DataFrame:
+    """Every label-conflicting twin pair of ``boundary``, one line per (predicate, query row,
+    reference row): ``boundary, predicate, row, path, label, counterpart_row,
+    counterpart_path, counterpart_label, rho`` (ρ where the pair table measured it), sorted
+    by predicate, query row and reference row.
+
+    ``pair_table`` is the near-duplicate layer's pair table of this boundary (columns
+    ``query_row``, ``reference_row``, ``rho``, ``rules``).
+    """
+    q = side(rows, boundary.query)
+    r = q if boundary.within else side(rows, boundary.reference)
+    labels = rows.set_index("row")["label"]
+    paths = rows.set_index("row")["path"]
+    parts = []
+    for pred, (kind, key) in CONFLICT_PREDICATES.items():
+        pairs = (_digest_pairs(q, r, key, boundary.within) if kind == "digest"
+                 else _rule_pairs(pair_table, key))
+        if not len(pairs):
+            continue
+        ql = labels.reindex(pairs["row"].to_numpy(np.int64)).to_numpy(object)
+        rl = labels.reindex(pairs["counterpart_row"].to_numpy(np.int64)).to_numpy(object)
+        known = pd.notna(ql) & pd.notna(rl)
+        differ = known & (ql.astype(str) != rl.astype(str))
+        if not differ.any():
+            continue
+        part = pairs.loc[differ].copy()
+        part.insert(0, "predicate", pred)
+        part["label"] = ql[differ]
+        part["counterpart_label"] = rl[differ]
+        parts.append(part)
+    if not parts:
+        return pd.DataFrame(columns=_COLUMNS)
+    out = pd.concat(parts, ignore_index=True)
+    if "rho" not in out.columns:
+        out["rho"] = np.nan
+    out["boundary"] = boundary.name
+    out["path"] = paths.reindex(out["row"].to_numpy(np.int64)).to_numpy()
+    out["counterpart_path"] = paths.reindex(out["counterpart_row"].to_numpy(np.int64)).to_numpy()
+    order = {p: i for i, p in enumerate(CONFLICT_PREDICATES)}
+    out["_order"] = out["predicate"].map(order)
+    out = (out.drop_duplicates(["predicate", "row", "counterpart_row"])
+           .sort_values(["_order", "row", "counterpart_row"], kind="stable"))
+    return out[_COLUMNS].reset_index(drop=True)
+
+
+def pixel_identical_union(flags: pd.DataFrame) -> tuple[np.ndarray, int]:
+    """Query rows with a byte-identical or a decoded-pixel-identical counterpart (the union
+    of the ``sha256`` and ``pixel_sha256`` flags), and how many rows neither flag could
+    assess."""
+    hit = np.zeros(len(flags), bool)
+    assessed = np.zeros(len(flags), bool)
+    for col in ("sha256", "pixel_sha256"):
+        if col in flags:
+            hit |= flags[col].fillna(False).to_numpy(bool)
+            assessed |= flags[col].notna().to_numpy(bool)
+    return flags.loc[hit, "row"].to_numpy(np.int64), int((~assessed).sum())
+
+
+_CONFLICT_TITLES = {
+    "sha256": "Byte-identical copies under another label",
+    "pixel_sha256": "Decoded-pixel twins under another label",
+    "ncc": "NCC near-twins (ρ ≥ τ) under another label",
+    "hash_joint": "Hash joint-rule twins under another label",
+    "hash_sum": "Hash sum-rule twins under another label",
+    "hash_exact_phash": "Exact-pHash twins under another label",
+}
+
+
+def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: float,
+                     radius: int, geometry: dict, slug: str) -> list:
+    """One record per conflict predicate measured on ``rel``'s boundary (unit: affected query
+    row; denominator: every query row), the conflicting pairs listed in the details."""
+    from splitscope.records import AuditRecord
+
+    b = rel.boundary
+    q = side(rows, b.query)
+    n_query = len(q)
+    truncated = {k: v for k, v in (rel.near.notes or {}).items() if k in ("hash_pairs",
+                                                                           "ncc_pairs")}
+    out = []
+    for pred, (kind, _) in CONFLICT_PREDICATES.items():
+        if kind == "digest" and pred not in q.columns:
+            continue
+        mine = conflicts[conflicts["predicate"] == pred]
+        hit_rows = np.unique(mine["row"].to_numpy(np.int64))
+        labelled = int(q["label"].notna().sum()) if "label" in q.columns else 0
+        params: dict = {"label_relation": "disjoint"}
+        if pred == "ncc":
+            params.update({"tau": tau, "pairs": "every pair with ρ ≥ τ", **geometry})
+        elif pred.startswith("hash_"):
+            params.update({"rule": pred[len("hash_"):], "radius": radius, "hash_size": 8})
+        partial = kind == "pairs" and bool(truncated)
+        examples = mine.head(20)[["row", "path", "label", "counterpart_row",
+                                  "counterpart_path", "counterpart_label"]]
+        out.append(AuditRecord(
+            id=f"{'identity' if pred == 'sha256' else 'near_duplicate'}.label_conflict_{pred}"
+               f".{slug}",
+            layer="identity" if pred == "sha256" else "near_duplicate",
+            title=_CONFLICT_TITLES[pred],
+            boundary=b.to_dict(),
+            predicate={"name": f"label_conflict_{pred}", "params": params},
+            unit="affected query row",
+            numerator=int(hit_rows.size),
+            denominator=n_query,
+            coverage={"assessed": labelled, "total": n_query},
+            scope=(f"query rows of {b.query.name} with a twin in {b.reference.name} (under "
+                   f"{pred}) that carries another label"),
+            conclusion=(f"{hit_rows.size} of {n_query} query rows have a twin under {pred} "
+                        f"with another label ({len(mine)} pair(s)): the same image is released "
+                        "under two labels" if hit_rows.size else
+                        f"no query row has a twin under {pred} with another label"),
+            unresolved="which of the two labels is right is not settled by the images",
+            status="partial" if partial else "completed",
+            reason="; ".join(truncated.values()) if partial else None,
+            outputs=["label_conflicts"],
+            details={"pairs": int(len(mine)),
+                     "label_pairs": {f"{a} / {c}": int(n) for (a, c), n in mine.groupby(
+                         ["label", "counterpart_label"]).size().items()},
+                     "examples": examples.to_dict("records")},
+        ))
+    return out
+
+
+def union_record(rel, rows: pd.DataFrame, slug: str):
+    """The pixel-identical union (METHODS §2.11): query rows with a byte-identical or a
+    decoded-pixel-identical counterpart, beside its two parts."""
+    from splitscope.records import AuditRecord
+
+    b = rel.boundary
+    n_query = len(side(rows, b.query))
+    hit_rows, not_assessed = pixel_identical_union(rel.flags)
+    parts = {p: int(rel.flags[p].fillna(False).sum()) for p in ("sha256", "pixel_sha256")
+             if p in rel.flags}
+    return AuditRecord(
+        id=f"identity.pixel_identical_union.{slug}",
+        layer="identity",
+        title="Pixel-identical regardless of bytes (byte copies and re-encodes)",
+        boundary=b.to_dict(),
+        predicate={"name": "pixel_identical_union",
+                   "params": {"union_of": list(parts)}},
+        unit="affected query row",
+        numerator=int(hit_rows.size),
+        denominator=n_query,
+        coverage={"assessed": n_query - not_assessed, "total": n_query},
+        scope=f"query rows of {b.query.name} whose decoded pixels occur in {b.reference.name}",
+        conclusion=(f"{hit_rows.size} of {n_query} query rows are pixel-identical to a "
+                    f"reference row ({', '.join(f'{k}: {v}' for k, v in parts.items())}; a row "
+                    "can be in both parts)"),
+        status="completed" if not_assessed == 0 else "partial",
+        reason=None if not_assessed == 0 else f"{not_assessed} query row(s) not assessed",
+        details={"parts": parts},
+    )
