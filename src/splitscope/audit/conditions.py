@@ -16,7 +16,8 @@ from typing import Any
 
 from splitscope.errors import InputError
 
-__all__ = ["METRICS", "Condition", "Metric", "evaluate_conditions", "find_record",
+__all__ = ["METRICS", "Condition", "Metric", "control_status", "evaluate_conditions",
+           "find_record",
            "is_control", "metric_records", "metric_table", "parse_condition", "record_text"]
 
 
@@ -28,7 +29,10 @@ class Metric:
     ``layers`` (prefix), and its predicate name is one of ``predicates`` (exact) or, when no
     record matches exactly, its id/predicate name contains every word of one ``words``
     alternative. ``field`` is the record field read (``estimate`` or ``numerator``); the value
-    is the largest over the audited boundaries (the worst boundary).
+    is the largest over the audited boundaries (the worst boundary) and, when ``pool_wide``,
+    the records that describe the whole pool (no boundary, e.g. the within-pool probe).
+    ``control`` marks a pixel predicate whose reliability a negative control measures: the
+    outcome then says whether the records read were calibrated and found reliable.
     """
 
     name: str
@@ -38,13 +42,16 @@ class Metric:
     words: tuple[tuple[str, ...], ...] = ()
     field: str = "estimate"
     unit: str | None = "affected query row"
+    pool_wide: bool = False
+    control: bool = False
 
     def reads(self) -> str:
         """What the metric reads and how it aggregates, in words (for ``--help``)."""
         if self.field == "layers":
             return "count of layers 'not assessed'"
         which = ", ".join(self.predicates) or " or ".join(" ".join(w) for w in self.words)
-        return f"{self.field} of the {which} records, largest over the boundaries"
+        where = "the boundaries and the whole pool" if self.pool_wide else "the boundaries"
+        return f"{self.field} of the {which} records, largest over {where}"
 
     def help_line(self) -> str:
         return f"{self.name}: {self.description} [{self.reads()}]"
@@ -60,15 +67,16 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("basename_rate", "share of query rows whose basename occurs on the reference side",
            ("identity",), ("basename",)),
     Metric("ncc_rate", "share of query rows with a near-twin (best NCC ρ ≥ τ, nearest rule)",
-           ("near_duplicate",), ("ncc_nearest",)),
+           ("near_duplicate",), ("ncc_nearest",), control=True),
     Metric("ncc_rows", "query rows with a near-twin (best NCC ρ ≥ τ, nearest rule)",
-           ("near_duplicate",), ("ncc_nearest",), field="numerator"),
+           ("near_duplicate",), ("ncc_nearest",), field="numerator", control=True),
     Metric("phash_rate", "share of query rows passing the pHash/dHash screen rule (radius k)",
-           ("near_duplicate",), ("hash_screen",)),
+           ("near_duplicate",), ("hash_screen",), control=True),
     Metric("group_overlap_rate", "share of traceable query rows whose group also occurs on "
            "the reference side", ("group",), ("group_overlap", "group overlap"), (("overlap",),)),
     Metric("header_probe_ba", "balanced accuracy of the header-only probe (largest of within "
-           "pool and cross split)", ("provenance", "probe"), (), (("header",),), unit=None),
+           "pool and cross split)", ("provenance", "probe"), (), (("header",),), unit=None,
+           pool_wide=True),
     Metric("partition_auc", "out-of-fold AUC of the partition classifier (train pool vs "
            "query)", ("provenance", "probe", "shift"), (),
            (("partition", "auc"), ("partition",)), unit=None),
@@ -147,7 +155,8 @@ def metric_records(metric: Metric, records: Iterable[Mapping[str, Any]],
             and str(r.get("layer", "")).lower().startswith(metric.layers)
             and not is_control(r)
             and r.get(metric.field) is not None
-            and (boundaries is None or (r.get("boundary") or {}).get("name") in boundaries)]
+            and (boundaries is None or (r.get("boundary") or {}).get("name") in boundaries
+                 or (metric.pool_wide and not r.get("boundary")))]
     pool = [r for r in pool if metric.unit is None or r.get("unit") in (None, metric.unit)]
     exact = [r for r in pool if (r.get("predicate") or {}).get("name") in metric.predicates]
     if exact:
@@ -178,10 +187,28 @@ def evaluate_conditions(conditions: Sequence[Condition], records: Sequence[Mappi
             value = max(values) if values else None
             ids = [str(r["id"]) for r in hits]
         held = value is not None and _OPS[cond.op](value, cond.threshold)
-        out.append({"condition": cond.text, "metric": cond.metric, "op": cond.op,
-                    "threshold": cond.threshold, "value": value, "held": bool(held),
-                    "records": ids})
+        outcome = {"condition": cond.text, "metric": cond.metric, "op": cond.op,
+                   "threshold": cond.threshold, "value": value, "held": bool(held),
+                   "records": ids}
+        if metric.control and metric.field != "layers":
+            outcome["control"] = control_status(hits)
+        out.append(outcome)
     return out
+
+
+def control_status(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the negative control says of the records a pixel-predicate metric reads:
+    ``unreliable`` (the predicate flags more of the clean control than its bound),
+    ``reliable``, or ``uncalibrated`` (no control was given), with the control's rate."""
+    controls = [(r.get("details") or {}).get("control") for r in records]
+    measured = [c for c in controls if c and c.get("rate") is not None]
+    if not measured:
+        return {"status": "uncalibrated", "note": "no negative control given (--control): the "
+                "predicate's flag rate on a clean release of this modality is unknown"}
+    worst = max(measured, key=lambda c: c["rate"])
+    status = "unreliable" if any(c.get("unreliable") for c in measured) else "reliable"
+    return {"status": status, "rate": worst["rate"], "numerator": worst.get("numerator"),
+            "denominator": worst.get("denominator"), "bound": worst.get("bound")}
 
 
 def find_record(records, metric: str, boundary: str) -> Mapping[str, Any] | None:

@@ -43,6 +43,7 @@ from splitscope.audit.protocol import (
     registered_layers,
     run_layer,
 )
+from splitscope.audit.meaning import meaning
 from splitscope.audit.verdicts import summary_notes, verdicts
 from splitscope.boundary import release_boundaries
 from splitscope.errors import InputError
@@ -225,7 +226,8 @@ def audit(
     held = any(c["held"] for c in doc["fail_on"])
     crashed = any(str(l.get("reason") or "").startswith("layer error") for l in doc["layers"])
     exit_code = EXIT_FAIL_ON if held else (EXIT_LAYER_FAILED if crashed else EXIT_OK)
-    doc["summary"] = {"verdicts": verdicts(doc), "lines": summary_notes(doc) + export_problems}
+    doc["summary"] = {"verdicts": verdicts(doc), "meaning": meaning(doc),
+                      "lines": summary_notes(doc) + export_problems}
     doc["run"]["finished"] = _now()
     doc["run"]["duration_s"] = round(time.perf_counter() - started, 3)
     doc["run"]["exit_code"] = exit_code

@@ -68,13 +68,32 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
     tau = params["tau"]
     geometry = f"{params.get('thumb_size', 96)}², {params.get('interpolation', 'bicubic')}"
     bounds = doc.get("boundaries") or []
-    lines: list[str] = []
+    lines: list[str] = warnings(doc)
+    for b in bounds:
+        line = _conflict_line(records, b, tau)
+        if line:
+            lines.append(line)
     for b in bounds:
         lines.append(_count_line(find_record(records, "ncc_rate", b["name"]), b, "a near-twin",
                                  f"NCC ≥ {tau:g}, {geometry}"))
     for b in bounds:
         lines.append(_count_line(find_record(records, "byte_identical_rate", b["name"]), b,
                                  "a byte-identical copy", "SHA-256, confirmed byte for byte"))
+    for b in bounds:
+        union = _record(records, "pixel_identical_union", b["name"])
+        if union is not None:
+            parts = (union.get("details") or {}).get("parts") or {}
+            lines.append(_count_line(union, b, "a pixel-identical copy", "byte copies "
+                                     f"{fmt_int(parts.get('sha256'))} and re-encodes "
+                                     f"{fmt_int(parts.get('pixel_sha256'))}, a row counted once"))
+    for b in bounds:
+        dedup = _record(records, "dedup_split", b["name"])
+        if dedup is not None and dedup.get("denominator"):
+            removed = (dedup.get("predicate") or {}).get("params", {}).get("removed_by") or []
+            lines.append(f"Deduplicated {b['query']['name']} split: {fmt_int(dedup['numerator'])}"
+                         f" of {fmt_int(dedup['denominator'])} rows remain "
+                         f"({_pct(dedup['numerator'], dedup['denominator'])}; removed by "
+                         f"{', '.join(removed)}): lists/dedup/.")
     for b in bounds:
         rec = find_record(records, "group_overlap_rate", b["name"])
         if rec is None:
@@ -155,6 +174,57 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _record(records, predicate: str, boundary: str) -> Mapping[str, Any] | None:
+    """The record of ``predicate`` on ``boundary``, if any."""
+    return next((r for r in records if (r.get("predicate") or {}).get("name") == predicate
+                 and (r.get("boundary") or {}).get("name") == boundary), None)
+
+
+_CONFLICT_NAMES = {"label_conflict_sha256": "byte copies",
+                   "label_conflict_pixel_sha256": "decoded-pixel twins",
+                   "label_conflict_ncc": "NCC ≥ {tau:g}",
+                   "label_conflict_hash_joint": "hash joint rule",
+                   "label_conflict_hash_sum": "hash sum rule",
+                   "label_conflict_hash_exact_phash": "exact pHash"}
+
+
+def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
+    """Label-conflicting twins on one boundary (the largest count over the pixel predicates,
+    each predicate's count named), or None when no predicate found one."""
+    found = [r for r in records if (r.get("boundary") or {}).get("name") == b["name"]
+             and str((r.get("predicate") or {}).get("name", "")).startswith("label_conflict_")
+             and r.get("status") in ("completed", "partial") and r.get("numerator")]
+    if not found:
+        return None
+    worst = max(found, key=lambda r: r["numerator"])
+    each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
+                     f": {fmt_int(r['numerator'])}".format(tau=tau) for r in found)
+    return (f"LABEL CONFLICT: {_pct(worst['numerator'], worst['denominator'])} of "
+            f"{_population_phrase(b['query'])} ({fmt_int(worst['numerator'])} of "
+            f"{fmt_int(worst['denominator'])} rows) has a twin in {b['reference']['name']} "
+            f"under another label ({each}): the same image carries two labels "
+            "(lists/label_conflicts).")
+
+
+def warnings(doc: Mapping[str, Any]) -> list[str]:
+    """What the reader must know before any rate: a release audited against itself (no
+    split was found), and a release in which no row has a label."""
+    out = []
+    for b in doc.get("boundaries") or []:
+        if b["query"]["name"] == b["reference"]["name"] == WITHIN_RELEASE:
+            out.append("WARNING: no train/test split was found (no split folders or split "
+                       "column), so the release was audited against itself: copies and "
+                       "near-twins inside the set, which a random split would turn into "
+                       "leakage. Give the split (ROOT/<split>/<class>/…, or --split-column).")
+    labels = (doc.get("manifest") or {}).get("labels") or {}
+    rows = (doc.get("manifest") or {}).get("rows") or 0
+    if rows and set(labels) <= {"<NA>"}:
+        out.append(f"WARNING: none of the {rows:,} rows has a label (no class folders, or a "
+                   "label column under an unrecognised name: give --label-column), so the "
+                   "header-only probe, label conflicts and per-class rates are not measured.")
+    return out
+
+
 def fmt_int(value: Any) -> str:
     return "—" if value is None else f"{int(value):,}"
 
@@ -167,6 +237,14 @@ def summary_notes(doc: Mapping[str, Any]) -> list[str]:
             notes.append(f"Layer {l['layer']}: {l['status']} — {l.get('reason')}")
     for c in doc.get("fail_on") or []:
         value = "not measured" if c["value"] is None else f"{c['value']:.4g}"
-        notes.append(f"--fail-on {c['condition']}: value {value} → "
-                     f"{'HELD (exit 1)' if c['held'] else 'not held'}")
+        line = (f"--fail-on {c['condition']}: value {value} → "
+                f"{'HELD (exit 1)' if c['held'] else 'not held'}")
+        control = c.get("control") or {}
+        if control.get("status") == "unreliable":
+            line += (f"; the predicate is UNRELIABLE on this modality: it flags "
+                     f"{100 * control['rate']:.3g}% of the clean control "
+                     f"({control.get('numerator')} of {control.get('denominator')})")
+        elif control.get("status") == "uncalibrated":
+            line += "; uncalibrated: no negative control given (--control)"
+        notes.append(line)
     return notes

@@ -25,6 +25,20 @@ from splitscope.records.inputs import release_inputs
 __all__ = ["GroupsLayer", "audit_groups"]
 
 
+def _no_groups_reason(manifest: pd.DataFrame, key: dict) -> str:
+    """Why no row has a group key: no key was given, or the one given matched nothing."""
+    if key.get("kind") == "regex":
+        on = key.get("on", "basename")
+        names = manifest[on] if on in manifest.columns else manifest["path"]
+        examples = ", ".join(names.astype(str).head(3))
+        return (f"the group regex {key.get('pattern')!r} matched none of the {len(manifest)} "
+                f"rows' {on} (e.g. {examples}); its named group 'group' must match there")
+    if key.get("kind") == "mapping":
+        return f"the group mapping ({key.get('key')}) assigned a group to no row"
+    return ("no group keys: the release has no group column and no group regex or mapping "
+            "was given (e.g. --group-regex 'person(?P<group>\\d+)_')")
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
 
@@ -89,8 +103,9 @@ def audit_groups(
     has_groups = "group" in manifest.columns and manifest["group"].notna().any()
     bounds = boundaries_or_default(manifest, boundaries)
     if not has_groups:
-        result.records.append(not_run_record("group", "not applicable", "no group keys: the release has no group column and no group regex or mapping was "
-            "given (e.g. --group-regex 'person(?P<group>\\d+)_')", id="group.overlap", title="Shared groups across boundaries", inputs=inputs))
+        result.records.append(not_run_record(
+            "group", "not applicable", _no_groups_reason(manifest, key), id="group.overlap",
+            title="Shared groups across boundaries", inputs=inputs))
     elif not bounds:
         result.records.append(not_run_record("group", "not applicable", "no boundary: the release has no train/test or train/val split; name one with "
             "--query/--reference", id="group.overlap", title="Shared groups across boundaries", inputs=inputs))

@@ -150,6 +150,26 @@ def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, 
     return out
 
 
+#: header fields that only measure the compressed size, which tracks image content
+SIZE_FIELDS = ("file_size", "bytes_per_pixel")
+
+
+def _carried_by(r, top: list[str]) -> str:
+    """What carries a within-pool header signal, said without overclaiming: when only the
+    compressed size carries it, the fields that vary and those constant are named, since a
+    file's size follows its content and is no construction cue by itself."""
+    varying = ", ".join(r.features) or "none"
+    constant = sorted(k for k, v in r.dropped.items() if str(v).startswith("constant"))
+    if top and all(f in SIZE_FIELDS for f in top):
+        same = (f"; {', '.join(constant[:8])}{' …' if len(constant) > 8 else ''} are the same "
+                "for every file") if constant else ""
+        return (f"only the compressed size ({', '.join(top)}) carries it (fields that vary: "
+                f"{varying}{same}); compressed size tracks image content, so this alone is no "
+                "evidence of a construction shortcut")
+    return (f"a construction shortcut, carried by {', '.join(top) or 'no single field'} "
+            f"(fields that vary: {varying})")
+
+
 def _probe_record(r, rid, title, b, inputs, within=None) -> AuditRecord:
     ba = r.balanced_accuracy
     correct = int((r.predictions["label"] == r.predictions["predicted"]).sum())
@@ -162,8 +182,7 @@ def _probe_record(r, rid, title, b, inputs, within=None) -> AuditRecord:
     elif r.kind == "within pool":
         conclusion = (f"header features alone predict the label within the pool: balanced "
                       f"accuracy {ba['estimate']:.3f} (95% CI {ba['low']:.3f}–{ba['high']:.3f}) "
-                      f"vs chance {r.chance:.3f}; a construction shortcut, carried by "
-                      f"{', '.join(top) or 'no single field'}" if above else
+                      f"vs chance {r.chance:.3f}; {_carried_by(r, top)}" if above else
                       f"header features do not predict the label above chance within the pool "
                       f"(balanced accuracy {ba['estimate']:.3f}, 95% CI {ba['low']:.3f}–"
                       f"{ba['high']:.3f}, chance {r.chance:.3f})")
@@ -181,12 +200,12 @@ def _probe_record(r, rid, title, b, inputs, within=None) -> AuditRecord:
         predicate={"name": f"header-only probe ({r.kind})",
                    "params": {**r.params, "features": len(r.features),
                               "dropped": r.dropped}},
-        unit="row (case)", numerator=correct, denominator=r.n_rows,
+        unit="row (case)", denominator=r.n_rows,
         coverage={"traceable": r.n_rows, "total": r.n_rows, "share": 1.0},
         class_support=r.class_support, estimate=ba["estimate"],
         uncertainty=_ba_uncertainty(ba),
-        scope=(f"{r.n_rows} labelled rows; numerator/denominator are correct predictions / "
-               "scored rows (accuracy), the estimate is balanced accuracy"),
+        scope=(f"{r.n_rows} labelled rows scored; the estimate is balanced accuracy (mean "
+               "recall over classes), which no single count over the rows gives"),
         conclusion=conclusion,
         unresolved=("permutation importance understates fields whose information another "
                     "field duplicates (e.g. a quality estimate and its table)"),
@@ -318,7 +337,7 @@ def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds
                 **r.params, "features": ("supplied embeddings" if emb is not None else
                                          "16×16 area-mean thumbnail + 32-bin histogram"),
                 "subsample": sub, "internal_share": internal_share if internal else None}},
-            unit="row (case)", numerator=r.n_test, denominator=r.n_test + r.n_train,
+            unit="row (case)", denominator=r.n_test + r.n_train,
             coverage={"traceable": r.n_test + r.n_train - r.params["unscored_rows"],
                       "total": len(ids), "share": (len(ids) - unscored) / len(ids)},
             class_support={str(x.label): int(x.train_rows + x.test_rows)
@@ -327,8 +346,8 @@ def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds
             uncertainty=Uncertainty(kind=auc["kind"], level=auc["level"], low=auc["low"],
                                     high=auc["high"]),
             scope=(f"{r.n_test} query-side and {r.n_train} reference-side rows with content "
-                   f"features{'' if sub is None else f' (seeded subsample of {sub})'}; "
-                   "numerator/denominator are query-side rows / rows classified"),
+                   f"features{'' if sub is None else f' (seeded subsample of {sub})'}; the "
+                   "estimate is an AUC over rows classified"),
             conclusion=conclusion,
             unresolved=("a high AUC says the sides differ in content, not why (acquisition, "
                         "case mix, preprocessing)"),
