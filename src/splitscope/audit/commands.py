@@ -43,6 +43,7 @@ def summary_payload(result) -> dict:
         "report_bytes": result.report.stat().st_size,
         "duration_s": doc["run"]["duration_s"],
         "verdicts": doc["summary"]["verdicts"],
+        "meaning": doc["summary"].get("meaning", []),
         "notes": doc["summary"]["lines"],
         "layers": doc["layers"],
         "fail_on": doc["fail_on"],
@@ -67,7 +68,7 @@ def print_summary(result, extra_lines: list[str] | None = None) -> None:
 
     console = Console(highlight=False, soft_wrap=True)
     doc = result.document
-    for line in doc["summary"]["verdicts"]:
+    for line in doc["summary"]["verdicts"] + doc["summary"].get("meaning", []):
         console.print(escape(line))
     for line in extra_lines or []:
         console.print(escape(line))

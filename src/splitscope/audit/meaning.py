@@ -173,11 +173,13 @@ RULES: tuple[Rule, ...] = (
 
 
 def meaning(doc: Mapping[str, Any]) -> list[str]:
-    """One "what this means" line per boundary on which at least one rule speaks."""
+    """One "what this means" line per boundary and rule that speaks on it, in the order of
+    :data:`RULES`, each naming its boundary."""
     records = doc.get("records") or []
     out = []
     for b in doc.get("boundaries") or []:
-        said = [text for rule in RULES if (text := rule.says(b, records))]
-        if said:
-            out.append(f"What this means for {b['name']}: " + "; ".join(said) + ".")
+        for rule in RULES:
+            text = rule.says(b, records)
+            if text:
+                out.append(f"{b['name']}: {text[0].upper()}{text[1:]}.")
     return out

@@ -301,7 +301,11 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
         rows = pd.concat([rows] + [m[~m["row"].isin(rows["row"])] for m in more],
                          ignore_index=True)
     shown = {n: t for n, t in tables.items() if "control" not in n}
-    gallery_items = [item for b in all_boundaries for item in gallery(shown, b, rows, max_pairs)]
+    gallery_items = []
+    for b in all_boundaries:
+        items, summary = gallery(shown, b, rows, max_pairs, context.params["tau"])
+        gallery_items.extend(items)
+        figures[b.name]["gallery"] = summary
 
     lists_dir = context.lists_dir
     export_problems: list[str] = []

@@ -26,13 +26,20 @@ def _pct(num: float, den: float) -> str:
     return f"{100 * num / den:.3g}%" if den else "—"
 
 
-def _count_line(rec: Mapping[str, Any] | None, b: Mapping[str, Any], what: str,
-                how: str) -> str:
+def _sides(b: Mapping[str, Any]) -> tuple[dict, str]:
+    """The query population and the reference side as a verdict names them (a release
+    without a split is audited against itself: "another row of the same release")."""
     q = b["query"]
     ref = str(b["reference"]["name"])
-    if q["name"] == ref:  # a release without a split, audited against itself
+    if q["name"] == ref:
         ref = "another row of the same release" if ref == WITHIN_RELEASE else f"another {ref} row"
         q = {**q, "name": "release" if q["name"] == WITHIN_RELEASE else q["name"]}
+    return q, ref
+
+
+def _count_line(rec: Mapping[str, Any] | None, b: Mapping[str, Any], what: str,
+                how: str) -> str:
+    q, ref = _sides(b)
     if rec is None:
         return (f"{_population_phrase(q).capitalize()}: {what} in {ref} not assessed "
                 f"(no record).")
@@ -199,9 +206,10 @@ def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
     worst = max(found, key=lambda r: r["numerator"])
     each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
                      f": {fmt_int(r['numerator'])}".format(tau=tau) for r in found)
+    q, ref = _sides(b)
     return (f"LABEL CONFLICT: {_pct(worst['numerator'], worst['denominator'])} of "
-            f"{_population_phrase(b['query'])} ({fmt_int(worst['numerator'])} of "
-            f"{fmt_int(worst['denominator'])} rows) has a twin in {b['reference']['name']} "
+            f"{_population_phrase(q)} ({fmt_int(worst['numerator'])} of "
+            f"{fmt_int(worst['denominator'])} rows) has a twin in {ref} "
             f"under another label ({each}): the same image carries two labels "
             "(lists/label_conflicts).")
 

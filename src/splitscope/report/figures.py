@@ -82,16 +82,20 @@ def threshold_sweep(sweeps: Sequence[Mapping[str, Any]], *, tau: float | None = 
     """Share of query rows flagged at each threshold, one line per population (audited and
     control). Each sweep has ``label``, ``role`` and ``points`` [{``tau``, ``rate``}]."""
     plt, fig, ax = _figure()
+    top = 0.0
     for s in sweeps:
         pts = [p for p in s["points"] if p.get("rate") is not None]
         if not pts:
             continue
         x = [p["tau"] for p in pts]
         y = [100 * p["rate"] for p in pts]
+        top = max(top, *y)
         color = _CONTROL if s.get("role") == "control" else _AUDITED
         ax.plot(x, y, marker="o", color=color, label=_short(s["label"]))
     if tau is not None:
         ax.axvline(tau, color="black", linestyle="--", linewidth=1)
+    # the axis starts at 0 % so that a one-row change does not look like a cliff
+    ax.set_ylim(0, min(100.0, max(1.0, top * 1.1)))
     ax.set_xlabel("threshold τ (NCC ρ ≥ τ)")
     ax.set_ylabel("% of query rows flagged")
     ax.legend(fontsize=8)

@@ -187,6 +187,10 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
         items = _estimate_items(recs)
         if items:
             view[key] = _safe_figure(figures.interval_chart, items, xlabel=xlabel, reference=ref)
+    view["per_class"] = per_class_table(census)
+    view["conflicts"] = [r for r in census if str((r.get("predicate") or {}).get("name", ""))
+                         .startswith("label_conflict_")]
+    view["census"] = [r for r in census if r not in view["conflicts"]]
     pairs = [g for g in (audit.get("gallery") or []) if g.get("boundary") == name][:max_pairs]
     for pair in pairs:
         for side in ("query", "reference"):
@@ -194,9 +198,48 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
             if file not in images:
                 images[file] = thumbnail_uri(file, thumb_px)
     view["gallery"] = pairs
-    view["gallery_total"] = sum(1 for g in (audit.get("gallery") or [])
-                                if g.get("boundary") == name)
+    summary = fig.get("gallery") or {}
+    view["gallery_summary"] = summary
+    view["gallery_total"] = summary.get("flagged_pairs", sum(
+        1 for g in (audit.get("gallery") or []) if g.get("boundary") == name))
     return view
+
+
+def control_text(record: Mapping[str, Any]) -> str:
+    """The census table's control cell: the predicate's flag rate on the negative control
+    with its reliability mark, or why there is none."""
+    if _layer_of(record) == "identity":
+        return "— (exact identity needs no calibration)"
+    control = (record.get("details") or {}).get("control")
+    if not control:
+        return "uncalibrated: no negative control given"
+    if control.get("rate") is None:
+        return str(control.get("status") or "not assessed on the control")
+    mark = "UNRELIABLE on this modality" if control.get("unreliable") else "reliable"
+    return (f"{100 * control['rate']:.3g}% ({fmt_num(control.get('numerator'))} of "
+            f"{fmt_num(control.get('denominator'))}) · {mark}")
+
+
+def per_class_table(census: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Affected query rows / query rows per class (columns) and predicate (rows), from the
+    census records' ``by_label`` breakdowns."""
+    classes: list[str] = []
+    rows = []
+    for r in census:
+        by = (r.get("details") or {}).get("by_label")
+        if not by or r.get("status") not in ("completed", "partial"):
+            continue
+        cells = {str(x["label"]): x for x in by}
+        for c in cells:
+            if c not in classes:
+                classes.append(c)
+        rows.append({"title": r.get("title") or r["id"], "cells": cells})
+    classes.sort()
+    return {"classes": classes, "rows": [
+        {"title": row["title"], "cells": [
+            (f"{row['cells'][c]['affected']:,} / {row['cells'][c]['rows']:,} "
+             f"({100 * row['cells'][c]['rate']:.3g}%)") if c in row["cells"] else "—"
+            for c in classes]} for row in rows]}
 
 
 def _evaluation_view(records: list[dict], audit: Mapping[str, Any]) -> dict[str, Any]:
@@ -280,7 +323,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(num=fmt_num, estimate=fmt_estimate, interval=fmt_interval,
-                       params=fmt_params, pretty=to_json)
+                       params=fmt_params, pretty=to_json, control=control_text)
     return env
 
 
