@@ -18,6 +18,14 @@ LIST_FILE_OPTIONS = [
 ]
 
 
+#: Released labels → audited labels, applied once to the manifest (METHODS §6.4).
+LABEL_MAP_OPTION = click.option(
+    "--label-map", default=None, metavar="MAP",
+    help="Map released labels to audited ones before anything is measured: "
+         "'glioma=tumor,meningioma=tumor,pituitary=tumor' or a two-column CSV file "
+         "(released label, audited label). Recorded in every record.")
+
+
 def with_options(options):
     """Decorator applying a list of click options in their listed order."""
     def apply(f):

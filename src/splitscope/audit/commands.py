@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from splitscope.cli_options import LABEL_MAP_OPTION, LIST_FILE_OPTIONS, list_options, with_options
 from splitscope.errors import InputError
 
 
@@ -183,10 +184,14 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
                    "evaluation, attribution, external); the others are recorded "
                    "'not assessed'.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION", help=_FAIL_ON_HELP)
+@LABEL_MAP_OPTION
+@with_options(LIST_FILE_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def audit_command(inputs, control, external, predictions, score_kind, attribution_maps,
                   attribution_masks, group_regex, out_dir, workspace, tau, radius, thumb_size,
-                  dihedral, transforms, workers, max_pairs, layers, fail_on, as_json) -> None:
+                  dihedral, transforms, workers, max_pairs, layers, fail_on, label_map,
+                  path_column, label_column, split_column, source_column, group_column,
+                  list_root, constant_split, as_json) -> None:
     """Audit a release (folder ROOT/<split>/<class>/… or a list file) with every layer.
 
     Writes OUT/audit.json (the source of truth), OUT/report.html (self-contained),
@@ -206,6 +211,10 @@ def audit_command(inputs, control, external, predictions, score_kind, attributio
                    workers=workers, max_pairs=max_pairs, command=command,
                    layers=_layer_names(layers), score_kind=score_kind,
                    attribution_maps=attribution_maps, attribution_masks=attribution_masks,
+                   label_map=label_map,
+                   list_options=list_options(path_column, label_column, split_column,
+                                             source_column, group_column, list_root,
+                                             constant_split),
                    progress=None if not as_json else False)
     _finish(result, as_json)
 

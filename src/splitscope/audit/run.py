@@ -27,7 +27,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +118,8 @@ def audit(
     score_kind: str = "score",
     attribution_maps: str | Path | None = None,
     attribution_masks: str | Path | None = None,
+    label_map: str | Path | Mapping[str, str] | None = None,
+    list_options: Mapping[str, Any] | None = None,
 ) -> AuditResult:
     """Audit a release with every applicable layer and write the audit's outputs.
 
@@ -168,6 +170,14 @@ def audit(
         predicates of the deduplicated view) versus the others, with a cluster bootstrap over
         groups when the manifest has them. Without them the layer is ``not applicable``.
 
+    label_map : str, path or mapping, optional
+        Released labels → audited labels (``glioma=tumor,meningioma=tumor`` or a two-column
+        CSV; METHODS §6.4), applied once to the audited manifest (and to an external corpus
+        whose labels it names) and recorded in ``params`` and in every record.
+    list_options : mapping, optional
+        How list files are read (``columns`` by role, ``root``, ``split``; see
+        :func:`splitscope.manifest.read_list`).
+
     Returns
     -------
     AuditResult
@@ -195,15 +205,24 @@ def audit(
     started_wall, started = _now(), time.perf_counter()
 
     params = {"tau": float(tau), "radius": int(radius), "dihedral": bool(dihedral),
-              "transforms": transforms, "score_kind": score_kind, "group_regex": group_regex}
+              "transforms": transforms, "score_kind": score_kind, "group_regex": group_regex,
+              "label_map": label_map, "list_options": dict(list_options or {})}
     context, scan_seconds, input_fps = _context(
         inputs_list, given, workspace, out_dir / "lists", params,
         {"thumb_size": thumb_size, "mode": mode, "interpolation": interpolation,
          "workers": workers, "progress": progress})
 
-    for layer in registry:
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    for i, layer in enumerate(registry, 1):
         if wanted is None or layer.name in wanted:
+            if show:
+                print(f"splitscope audit: layer {i}/{len(registry)} {layer.name} …",
+                      file=sys.stderr, flush=True)
             outcome = run_layer(layer, context)
+            if show:
+                print(f"splitscope audit: layer {i}/{len(registry)} {layer.name}: "
+                      f"{outcome.status} ({outcome.duration_s:.1f} s)", file=sys.stderr,
+                      flush=True)
         else:
             outcome = not_run(layer, context, NotRun("not requested (layers= option)",
                                                      status="not assessed"))
@@ -219,7 +238,9 @@ def audit(
                      "group_regex": group_regex, "sweep": list(SWEEP),
                      "max_gallery_pairs": int(max_pairs), "workspace": str(workspace),
                      "feature_params": _feature_params(context.scan),
-                     "layers": sorted(wanted) if wanted is not None else "all"}
+                     "layers": sorted(wanted) if wanted is not None else "all",
+                     "label_map": context.manifest.attrs.get("label_map"),
+                     "list_options": dict(list_options or {})}
     doc = _ordered(doc)
     doc["fail_on"] = evaluate_conditions(conditions, doc["records"], doc["layers"],
                                          [b["name"] for b in doc["boundaries"]])
@@ -241,7 +262,8 @@ def _context(inputs_list, given, workspace: Path, lists_dir: Path, params: dict,
     from splitscope.features.scanning import scan as run_scan
 
     t = time.perf_counter()
-    audited = run_scan(inputs_list, workspace, group_regex=params["group_regex"], **scan_opts)
+    audited = run_scan(inputs_list, workspace, group_regex=params["group_regex"],
+                       label_map=params["label_map"], **params["list_options"], **scan_opts)
     scan_seconds = time.perf_counter() - t
     manifest = audited.manifest
     boundaries = release_boundaries(manifest)
@@ -253,6 +275,11 @@ def _context(inputs_list, given, workspace: Path, lists_dir: Path, params: dict,
         if given[role] is not None:
             scans[role] = run_scan(given[role], Path(f"{workspace}-{role}"), **scan_opts)
             input_fps.append(fingerprint_input(given[role], role, scans[role].manifest))
+    if "external" in scans and params["label_map"] is not None:  # labels compared with train
+        from splitscope.manifest.labels import apply_label_map
+
+        ext = scans["external"]
+        ext.manifest = apply_label_map(ext.manifest, params["label_map"], strict=False)
     for role in ("predictions", "attribution_maps", "attribution_masks"):
         if given[role] is not None:
             input_fps.append(fingerprint_path(role.replace("_", " "), given[role]))
@@ -279,7 +306,10 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
     kinds = {b.name: kind for b, kind in extra}
     records = [r for o in outcomes for r in o.result.records]
     hex64 = re.compile(r"^[0-9a-f]{64}$")
-    for r in records:  # every record names what was read, by SHA-256
+    label_map = manifest.attrs.get("label_map")
+    for r in records:  # every record names what was read, by SHA-256, and the labels counted
+        if label_map:
+            r.details = {**r.details, "label_map": label_map}
         named = list(r.inputs or [])
         if not named or not all(hex64.match(str(i.get("sha256", ""))) for i in named):
             if named:

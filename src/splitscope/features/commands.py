@@ -6,7 +6,7 @@ import json
 
 import click
 
-from splitscope.cli_options import LIST_FILE_OPTIONS, list_options, with_options
+from splitscope.cli_options import LABEL_MAP_OPTION, LIST_FILE_OPTIONS, list_options, with_options
 from splitscope.errors import InputError
 
 
@@ -95,12 +95,13 @@ def _print_summary(summary: dict) -> None:
               help="Regex with a named group 'group' (and optionally 'frame') over the "
                    "file name, e.g. 'person(?P<group>\\d+)_'.")
 @with_options(LIST_FILE_OPTIONS)
+@LABEL_MAP_OPTION
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, group_regex,
                  path_column, label_column, split_column, source_column, group_column,
-                 list_root, constant_split, progress, as_json) -> None:
+                 list_root, constant_split, label_map, progress, as_json) -> None:
     """Scan a release (folder or list file): write its manifest and per-file features
     (hashes, header fields, thumbnails) to the workspace, reusing what is cached, and print
     a summary."""
@@ -112,7 +113,7 @@ def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, gr
         raise InputError(f"--workers must be at least 1; got {workers}")
     result = scan(
         list(inputs), workspace, thumb_size=thumb_size, mode=mode, interpolation=interpolation,
-        workers=workers, group_regex=group_regex,
+        workers=workers, group_regex=group_regex, label_map=label_map,
         progress=False if as_json else progress, **list_opts,
     )
     summary = result.summary()

@@ -320,6 +320,7 @@ def scan(
     params: Any = None,
     extractor: Extractor | None = None,
     batch_size: int | None = None,
+    label_map: Any = None,
     **list_options,
 ) -> Scan:
     """Scan a release: build its manifest and the features of every unique file, cached.
@@ -354,6 +355,9 @@ def scan(
         when run in worker processes.
     batch_size : int, optional
         Files per batch (default: chosen from the number of files and workers).
+    label_map : str, path or mapping, optional
+        Released labels → audited labels (``glioma=tumor,meningioma=tumor`` or a two-column
+        CSV), applied once to the manifest (:func:`splitscope.manifest.labels.apply_label_map`).
     **list_options
         Passed to :func:`splitscope.manifest.read_list` (``columns``, ``root``, ``split``,
         ``corpus``, ``sheet``).
@@ -376,6 +380,10 @@ def scan(
     manifest = build_manifest(input_list, **list_options)
     if group_regex:
         manifest = apply_group_regex(manifest, group_regex)
+    if label_map is not None:
+        from splitscope.manifest.labels import apply_label_map
+
+        manifest = apply_label_map(manifest, label_map)
     timings["manifest"] = time.perf_counter() - started
 
     if params is None:

@@ -15,17 +15,23 @@ from splitscope.cli_common import (
     resolve_boundaries,
     rich_console,
 )
-from splitscope.cli_options import LIST_FILE_OPTIONS, list_options, with_options
+from splitscope.cli_options import (
+    LABEL_MAP_OPTION,
+    LIST_FILE_OPTIONS,
+    list_options,
+    with_options,
+)
 
 
-def _scan_for(inputs, workspace, group_regex, split_per_list, list_options):
+def _scan_for(inputs, workspace, group_regex, split_per_list, list_options, label_map=None):
     from splitscope.features.scanning import scan
 
     if split_per_list:
         manifest = load_manifest(inputs, split_per_list=True, group_regex=group_regex,
                                  **list_options)
-        return scan(manifest, workspace, progress=False)
-    return scan(list(inputs), workspace, group_regex=group_regex, progress=False, **list_options)
+        return scan(manifest, workspace, progress=False, label_map=label_map)
+    return scan(list(inputs), workspace, group_regex=group_regex, progress=False,
+                label_map=label_map, **list_options)
 
 
 def _print_probe(result) -> None:
@@ -99,6 +105,7 @@ def _print_shift(result) -> None:
 _scan_opts = [
     click.option("--workspace", "-w", type=click.Path(file_okay=False), default=None,
                  help="Workspace of the feature cache (default ./splitscope-workspace)."),
+    LABEL_MAP_OPTION,
 ]
 
 
@@ -115,7 +122,8 @@ _scan_opts = [
                    "runs (the header probe is recorded as not assessed).")
 @with_options(LIST_FILE_OPTIONS)
 def probe_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
-                  resamples, out_dir, as_json, workspace, include_name_fields, fail_above_chance,
+                  resamples, out_dir, as_json, workspace, label_map, include_name_fields,
+                  fail_above_chance,
                   no_scan, path_column, label_column, split_column, source_column, group_column,
                   list_root, constant_split) -> None:
     """Header-only probe (within pool and cross split) and source–label association
@@ -127,9 +135,13 @@ def probe_command(inputs, group_regex, query, reference, both_directions, split_
     if no_scan:
         sc = load_manifest(inputs, split_per_list=split_per_list, group_regex=group_regex,
                            **opts)
+        if label_map is not None:
+            from splitscope.manifest.labels import apply_label_map
+
+            sc = apply_label_map(sc, label_map)
         bounds = resolve_boundaries(sc, query, reference, both_directions)
     else:
-        sc = _scan_for(inputs, workspace, group_regex, split_per_list, opts)
+        sc = _scan_for(inputs, workspace, group_regex, split_per_list, opts, label_map)
         bounds = resolve_boundaries(sc.manifest, query, reference, both_directions)
     result = audit_provenance(sc, bounds, seed=seed, n_resamples=resamples, partition=False,
                               include_name_fields=include_name_fields)
@@ -155,7 +167,8 @@ def probe_command(inputs, group_regex, query, reference, both_directions, split_
               help="Share of the reference side held out in the internal-split control.")
 @with_options(LIST_FILE_OPTIONS)
 def shift_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
-                  resamples, out_dir, as_json, workspace, embeddings, classifier, max_rows,
+                  resamples, out_dir, as_json, workspace, label_map, embeddings, classifier,
+                  max_rows,
                   internal_share, path_column, label_column, split_column, source_column,
                   group_column, list_root, constant_split) -> None:
     """Partition classifier: can image content tell test from the training pool? Out-of-fold
@@ -165,7 +178,7 @@ def shift_command(inputs, group_regex, query, reference, both_directions, split_
 
     sc = _scan_for(inputs, workspace, group_regex, split_per_list,
                    list_options(path_column, label_column, split_column, source_column,
-                                 group_column, list_root, constant_split))
+                                 group_column, list_root, constant_split), label_map)
     bounds = resolve_boundaries(sc.manifest, query, reference, both_directions)
     result = audit_provenance(sc, bounds, seed=seed, n_resamples=resamples, header=False,
                               association=False, embeddings=embeddings, classifier=classifier,

@@ -78,6 +78,12 @@ def similarity_distribution(histograms: Sequence[Mapping[str, Any]], *,
     return _data_uri(plt, fig)
 
 
+def sweep_ylim(top_percent: float) -> tuple[float, float]:
+    """The sweep's y-range in %: from 0, so that a one-row change does not look like a cliff,
+    to a little above the highest rate (at least 1 %, at most 100 %)."""
+    return 0.0, min(100.0, max(1.0, 1.1 * float(top_percent)))
+
+
 def threshold_sweep(sweeps: Sequence[Mapping[str, Any]], *, tau: float | None = None) -> str:
     """Share of query rows flagged at each threshold, one line per population (audited and
     control). Each sweep has ``label``, ``role`` and ``points`` [{``tau``, ``rate``}]."""
@@ -94,8 +100,7 @@ def threshold_sweep(sweeps: Sequence[Mapping[str, Any]], *, tau: float | None = 
         ax.plot(x, y, marker="o", color=color, label=_short(s["label"]))
     if tau is not None:
         ax.axvline(tau, color="black", linestyle="--", linewidth=1)
-    # the axis starts at 0 % so that a one-row change does not look like a cliff
-    ax.set_ylim(0, min(100.0, max(1.0, top * 1.1)))
+    ax.set_ylim(*sweep_ylim(top))
     ax.set_xlabel("threshold τ (NCC ρ ≥ τ)")
     ax.set_ylabel("% of query rows flagged")
     ax.legend(fontsize=8)
