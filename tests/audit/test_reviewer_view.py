@@ -389,3 +389,9 @@ def test_report_cites_the_packaged_method(audited):
     text = method.read_text(encoding="utf-8")
     for section in re.findall(r"docs/method\.md §(\d+\.\d+)", html):
         assert f"§{section}" in text, section
+
+
+def test_every_meaning_rule_is_documented():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "method.md").read_text("utf-8")
+    for rule in RULES:
+        assert f"| `{rule.name}` | {rule.condition} |" in text, rule.name
