@@ -395,3 +395,30 @@ def test_every_meaning_rule_is_documented():
     text = (Path(__file__).resolve().parents[2] / "docs" / "method.md").read_text("utf-8")
     for rule in RULES:
         assert f"| `{rule.name}` | {rule.condition} |" in text, rule.name
+
+
+def test_hash_only_label_conflicts_are_not_called_label_noise():
+    from splitscope.audit.verdicts import verdicts
+    from splitscope.relations.label_conflicts import calibration
+
+    assert calibration("sha256", None) == ("exact", True)
+    assert calibration("ncc", None) == ("uncalibrated", True)
+    assert calibration("hash_joint", None) == ("uncalibrated", False)
+    assert calibration("hash_joint", {"hash_joint": {"rate": 0.2, "unreliable": True}}) == (
+        "unreliable", False)
+    assert calibration("hash_sum", {"hash_sum": {"rate": 0.0, "unreliable": False}}) == (
+        "reliable", True)
+    b = {"name": "test → train", "query": {"name": "test", "rows": 10},
+         "reference": {"name": "train", "rows": 20}}
+    hashed = {"id": "near_duplicate.label_conflict_hash_joint.test--train", "layer":
+              "near_duplicate", "status": "completed", "boundary": {"name": b["name"]},
+              "numerator": 3, "denominator": 10,
+              "predicate": {"name": "label_conflict_hash_joint"},
+              "details": {"calibration": "uncalibrated", "trusted": False}}
+    doc = {"records": [hashed], "boundaries": [b], "params": {"tau": 0.98}}
+    lines = verdicts(doc)
+    assert not any(line.startswith("LABEL CONFLICT") for line in lines)
+    assert any(line.startswith("Hash rules alone link 3 of 10 test rows") for line in lines)
+    assert not any("label noise that no model" in line for line in meaning(doc))
+    trusted = {**hashed, "details": {"calibration": "reliable", "trusted": True}}
+    assert verdicts({**doc, "records": [trusted]})[0].startswith("LABEL CONFLICT: 30%")

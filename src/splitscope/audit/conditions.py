@@ -201,7 +201,7 @@ def control_status(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ``unreliable`` (the predicate flags more of the clean control than its bound),
     ``reliable``, or ``uncalibrated`` (no control was given), with the control's rate."""
     controls = [(r.get("details") or {}).get("control") for r in records]
-    measured = [c for c in controls if c and c.get("rate") is not None]
+    measured = [c for c in controls if c and c.get("rate") is not None and c.get("denominator")]
     if not measured:
         return {"status": "uncalibrated", "note": "no negative control given (--control): the "
                 "predicate's flag rate on a clean release of this modality is unknown"}

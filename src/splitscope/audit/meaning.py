@@ -123,7 +123,7 @@ def _patients_straddle(b, records) -> str | None:
 def _label_noise(b, records) -> str | None:
     found = [r for r in records if (r.get("boundary") or {}).get("name") == b["name"] and _done(r)
              and str((r.get("predicate") or {}).get("name", "")).startswith("label_conflict_")
-             and r.get("numerator")]
+             and r.get("numerator") and (r.get("details") or {}).get("trusted", True)]
     if not found:
         return None
     n = max(r["numerator"] for r in found)
@@ -154,7 +154,9 @@ def _clean(b, records) -> str | None:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("label_noise", "a label-conflict record of the boundary counts at least one row",
+    Rule("label_noise", "a trusted label-conflict record of the boundary (byte or pixel "
+         "identity, NCC, or a hash rule a negative control found reliable) counts at least one "
+         "row",
          _label_noise),
     Rule("memorisation", "the NCC nearest-rule rate of the boundary is at least "
          f"{MEMORISATION_MIN_RATE:.0%} of the query rows", _memorisation),

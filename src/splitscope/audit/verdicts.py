@@ -198,15 +198,25 @@ _CONFLICT_NAMES = {"label_conflict_sha256": "byte copies",
 def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
     """Label-conflicting twins on one boundary (the largest count over the pixel predicates,
     each predicate's count named), or None when no predicate found one."""
-    found = [r for r in records if (r.get("boundary") or {}).get("name") == b["name"]
+    every = [r for r in records if (r.get("boundary") or {}).get("name") == b["name"]
              and str((r.get("predicate") or {}).get("name", "")).startswith("label_conflict_")
              and r.get("status") in ("completed", "partial") and r.get("numerator")]
+    found = [r for r in every if (r.get("details") or {}).get("trusted", True)]
+    q, ref = _sides(b)
+    if not found and every:  # only predicates a control has not shown to be reliable
+        worst = max(every, key=lambda r: r["numerator"])
+        each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
+                         f" ({r['details'].get('calibration')}): {fmt_int(r['numerator'])}"
+                         .format(tau=tau) for r in every)
+        return (f"Hash rules alone link {fmt_int(worst['numerator'])} of "
+                f"{fmt_int(worst['denominator'])} {q['name']} rows to a {ref} image under "
+                f"another label ({each}); these rules are not calibrated as reliable on this "
+                "modality, so this is no evidence of label noise (lists/label_conflicts).")
     if not found:
         return None
     worst = max(found, key=lambda r: r["numerator"])
     each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
                      f": {fmt_int(r['numerator'])}".format(tau=tau) for r in found)
-    q, ref = _sides(b)
     return (f"LABEL CONFLICT: {_pct(worst['numerator'], worst['denominator'])} of "
             f"{_population_phrase(q)} ({fmt_int(worst['numerator'])} of "
             f"{fmt_int(worst['denominator'])} rows) has a twin in {ref} "

@@ -14,9 +14,12 @@ Which pairs each predicate finds:
 - ``hash_joint``, ``hash_sum``, ``hash_exact_phash`` — every pair of the pair table that
   satisfies the rule (one reference with d_p ≤ k and d_d ≤ k; d_p + d_d ≤ k; d_p = 0).
 
-Rows without a label are never in conflict. The pair table may be truncated on very
-duplicate-heavy boundaries (the near-duplicate layer's notes say so); the hash and NCC counts
-are then lower bounds and the record is ``partial``.
+Rows without a label are never in conflict. Each pair and record says how far its predicate
+can be trusted (:func:`calibration`): byte and pixel identity always, NCC unless the negative
+control marks it unreliable, a hash rule only when a control found it reliable; a verdict
+counts only trusted conflicts. The pair table may be truncated on very duplicate-heavy
+boundaries (the near-duplicate layer's notes say so); the hash and NCC counts are then lower
+bounds and the record is ``partial``.
 """
 
 from __future__ import annotations
@@ -39,7 +42,26 @@ CONFLICT_PREDICATES = {
 }
 
 _COLUMNS = ["boundary", "predicate", "row", "path", "label", "counterpart_row",
-            "counterpart_path", "counterpart_label", "rho"]
+            "counterpart_path", "counterpart_label", "rho", "calibration", "trusted"]
+
+#: the census predicate whose negative-control rate calibrates each conflict predicate
+_CALIBRATED_BY = {"ncc": "ncc_nearest", "hash_joint": "hash_joint", "hash_sum": "hash_sum",
+                  "hash_exact_phash": "hash_exact_phash"}
+
+
+def calibration(predicate: str, control_rates: dict | None) -> tuple[str, bool]:
+    """How far a conflict predicate's pairs can be taken as the same image, and whether a
+    verdict may count them: ``exact`` (equal bytes or decoded pixels: always), ``reliable``
+    or ``unreliable`` (the negative control's verdict on the predicate), or ``uncalibrated``
+    (no control). Without a control, NCC at τ is counted (its threshold is the method's
+    near-twin rule) and the hash rules are not (they collide on images that share one global
+    layout, e.g. radiographs)."""
+    if predicate not in _CALIBRATED_BY:
+        return "exact", True
+    rate = (control_rates or {}).get(_CALIBRATED_BY[predicate])
+    if not rate or not rate.get("denominator"):  # no control, or no control row assessed
+        return "uncalibrated", predicate == "ncc"
+    return ("unreliable", False) if rate.get("unreliable") else ("reliable", True)
 
 
 def _digest_pairs(q: pd.DataFrame, r: pd.DataFrame, key: str, within: bool) -> pd.DataFrame:
@@ -64,15 +86,17 @@ def _rule_pairs(pair_table: pd.DataFrame, tag: str) -> pd.DataFrame:
                          "rho": part["rho"].to_numpy(np.float64)})
 
 
-def label_conflicts(rows: pd.DataFrame, boundary, pair_table: pd.DataFrame | None
-                    ) -> pd.DataFrame:
+def label_conflicts(rows: pd.DataFrame, boundary, pair_table: pd.DataFrame | None,
+                    control_rates: dict | None = None) -> pd.DataFrame:
     """Every label-conflicting twin pair of ``boundary``, one line per (predicate, query row,
     reference row): ``boundary, predicate, row, path, label, counterpart_row,
     counterpart_path, counterpart_label, rho`` (ρ where the pair table measured it), sorted
     by predicate, query row and reference row.
 
     ``pair_table`` is the near-duplicate layer's pair table of this boundary (columns
-    ``query_row``, ``reference_row``, ``rho``, ``rules``).
+    ``query_row``, ``reference_row``, ``rho``, ``rules``); ``control_rates`` the negative
+    control's rate per census predicate, which sets ``calibration`` and ``trusted``
+    (:func:`calibration`).
     """
     q = side(rows, boundary.query)
     r = q if boundary.within else side(rows, boundary.reference)
@@ -92,6 +116,7 @@ def label_conflicts(rows: pd.DataFrame, boundary, pair_table: pd.DataFrame | Non
             continue
         part = pairs.loc[differ].copy()
         part.insert(0, "predicate", pred)
+        part["calibration"], part["trusted"] = calibration(pred, control_rates)
         part["label"] = ql[differ]
         part["counterpart_label"] = rl[differ]
         parts.append(part)
@@ -134,7 +159,8 @@ _CONFLICT_TITLES = {
 
 
 def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: float,
-                     radius: int, geometry: dict, slug: str) -> list:
+                     radius: int, geometry: dict, slug: str,
+                     control_rates: dict | None = None) -> list:
     """One record per conflict predicate measured on ``rel``'s boundary (unit: affected query
     row; denominator: every query row), the conflicting pairs listed in the details."""
     from splitscope.records import AuditRecord
@@ -157,6 +183,7 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
         elif pred.startswith("hash_"):
             params.update({"rule": pred[len("hash_"):], "radius": radius, "hash_size": 8})
         partial = kind == "pairs" and bool(truncated)
+        calibrated, trusted = calibration(pred, control_rates)
         examples = mine.head(20)[["row", "path", "label", "counterpart_row",
                                   "counterpart_path", "counterpart_label"]]
         out.append(AuditRecord(
@@ -180,7 +207,7 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
             status="partial" if partial else "completed",
             reason="; ".join(truncated.values()) if partial else None,
             outputs=["label_conflicts"],
-            details={"pairs": int(len(mine)),
+            details={"pairs": int(len(mine)), "calibration": calibrated, "trusted": trusted,
                      "label_pairs": {f"{a} / {c}": int(n) for (a, c), n in mine.groupby(
                          ["label", "counterpart_label"]).size().items()},
                      "examples": examples.to_dict("records")},

@@ -386,10 +386,11 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         records.extend(_records(rel, rows, tau, radius, geometry, control_info))
         slug = boundary_slug(rel.boundary)
         records.append(union_record(rel, rows, slug))
-        conflicts = label_conflicts(rows, rel.boundary, rel.near.pairs)
+        rates = control_info["rates"] if control_info is not None else None
+        conflicts = label_conflicts(rows, rel.boundary, rel.near.pairs, rates)
         conflict_tables.append(conflicts)
         records.extend(conflict_records(rel, rows, conflicts, tau=tau, radius=radius,
-                                        geometry=geometry, slug=slug))
+                                        geometry=geometry, slug=slug, control_rates=rates))
     within_tables = []
     for split in _splits(rows):
         pop = Population(split, np.sort(rows.loc[rows["split"].astype("string") == split, "row"]

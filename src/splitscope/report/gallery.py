@@ -91,7 +91,7 @@ def gallery(tables: Mapping[str, pd.DataFrame], boundary, rows: pd.DataFrame,
     """The flagged pairs to show for ``boundary`` and how they were chosen.
 
     Every flagged pair falls in one band: *label conflict* (a twin whose rows carry different
-    labels, from the ``label_conflicts`` table), *identical* (ρ ≥ 0.9999, or byte/pixel
+    labels under a trusted predicate, from the ``label_conflicts`` table), *identical* (ρ ≥ 0.9999, or byte/pixel
     identical), *near-twin ≥ τ*, or *below τ* (flagged by a hash rule only). Label conflicts
     are shown first; the rest of ``limit`` is shared evenly among the other bands, each
     sampled evenly along ρ (highest first) so its whole range is seen, and what one band
@@ -103,6 +103,8 @@ def gallery(tables: Mapping[str, pd.DataFrame], boundary, rows: pd.DataFrame,
     conflicts: set[tuple[int, int]] = set()
     if isinstance(lc, pd.DataFrame) and len(lc):
         mine = lc[lc["boundary"].astype(str) == boundary.name]
+        if "trusted" in mine.columns:  # pairs of a predicate no control found reliable
+            mine = mine[mine["trusted"].astype(str).str.lower().isin(["true", "1"])]
         conflicts = set(zip(mine["row"].astype(int), mine["counterpart_row"].astype(int)))
     pairs = pairs.assign(band=_bands(pairs, conflicts, tau) if len(pairs) else [])
     pairs = pairs.sort_values("rho", ascending=False, kind="stable", na_position="last")

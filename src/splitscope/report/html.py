@@ -213,8 +213,9 @@ def control_text(record: Mapping[str, Any]) -> str:
     control = (record.get("details") or {}).get("control")
     if not control:
         return "uncalibrated: no negative control given"
-    if control.get("rate") is None:
-        return str(control.get("status") or "not assessed on the control")
+    if control.get("rate") is None or not control.get("denominator"):
+        return str(control.get("status") or "not assessed on the control (no control row "
+                   "could be assessed)")
     mark = "UNRELIABLE on this modality" if control.get("unreliable") else "reliable"
     return (f"{100 * control['rate']:.3g}% ({fmt_num(control.get('numerator'))} of "
             f"{fmt_num(control.get('denominator'))}) · {mark}")
