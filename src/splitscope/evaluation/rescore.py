@@ -444,11 +444,12 @@ def compare_reported(reported: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
 
 
 def final_ranking(entries, truth: Truth, *, score_kind="score", path_mode: str = "exact",
-                  metric: str = "organizer_score", exclude=()) -> RescoreResult:
+                  metric: str = "organizer_score", exclude=(),
+                  read: ReadOptions | None = None) -> RescoreResult:
     """Score a second folder (e.g. the test submissions) on its official view only, to serve
     as the final ranking of :func:`rescore`."""
     return rescore(entries, truth, None, score_kind=score_kind, path_mode=path_mode,
-                   rank_metric=metric, exclude=exclude, equal_source=False)
+                   rank_metric=metric, exclude=exclude, equal_source=False, read=read)
 
 
 __all__ = ["RescoreResult", "Verdict", "compare_reported", "final_ranking", "load_entries",
