@@ -83,6 +83,12 @@ def _read_options(sheet, header_row, sep, decimal, workspace):
                        decimal=decimal, cache=cache)
 
 
+def _own_dialect(read):
+    """The truth's reader options: the cache and engine of ``read``; its sheet, header row
+    and CSV dialect are its own (detected)."""
+    return replace(read, sheet=None, header_row=None, sep=None, decimal=None)
+
+
 def _escape(sep: str | None) -> str | None:
     return {"\\t": "\t", "tab": "\t"}.get(sep, sep) if sep is not None else None
 
@@ -191,8 +197,7 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
     from splitscope.evaluation.views import official_view, parse_view, score_view
 
     read = _read_options(sheet, header_row, sep, decimal, workspace)
-    truth = _truth(truth_path, classes, query, truth_sheet, replace(read, sheet=None,
-                                                                    header_row=None))
+    truth = _truth(truth_path, classes, query, truth_sheet, _own_dialect(read))
     pred = read_predictions(predictions, score_kind=score_kind, layout=layout, read=read)
     verdict, aligned = check_scoreability(pred, truth, path_mode)
     result = {"entry": pred.name, "verdict": verdict.to_dict(), "views": []}
@@ -212,9 +217,8 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "metrics.json").write_text(_dump(result))
-        rows = [{k: v for k, v in m.items() if not isinstance(v, (dict, list))}
-                for m in result["views"]]
-        pd.DataFrame(rows).to_csv(out / "metrics.csv", index=False)
+        pd.DataFrame([_metrics_row(m) for m in result["views"]]).to_csv(out / "metrics.csv",
+                                                                        index=False)
         write_artifacts_manifest(out, [out / "metrics.json", out / "metrics.csv"])
     if as_json:
         click.echo(_dump(result))
@@ -257,6 +261,18 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
                     con.print(f"  {m['view']}: {label}: {m[key]}")
 
 
+def _metrics_row(m: dict) -> dict:
+    """One CSV row per view: the scalar metrics, then each bootstrapped metric's interval
+    (``<metric>_low``, ``<metric>_high``) and the interval's kind (its level included)."""
+    row = {k: v for k, v in m.items() if not isinstance(v, (dict, list))}
+    b = m.get("bootstrap") or {}
+    for k in ("balanced_accuracy", "macro_auc", "organizer_score"):
+        iv = b.get(k) or {}
+        row[f"{k}_low"], row[f"{k}_high"] = iv.get("low"), iv.get("high")
+    row["interval"] = b.get("kind", "not computed (--bootstrap 0)")
+    return row
+
+
 @click.command("rescore")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False))
 @with_options(_truth_options)
@@ -292,7 +308,7 @@ def rescore_cmd(folder, truth_path, classes, query, views, path_mode, seed, as_j
     from splitscope.evaluation.views import parse_view
 
     read = _read_options(sheet, header_row, sep, decimal, workspace)
-    truth_read = replace(read, sheet=None, header_row=None)
+    truth_read = _own_dialect(read)
     truth = _truth(truth_path, classes, query, truth_sheet, truth_read)
     vlist = [parse_view(truth, v, path_mode=path_mode) for v in views]
     kinds = _kinds(score_kind, kind_for)
