@@ -11,7 +11,9 @@ what is not named is detected, and every detection is recorded in ``RunTable.not
   value column (named, or ``value``/``score``/``estimate``, or the one numeric column that is
   neither a replicate nor a metric-name column); several candidates are an input error that
   lists them;
-- *identity columns*: the named ones, else every column that is not a metric (or the value).
+- *identity columns*: the named ones, else (long) every column but the metric name and the
+  value, or (wide) every column that is not a metric, not of a known metric name and not
+  numeric (replicate names such as ``seed`` excepted); the others are listed as ignored.
 
 Metric values are made numeric; a value that is not a number is an input error naming the
 column, the count and an example (never a silent NaN).
@@ -221,7 +223,8 @@ def _from_wide(table, cols, identity, metrics, decimal, notes) -> RunTable:
                              f"{', '.join(KNOWN_METRICS[:4])}, … or numeric columns); name them "
                              f"with --metric; found: {', '.join(cols)}")
         notes.append(f"wide table: metric column(s) {metrics} (detected)")
-    ident = identity or [c for c in cols if c not in metrics]
+    ident = identity or [c for c in cols if c not in metrics and c not in KNOWN_METRICS
+                         and (_fold(c) in REPLICATE_NAMES or not _is_numeric(table[c], decimal))]
     ignored = [c for c in cols if c not in ident and c not in metrics]
     if ignored:
         notes.append(f"column(s) neither identity nor metric, ignored: {ignored}")
