@@ -6,7 +6,8 @@ column named exactly as the class, (3) those columns hold no missing, non-numeri
 value, and (4) no path occurs twice. A failing entry gets every reason with its counts; nothing
 is repaired. Notes are facts that do not block scoring (extra columns, a different column order,
 paths that match only after the backslash → slash rule, a ``predicted_class`` column that
-disagrees with the scores' argmax, declared probabilities that do not sum to one).
+disagrees with the scores' argmax, scores that do not look like their declared kind, how the
+file was read when that departs from a plain read). Every verdict carries the same keys.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Verdict:
 
     def __post_init__(self):
         measured = bool(self.counts)
-        self.counts = {k: self.counts.get(k, 0 if measured else None) for k in COUNT_KEYS}
+        self.counts = {**{k: 0 if measured else None for k in COUNT_KEYS}, **self.counts}
 
     def to_dict(self) -> dict:
         return asdict(self)
