@@ -211,8 +211,9 @@ def check_scoreability(pred: Predictions, truth: Truth, path_mode: str = "exact"
         if unpredicted.any():
             reasons.append(f"{_fmt(int(unpredicted.sum()))} truth paths without a prediction")
         if path_mode == "exact":
-            verb = set(pd.Series(truth.paths, dtype="object").tolist())
-            sep_only = (~raw_paths.isin(verb).fillna(False).to_numpy()) & ~not_in & ~no_path
+            verbatim = pd.Series(raw_paths.to_numpy(dtype=object, na_value=None), dtype=object)
+            # object-dtype membership: an Arrow string column's isin boxes every value
+            sep_only = ~verbatim.isin(list(truth.paths)).to_numpy() & ~not_in & ~no_path
             counts["separator_only_matches"] = int(sep_only.sum())
             if sep_only.any():
                 notes.append(f"{_fmt(int(sep_only.sum()))} paths match the truth only after "
