@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -47,7 +48,7 @@ class RowCountLayer:
 
 class NeedsPredictions:
     name = "needs_predictions"
-    needs = {"predictions": "no predictions for the toy layer"}
+    needs: ClassVar[dict[str, str]] = {"predictions": "no predictions for the toy layer"}
 
     def run(self, context) -> LayerResult:  # pragma: no cover - never runs here
         raise AssertionError("must not run without predictions")
@@ -55,7 +56,7 @@ class NeedsPredictions:
 
 class AfterRowCount:
     name = "after_row_count"
-    after = {"row_count": "needs the row counts"}
+    after: ClassVar[dict[str, str]] = {"row_count": "needs the row counts"}
 
     def applies(self, context):
         return None if context.split_boundaries else NotRun("no split")

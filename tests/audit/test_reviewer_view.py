@@ -4,10 +4,10 @@ list-column options and progress (one test per item a reviewer would otherwise m
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -227,8 +227,8 @@ def test_shortcut_carried_by_size_alone_is_not_called_a_construction_shortcut():
     from splitscope.provenance.layer import _carried_by
 
     class R:
-        features = ["file_size", "bytes_per_pixel"]
-        dropped = {"width": "constant", "height": "constant", "format": "constant"}
+        features: ClassVar[list[str]] = ["file_size", "bytes_per_pixel"]
+        dropped: ClassVar[dict[str, str]] = {"width": "constant", "height": "constant", "format": "constant"}
 
     text = _carried_by(R(), ["file_size"])
     assert "only the compressed size (file_size)" in text and "construction shortcut" in text
@@ -404,10 +404,12 @@ def test_hash_only_label_conflicts_are_not_called_label_noise():
     assert calibration("sha256", None) == ("exact", True)
     assert calibration("ncc", None) == ("uncalibrated", True)
     assert calibration("hash_joint", None) == ("uncalibrated", False)
-    assert calibration("hash_joint", {"hash_joint": {"rate": 0.2, "unreliable": True}}) == (
-        "unreliable", False)
-    assert calibration("hash_sum", {"hash_sum": {"rate": 0.0, "unreliable": False}}) == (
-        "reliable", True)
+    assert calibration("hash_joint", {"hash_joint": {"rate": 0.2, "denominator": 50,
+                                                     "unreliable": True}}) == ("unreliable", False)
+    assert calibration("hash_sum", {"hash_sum": {"rate": 0.0, "denominator": 50,
+                                                 "unreliable": False}}) == ("reliable", True)
+    assert calibration("hash_sum", {"hash_sum": {"rate": 0.0, "denominator": 0,
+                                                 "unreliable": False}}) == ("uncalibrated", False)
     b = {"name": "test → train", "query": {"name": "test", "rows": 10},
          "reference": {"name": "train", "rows": 20}}
     hashed = {"id": "near_duplicate.label_conflict_hash_joint.test--train", "layer":

@@ -108,7 +108,7 @@ def test_entry_bootstrap_small_n():
 
 
 def test_rescore_output_is_stable_and_printed_rounded(folder, capsys):
-    sub, table, tmp = folder
+    sub, _table, tmp = folder
     pd.DataFrame({"entry": ["team0", "team1", "team2"], "final_score": [0.3, 0.9, 0.5]}).to_csv(
         tmp / "final.csv", index=False)
     args = ["rescore", str(sub), "--truth", str(tmp / "truth.csv"), "--view",

@@ -111,7 +111,7 @@ def test_condition_detection_and_its_errors():
     with pytest.raises(InputError, match="several columns hold both 'Removal' and 'Full': "
                                          "condition, arm; name one with --condition"):
         paired_contrast(read_run_table(long), "Removal-Full")
-    summary, _, info = paired_contrast(read_run_table(long, identity=["condition", "seed",
+    _summary, _, info = paired_contrast(read_run_table(long, identity=["condition", "seed",
                                                                       "view"]),
                                        "Removal-Full")
     assert info["condition"] == "condition"
@@ -168,7 +168,7 @@ def test_protocol_effects_take_named_identity_columns():
                            contrasts=["vit-cnn"])
     assert res.paired.set_index("view")["mean"].to_dict() == pytest.approx(
         {"external": 0.1, "official": 0.1})
-    transfer = [c for c in res.contrasts if c["contrast"] == "external transfer cost"][0]
+    transfer = next(c for c in res.contrasts if c["contrast"] == "external transfer cost")
     assert transfer["summary_mean"] == pytest.approx(0.1) and transfer["runs"] == 6
 
 

@@ -240,7 +240,7 @@ def test_openpyxl_is_the_fallback_when_calamine_fails(tmp_path, monkeypatch):
 
 
 def test_cli_reader_options_and_json_equals_written_file(case, tmp_path, capsys):
-    truth, preds, folder = case
+    _truth, preds, folder = case
     table = make_truth(n=45)
     table.to_csv(tmp_path / "truth.csv", index=False)
     preds.to_csv(folder / "euro_predicted_val_dataset.csv", sep=";", decimal=",", index=False)

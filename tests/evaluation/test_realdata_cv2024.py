@@ -21,7 +21,6 @@ from scipy.stats import rankdata, spearmanr
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 from splitscope.cli import main
-
 from splitscope.evaluation.predictions import entry_key, read_predictions, read_truth
 from splitscope.evaluation.rescore import final_ranking, load_entries, rescore
 from splitscope.evaluation.scoreability import check_scoreability

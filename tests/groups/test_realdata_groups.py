@@ -7,9 +7,9 @@ import pytest
 
 import splitscope
 from splitscope.boundary import boundary
-from splitscope.manifest import apply_group_regex
 from splitscope.groups.layer import audit_groups
 from splitscope.groups.overlap import frame_gap_summary, frame_gaps, group_overlap
+from splitscope.manifest import apply_group_regex
 
 pytestmark = pytest.mark.realdata
 

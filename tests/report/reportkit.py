@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from splitscope.audit.conditions import evaluate_conditions, parse_condition
 from splitscope.boundary import Boundary, Population
 from splitscope.records import AuditRecord, Uncertainty
 from splitscope.records.scorecard import score_card
-from splitscope.audit.conditions import evaluate_conditions, parse_condition
 from splitscope.relations.rho_figures import distribution, sweep
 
 EVIL = "<img src=x onerror=alert(1)>"

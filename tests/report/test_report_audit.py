@@ -15,11 +15,11 @@ from click.testing import CliRunner
 from PIL import Image
 from reportkit import EVIL
 
+from splitscope.audit import audit
+from splitscope.audit.protocol import AuditContext, layer_names, run_layer
 from splitscope.cli import app, main
 from splitscope.errors import InputError
 from splitscope.records.schema import validate
-from splitscope.audit import audit
-from splitscope.audit.protocol import AuditContext, layer_names, run_layer
 
 LAYER_NAMES = set(layer_names())
 

@@ -9,10 +9,10 @@ import re
 import pandas as pd
 import pytest
 
+from splitscope.audit.demo import FLAG_COLUMNS, flagged_paths, run_demo
 from splitscope.cli import app
 from splitscope.records.schema import validate
 from splitscope.report.browser import find_browser, inspect_page
-from splitscope.audit.demo import FLAG_COLUMNS, flagged_paths, run_demo
 
 pytestmark = pytest.mark.slow
 

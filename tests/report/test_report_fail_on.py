@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from reportkit import boundary, records
 
-from splitscope.errors import InputError
 from splitscope.audit.conditions import METRICS, evaluate_conditions, parse_condition
+from splitscope.errors import InputError
 
 
 def test_parse_condition_forms():

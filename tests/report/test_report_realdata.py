@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from splitscope.records.schema import validate
 from splitscope.audit import audit
+from splitscope.records.schema import validate
 
 
 @pytest.mark.realdata

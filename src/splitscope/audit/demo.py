@@ -240,9 +240,9 @@ def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
     (AuditResult, dict)
         The audit and :func:`check_demo`'s result.
     """
+    from splitscope.audit.run import audit
     from splitscope.datasets import DEMO_GROUP_REGEX, make_demo
     from splitscope.datasets.simulated_model import simulate_model_outputs
-    from splitscope.audit.run import audit
 
     directory = Path(directory)
     data = directory / "data"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RULES", "Rule", "meaning", "MEMORISATION_MIN_RATE"]
+__all__ = ["MEMORISATION_MIN_RATE", "RULES", "Rule", "meaning"]
 
 #: near-twin share of the query split from which scores partly measure recall of training
 #: images (1 %: a share a reader would not shrug off as a rounding of the headline score)

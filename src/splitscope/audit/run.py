@@ -35,6 +35,7 @@ from typing import Any
 import pandas as pd
 
 from splitscope.audit.conditions import Condition, evaluate_conditions, parse_condition
+from splitscope.audit.meaning import meaning
 from splitscope.audit.protocol import (
     AuditContext,
     LayerOutcome,
@@ -43,7 +44,6 @@ from splitscope.audit.protocol import (
     registered_layers,
     run_layer,
 )
-from splitscope.audit.meaning import meaning
 from splitscope.audit.verdicts import summary_notes, verdicts
 from splitscope.boundary import release_boundaries
 from splitscope.errors import InputError

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import click
 import numpy as np
 import pandas as pd
-
-from dataclasses import replace
 
 from splitscope.cli_options import with_options
 from splitscope.errors import InputError

@@ -10,6 +10,7 @@ for several entries, a re-scoring summary (ranks, Spearman correlations).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -339,7 +340,7 @@ class EvaluationLayer:
 
     name = "evaluation"
     order = 40
-    needs = {"predictions": "no saved predictions given (--predictions DIR)"}
+    needs: ClassVar[dict[str, str]] = {"predictions": "no saved predictions given (--predictions DIR)"}
 
     def run(self, context) -> LayerResult:
         views = []
@@ -357,9 +358,9 @@ class AttributionLayer:
 
     name = "attribution"
     order = 50
-    needs = {"attribution_maps": "no attribution maps and masks given "
+    needs: ClassVar[dict[str, str]] = {"attribution_maps": "no attribution maps and masks given "
                                  "(--attribution-maps, --attribution-masks)"}
-    after = {"duplicates": "needs the duplicates layer's flagged rows, and that layer did not "
+    after: ClassVar[dict[str, str]] = {"duplicates": "needs the duplicates layer's flagged rows, and that layer did not "
                            "run"}
 
     def applies(self, context) -> str | None:

@@ -226,7 +226,7 @@ def _cached_workbook(path: Path, options: ReadOptions, keys: set[str], info: dic
             info.update(json.loads(info_file.read_text()))
             info["cache"] = "hit"
             return table
-        except Exception:  # a damaged cache entry is re-parsed and rewritten
+        except Exception:  # noqa: BLE001, S110 - a damaged cache entry is re-parsed and rewritten
             pass
     table = _read_workbook(path, options, keys, info, key_role)
     folder.mkdir(parents=True, exist_ok=True)
@@ -237,7 +237,7 @@ def _cached_workbook(path: Path, options: ReadOptions, keys: set[str], info: dic
         info_file.write_text(json.dumps({k: v for k, v in info.items() if k != "cache"},
                                         default=str))
         info["cache"] = "stored"
-    except Exception as exc:  # a table Parquet cannot hold (mixed cell types) is not cached
+    except Exception as exc:  # noqa: BLE001 - a table Parquet cannot hold is not cached
         info["cache"] = f"not stored ({type(exc).__name__})"
     return table
 
@@ -263,7 +263,7 @@ def _read_workbook(path: Path, options: ReadOptions, keys: set[str], info: dict,
                                else sheet or 0)
         except InputError:
             raise
-        except Exception as exc:  # what one parser cannot read, the next may
+        except Exception as exc:  # noqa: BLE001 - what one parser cannot read, the next may
             errors.append(f"{engine}: {type(exc).__name__}: {exc}")
             continue
         info["engine"] = engine
@@ -372,8 +372,7 @@ def _read_csv(path: Path, options: ReadOptions, keys: set[str], text: bool, info
         content = data.decode(encoding)
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} {path} is not {encoding} text: {exc}") from exc
-    if content.startswith("\ufeff"):
-        content = content[1:]
+    content = content.removeprefix("\ufeff")
     info["encoding"] = encoding
     lines = content.splitlines()[:SNIFF_LINES * 5]
     sep = options.sep or ("\t" if path.suffix.lower() == ".tsv" else _sniff_sep(lines, keys))

@@ -262,17 +262,17 @@ def plausibility_notes(scores: np.ndarray, score_kind: str, counts: dict) -> lis
     if score_kind == "probability":
         counts["probability_rows_invalid"] = bad
         if bad:
-            return [f"declared probabilities: {_fmt(bad)} rows outside [0, 1] or not summing "
-                    f"to 1 (±{_SUM_TOL}); probability metrics are not assessed"]
+            return [(f"declared probabilities: {_fmt(bad)} rows outside [0, 1] or not summing "
+                     f"to 1 (±{_SUM_TOL}); probability metrics are not assessed")]
         return []
     if score_kind == "score":
         if bad:
-            return [f"scores (the default kind): {shape}; looks like logits / unnormalised "
-                    f"scores; declare --score-kind (logit or score) to say which"]
-        return [f"scores (the default kind): every row is in [0, 1] and sums to 1; if these "
-                f"are probabilities, declare --score-kind probability for ECE, Brier and NLL"]
+            return [(f"scores (the default kind): {shape}; looks like logits / unnormalised "
+                     "scores; declare --score-kind (logit or score) to say which")]
+        return [("scores (the default kind): every row is in [0, 1] and sums to 1; if these "
+                 "are probabilities, declare --score-kind probability for ECE, Brier and NLL")]
     if not bad and n:  # logit
-        return [f"warning: declared logits, but every one of the {_fmt(n)} rows is in [0, 1] "
-                f"and sums to 1: these look like probabilities; a softmax over them distorts "
-                f"ECE, Brier and NLL"]
+        return [(f"warning: declared logits, but every one of the {_fmt(n)} rows is in [0, 1] "
+                 "and sums to 1: these look like probabilities; a softmax over them distorts "
+                 "ECE, Brier and NLL")]
     return []

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import click
-
 import pandas as pd
 
 from splitscope.cli_common import (

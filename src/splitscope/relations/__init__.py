@@ -9,7 +9,6 @@ functions over arrays and tables in :mod:`~splitscope.relations.identity`,
 :mod:`~splitscope.relations.containment`.
 """
 
-from splitscope.relations.layer import audit_duplicates, boundary_relations, resolve_boundaries
 from splitscope.relations.controls import comparison_pairs, control_rate, median_difference
 from splitscope.relations.hashes import (
     hamming_distance,
@@ -23,6 +22,7 @@ from splitscope.relations.identity import (
     pixel_identity,
     within_copies,
 )
+from splitscope.relations.layer import audit_duplicates, boundary_relations, resolve_boundaries
 from splitscope.relations.ncc import (
     any_candidate,
     centred_unit_vectors,

@@ -207,7 +207,7 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
             status="partial" if partial else "completed",
             reason="; ".join(truncated.values()) if partial else None,
             outputs=["label_conflicts"],
-            details={"pairs": int(len(mine)), "calibration": calibrated, "trusted": trusted,
+            details={"pairs": len(mine), "calibration": calibrated, "trusted": trusted,
                      "label_pairs": {f"{a} / {c}": int(n) for (a, c), n in mine.groupby(
                          ["label", "counterpart_label"]).size().items()},
                      "examples": examples.to_dict("records")},

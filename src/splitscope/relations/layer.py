@@ -20,6 +20,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -747,7 +748,7 @@ class ExternalLayer:
 
     name = "external"
     order = 60
-    needs = {"external": "no external corpus given (--external ROOT)"}
+    needs: ClassVar[dict[str, str]] = {"external": "no external corpus given (--external ROOT)"}
     title = "cross-corpus containment"
 
     def run(self, context) -> LayerResult:

@@ -135,9 +135,9 @@ def gallery(tables: Mapping[str, pd.DataFrame], boundary, rows: pd.DataFrame,
                 "query": _row_info(by_row, int(p["query"])),
                 "reference": _row_info(by_row, int(p["reference"])),
             })
-    summary = {"flagged_pairs": int(len(pairs)), "shown": len(items),
+    summary = {"flagged_pairs": len(pairs), "shown": len(items),
                "bands": {b: {"flagged": int(by_band[b].size),
-                             "shown": int(len(take.get(b, [])))} for b in BANDS},
+                             "shown": len(take.get(b, []))} for b in BANDS},
                "rule": ("label conflicts first, then the other bands in equal shares, each "
                         "spread evenly along ρ"), "limit": int(limit)}
     return items, summary
