@@ -34,6 +34,7 @@ from splitscope.features.executor import (
     default_workers,
     make_executor,
 )
+from splitscope.manifest.build import INVALID_UTF8, OUTSIDE_ROOT, with_manifest_columns
 from splitscope.features.workspace import (
     SIGNATURE_COLUMNS,
     FeatureStore,
@@ -91,7 +92,8 @@ class Scan:
     def rows(self) -> pd.DataFrame:
         """The manifest left-joined with the features on ``file``: manifest order and row
         count kept; rows whose file has no feature row (no ``file``) get ``<NA>`` features and
-        ``thumb_index`` -1."""
+        ``thumb_index`` -1. A row whose file was not read because of its path (outside the
+        release root, not valid UTF-8) has that ``path_issue`` as its ``status``."""
         features = self.features
         clash = [c for c in features.columns if c in self.manifest.columns and c != "file"]
         if clash:
@@ -99,6 +101,8 @@ class Scan:
         out = self.manifest.merge(features, on="file", how="left", sort=False,
                                   validate="many_to_one")
         out["thumb_index"] = out["thumb_index"].fillna(-1).astype("int64")
+        if "path_issue" in out.columns:  # not read because of its path: that is its status
+            out["status"] = out["status"].astype("string").fillna(out["path_issue"])
         out.index = self.manifest.index
         out.attrs = dict(self.manifest.attrs)
         return out
@@ -156,13 +160,19 @@ class Scan:
 
         Failures are counted in two units: ``failures.files`` counts unique files (each file
         once), ``failures.rows`` counts manifest rows (a file listed twice fails twice). Both
-        give ``by_reason`` overall and ``by_split``. ``counts`` is manifest rows per split ×
-        label (``<NA>`` for unknown).
+        give ``by_reason`` overall and ``by_split``; a file not read because of its path counts
+        with that reason (``outside_root``). ``counts`` is manifest rows per split × label
+        (``<NA>`` for unknown). ``excluded`` counts entries of a folder release that are not
+        rows (``excluded_by_reason``); ``outside_root`` counts rows that resolve outside their
+        release root and says whether they were read.
         """
         rows = self.rows()
         status = rows["status"].astype("string").fillna(NO_FILE)
         failed_rows = status != "ok"
-        features_status = self.features["status"].astype("string")
+        # one status per unique file: its features' status, or why it was not read
+        per_file = pd.DataFrame({"file": rows["file"], "status": status})
+        per_file = per_file[per_file["file"].notna()].drop_duplicates("file")
+        features_status = per_file["status"]
         failed_files = features_status != "ok"
         split = rows["split"].astype("string").fillna(NA_KEY)
 
@@ -180,6 +190,9 @@ class Scan:
 
         group = rows["group"]
         meta = self.meta
+        excluded = self.manifest.attrs.get("excluded", []) or []
+        issue = rows["path_issue"].astype("string") if "path_issue" in rows.columns else \
+            pd.Series(pd.NA, index=rows.index, dtype="string")
         out = {
             "workspace": str(self.workspace),
             "params": meta.get("params", {}),
@@ -195,7 +208,7 @@ class Scan:
                 "files": {
                     "unit": "unique file",
                     "total": int(failed_files.sum()),
-                    "denominator": len(self.features),
+                    "denominator": len(per_file),
                     "by_reason": _count(features_status[failed_files]),
                     "by_split": {str(s): _count(g["status"]) for s, g in
                                  bad_file_split.groupby("split", sort=True)},
@@ -215,7 +228,16 @@ class Scan:
                 "unique_groups": int(group.dropna().nunique()),
                 "group_key": self.manifest.attrs.get("group_key"),
             },
-            "excluded": len(self.manifest.attrs.get("excluded", []) or []),
+            "excluded": len(excluded),
+            "excluded_by_reason": _count(pd.Series([e.get("reason") for e in excluded],
+                                                   dtype="string")),
+            "outside_root": {
+                "unit": "manifest row",
+                "rows": int((issue == OUTSIDE_ROOT).sum()),
+                "denominator": len(rows),
+                "read": bool(meta.get("allow_outside_root", False)),
+            },
+            "invalid_paths": int((issue == INVALID_UTF8).sum()),
             "extracted": int(meta.get("extracted", 0)),
             "reused": int(meta.get("reused", 0)),
             "seconds": float(meta.get("seconds", float("nan"))),
@@ -320,6 +342,9 @@ def scan(
     params: Any = None,
     extractor: Extractor | None = None,
     batch_size: int | None = None,
+    allow_outside_root: bool = False,
+    follow_links: bool = False,
+    max_file_bytes: int | None = None,
     **list_options,
 ) -> Scan:
     """Scan a release: build its manifest and the features of every unique file, cached.
@@ -354,6 +379,14 @@ def scan(
         when run in worker processes.
     batch_size : int, optional
         Files per batch (default: chosen from the number of files and workers).
+    allow_outside_root : bool
+        Read rows whose resolved path lies outside their release root (``path_issue``
+        ``outside_root``; they stay marked). Default False: such rows are not read and have
+        the status ``outside_root``.
+    follow_links : bool
+        Follow symbolic links to directories in a folder release (loops are excluded).
+    max_file_bytes : int, optional
+        Read cap (default 2 GiB): a larger file is ``too_large`` and never read.
     **list_options
         Passed to :func:`splitscope.manifest.read_list` (``columns``, ``root``, ``split``,
         ``corpus``, ``sheet``).
@@ -373,13 +406,15 @@ def scan(
     started = time.perf_counter()
     timings: dict[str, float] = {}
     input_list = [inputs] if isinstance(inputs, (str, Path, pd.DataFrame)) else list(inputs)
-    manifest = build_manifest(input_list, **list_options)
+    manifest = build_manifest(input_list, follow_links=follow_links, **list_options)
     if group_regex:
         manifest = apply_group_regex(manifest, group_regex)
     timings["manifest"] = time.perf_counter() - started
 
     if params is None:
-        params = make_params(thumb_size=thumb_size, mode=mode, interpolation=interpolation)
+        extra = {} if max_file_bytes is None else {"max_file_bytes": max_file_bytes}
+        params = make_params(thumb_size=thumb_size, mode=mode, interpolation=interpolation,
+                             **extra)
     extractor = extractor or extract.extract_files
     # the default extractor's table is built here, so workers never import pandas
     worker_extractor = None if extractor is extract.extract_files else extractor
@@ -395,7 +430,8 @@ def scan(
         store.clean()
 
         t = time.perf_counter()
-        files = sorted(set(manifest["file"].dropna().astype(str)))
+        files = sorted(set(manifest.loc[_read_mask(manifest, allow_outside_root), "file"]
+                           .dropna().astype(str)))
         size, mtime = file_signatures(files)
         entries = store.lookup(files, size, mtime)
         todo = np.flatnonzero(entries["source"].isna().to_numpy())
@@ -490,6 +526,7 @@ def scan(
             "software": dict(software_versions()),
             "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "inputs": manifest.attrs.get("inputs", []),
+            "allow_outside_root": bool(allow_outside_root),
         }
         store.commit_meta(new_meta)
         write_json({"key": params.key(), "params": params.to_dict()}, workspace / "scan.json")
@@ -497,6 +534,15 @@ def scan(
         store.prune_shards(store.committed_shards())
         store.prune_results(keep=store.result_dir(new_meta))
     return load_scan(workspace, params)
+
+
+def _read_mask(manifest: pd.DataFrame, allow_outside_root: bool) -> np.ndarray:
+    """Rows whose file is read: no ``path_issue``, or ``outside_root`` when allowed."""
+    issue = manifest["path_issue"].astype("string")
+    ok = issue.isna()
+    if allow_outside_root:
+        ok |= issue == OUTSIDE_ROOT
+    return ok.to_numpy(dtype=bool)
 
 
 def _batch_table(table: pd.DataFrame, thumbs: np.ndarray, files: list[str],
@@ -567,7 +613,7 @@ def load_scan(workspace: str | Path | None = None, params: Any = None) -> Scan:
             f"the manifest in {workspace} changed since the features with key {key!r} were "
             f"assembled (or a scan was interrupted); rerun `splitscope scan`"
         )
-    manifest = pd.read_parquet(manifest_path)
+    manifest = with_manifest_columns(pd.read_parquet(manifest_path))
     features = pd.read_parquet(folder / "features.parquet")
     features = features.drop(columns=list(SIGNATURE_COLUMNS), errors="ignore")
     thumbnails = open_thumbnails(folder / "thumbnails.npy")
