@@ -41,6 +41,7 @@ from splitscope.features.workspace import (
     file_signatures,
     open_thumbnails,
     read_json,
+    workspace_errors,
     workspace_lock,
     write_json,
     write_parquet,
@@ -238,6 +239,7 @@ class Scan:
                 "read": bool(meta.get("allow_outside_root", False)),
             },
             "invalid_paths": int((issue == INVALID_UTF8).sum()),
+            "repairs": list(meta.get("repairs", [])),
             "extracted": int(meta.get("extracted", 0)),
             "reused": int(meta.get("reused", 0)),
             "seconds": float(meta.get("seconds", float("nan"))),
@@ -425,9 +427,9 @@ def scan(
     if batch_size is not None and int(batch_size) < 1:
         raise InputError(f"batch size must be at least 1; got {batch_size}")
 
-    with workspace_lock(workspace):
+    with workspace_errors(workspace), workspace_lock(workspace):
         store = FeatureStore(workspace, params.key())
-        store.clean()
+        repairs = store.repair()
 
         t = time.perf_counter()
         files = sorted(set(manifest.loc[_read_mask(manifest, allow_outside_root), "file"]
@@ -498,6 +500,10 @@ def scan(
                 entries, (params.thumb_size, params.thumb_size),
                 schema=_schema(extractor, params), loaded=committed,
             )
+            checksums = store.result_records(store.results / result_name)
+        else:  # checked against these records by the repair above
+            checksums = meta["checksums"] if meta.get("checksums") else \
+                store.result_records(current)
         timings["assemble"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -514,6 +520,7 @@ def scan(
             "params": params.to_dict(),
             "thumb_size": int(params.thumb_size),
             "result": result_name,
+            "checksums": checksums,
             "manifest_sha256": manifest_sha,
             "n_files": len(files),
             "n_thumbnails": int(has_thumb.sum()),
@@ -527,13 +534,14 @@ def scan(
             "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "inputs": manifest.attrs.get("inputs", []),
             "allow_outside_root": bool(allow_outside_root),
+            "repairs": repairs,
         }
         store.commit_meta(new_meta)
         write_json({"key": params.key(), "params": params.to_dict()}, workspace / "scan.json")
         # everything the new result holds is now committed twice; drop the older copies
         store.prune_shards(store.committed_shards())
         store.prune_results(keep=store.result_dir(new_meta))
-    return load_scan(workspace, params)
+    return load_scan(workspace, params, verify=False)  # checked or written just now
 
 
 def _read_mask(manifest: pd.DataFrame, allow_outside_root: bool) -> np.ndarray:
@@ -573,7 +581,8 @@ def _schema(extractor: Extractor, params: Any) -> dict[str, Any] | None:
 # ----------------------------------------------------------------------------- reopening
 
 
-def load_scan(workspace: str | Path | None = None, params: Any = None) -> Scan:
+def load_scan(workspace: str | Path | None = None, params: Any = None, *,
+              verify: bool = True) -> Scan:
     """Reopen a finished scan without recomputing anything.
 
     Parameters
@@ -582,17 +591,24 @@ def load_scan(workspace: str | Path | None = None, params: Any = None) -> Scan:
         The workspace folder (default ``./splitscope-workspace``).
     params : FeatureParams or str, optional
         Which feature store: parameters or a key; default the last scan's.
+    verify : bool
+        Check the result's files against their commit records (size and SHA-256) first.
 
     Raises
     ------
     InputError
-        When the workspace holds no finished scan for these parameters, or when its manifest
-        changed since those features were assembled (rerun ``scan``).
+        When the workspace holds no finished scan for these parameters, when its manifest
+        changed since those features were assembled, or when a file is damaged (rerun
+        ``scan``, which repairs it).
     """
     workspace = Path(workspace if workspace is not None else DEFAULT_WORKSPACE).resolve()
     if params is None:
-        last = read_json(workspace / "scan.json")
-        if not last:
+        try:
+            last = read_json(workspace / "scan.json")
+        except (ValueError, OSError) as exc:
+            raise InputError(f"workspace {workspace} is damaged (scan.json cannot be read: "
+                             f"{exc}); rerun `splitscope scan` to repair it") from exc
+        if not isinstance(last, dict) or "key" not in last:
             raise InputError(f"no finished scan in {workspace}; run `splitscope scan` first")
         key = last["key"]
     else:
@@ -613,6 +629,10 @@ def load_scan(workspace: str | Path | None = None, params: Any = None) -> Scan:
             f"the manifest in {workspace} changed since the features with key {key!r} were "
             f"assembled (or a scan was interrupted); rerun `splitscope scan`"
         )
+    problem = store.check_result(meta) if verify else None
+    if problem:
+        raise InputError(f"workspace {workspace} is damaged ({problem}); rerun `splitscope "
+                         f"scan` on the same inputs to repair it")
     manifest = with_manifest_columns(pd.read_parquet(manifest_path))
     features = pd.read_parquet(folder / "features.parquet")
     features = features.drop(columns=list(SIGNATURE_COLUMNS), errors="ignore")
