@@ -604,6 +604,18 @@ def extract_batch(files: Sequence[str], params: FeatureParams) -> dict[str, Any]
     return {"rows": rows, "thumbs": thumbs, "has_thumb": has_thumb, **hashes}
 
 
+def failure_batch(files: Sequence[str], params: FeatureParams, status: str,
+                  error: str) -> dict[str, Any]:
+    """A batch in :func:`extract_batch`'s shape in which every file failed with ``status``
+    (e.g. ``worker_crashed``: nothing of it could be computed)."""
+    size = params.thumb_size
+    n = len(files)
+    return {"rows": [{"file": os.fspath(f), "status": status, "error": error} for f in files],
+            "thumbs": np.zeros((n, size, size), dtype=np.uint8),
+            "has_thumb": np.zeros(n, dtype=bool),
+            "phash": np.zeros(n, dtype=np.uint64), "dhash": np.zeros(n, dtype=np.uint64)}
+
+
 def table_from_batch(batch: dict[str, Any]) -> tuple[pd.DataFrame, np.ndarray]:
     """``(table, thumbs)`` of :func:`extract_files` from :func:`extract_batch`'s output."""
     import pandas as pd

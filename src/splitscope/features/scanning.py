@@ -29,6 +29,7 @@ from splitscope.errors import InputError
 from splitscope.features import extract
 from splitscope.features.batch import run_batch
 from splitscope.features.executor import (
+    ChunkFailed,
     Executor,
     SerialExecutor,
     default_workers,
@@ -467,8 +468,14 @@ def scan(
                     payloads = ((name, (worker_extractor, [files[i] for i in take], params))
                                 for name, take in batches.items())
                     with contextlib.closing(runner.map(run_batch, payloads)) as results:
-                        for name, (output, seconds) in results:
+                        for name, result in results:
                             take = batches[name]
+                            if isinstance(result, ChunkFailed):  # its worker died twice
+                                result = (extract.failure_batch(
+                                    [files[i] for i in take], params, "worker_crashed",
+                                    "the worker process extracting this file's batch died "
+                                    f"twice ({result.detail}); retried on the next scan"), 0.0)
+                            output, seconds = result
                             table, thumbs = (extract.table_from_batch(output)
                                              if isinstance(output, dict) else output)
                             table = _batch_table(table, thumbs, [files[i] for i in take], name)
