@@ -335,12 +335,22 @@ class FeatureStore:
         (into ``WORKSPACE/quarantine/``), so its files are extracted again and the result is
         rebuilt; then :meth:`clean`. Returns one ``{"path", "problem", "moved_to"}`` per
         file or folder moved."""
+        try:
+            return self._repair()
+        except OSError as exc:
+            raise InputError(
+                f"workspace {self.workspace} is damaged and cannot be repaired ({exc}); remove "
+                f"the folder {self.root} (its features are extracted again) or pass another "
+                f"--workspace"
+            ) from exc
+
+    def _repair(self) -> list[dict[str, str]]:
         repairs: list[dict[str, str]] = []
         try:
             meta = read_json(self.meta_path)
             if meta is not None and not isinstance(meta, dict):
                 raise ValueError("not a JSON object")
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, IsADirectoryError) as exc:
             repairs.append(self._quarantine(self.meta_path, f"not valid JSON ({exc})"))
             meta = None
         problem = self.check_result(meta) if meta else None

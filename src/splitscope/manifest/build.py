@@ -124,6 +124,17 @@ def check_workbook_size(path: Path, what: str = "list file") -> None:
             )
 
 
+def _read_csv(path: Path, sep: str, text: bool) -> pd.DataFrame:
+    """CSV/TSV as strings (``text``) or typed; bytes that are not UTF-8 are kept as lone
+    surrogates (``surrogateescape``), for :func:`_valid_text` to escape and mark."""
+    options = {"sep": sep, "keep_default_na": False, "na_values": [""]}
+    try:
+        return pd.read_csv(path, dtype=str if text else None, **options)
+    except UnicodeDecodeError:
+        return pd.read_csv(path, dtype=object if text else None,
+                           encoding_errors="surrogateescape", **options)
+
+
 def read_table(path: Path, sheet: str | int | None = None, *, text: bool = True,
                strip_names: bool = True, what: str = "list file") -> pd.DataFrame:
     """Read a CSV/TSV, Parquet or XLSX table.
@@ -137,14 +148,9 @@ def read_table(path: Path, sheet: str | int | None = None, *, text: bool = True,
     if not path.exists():
         raise InputError(f"{what} not found: {path}")
     suffix = path.suffix.lower()
-    csv_options = {"dtype": str} if text else {}
     try:
-        if suffix in {".csv", ".txt"}:
-            table = pd.read_csv(path, keep_default_na=False, na_values=[""],
-                                encoding_errors="surrogateescape", **csv_options)
-        elif suffix == ".tsv":
-            table = pd.read_csv(path, sep="\t", keep_default_na=False, na_values=[""],
-                                encoding_errors="surrogateescape", **csv_options)
+        if suffix in {".csv", ".txt", ".tsv"}:
+            table = _read_csv(path, "\t" if suffix == ".tsv" else ",", text)
         elif suffix in {".parquet", ".pq"}:
             table = pd.read_parquet(path)
         elif suffix in {".xlsx", ".xlsm"}:
@@ -167,9 +173,6 @@ def read_table(path: Path, sheet: str | int | None = None, *, text: bool = True,
     return table
 
 
-_SURROGATE = "[\udc80-\udcff]"
-
-
 def _escape_bytes(raw: bytes) -> tuple[str, bool]:
     try:
         return raw.decode("utf-8"), False
@@ -185,16 +188,17 @@ def _valid_text(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
     invalid = np.zeros(len(values), dtype=bool)
     if values.dtype != object:
         return values, invalid
-    out = values.copy()
-    for i, v in enumerate(values.to_numpy()):
+    out = values.to_numpy(dtype=object, copy=True)
+    for i, v in enumerate(out):
         if isinstance(v, (bytes, bytearray)):
-            out.iat[i], invalid[i] = _escape_bytes(bytes(v))
-    text = out.map(lambda v: v if isinstance(v, str) else "")
-    odd = text.str.contains(_SURROGATE, regex=True).to_numpy(dtype=bool)
-    for i in np.flatnonzero(odd):
-        out.iat[i] = _escape_bytes(out.iat[i].encode("utf-8", "surrogateescape"))[0]
-        invalid[i] = True
-    return out, invalid
+            out[i], invalid[i] = _escape_bytes(bytes(v))
+        elif isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:  # lone surrogates: undecodable bytes of a CSV
+                out[i] = _escape_bytes(v.encode("utf-8", "surrogateescape"))[0]
+                invalid[i] = True
+    return pd.Series(out, index=values.index, dtype=object), invalid
 
 
 def _pick_column(table: pd.DataFrame, role: str, explicit: str | None, where: str,
@@ -452,7 +456,10 @@ def read_list(
             f"{int(missing.sum())} row(s) of {where} have no path (first at line(s) {first})"
         )
     base = Path(root) if root is not None else path.parent
-    paths = raw_paths.astype(str).str.replace("\\", "/", regex=False)
+    # Windows separators become "/"; an escaped invalid path keeps its backslashes, which
+    # keeps it distinct from every valid path
+    paths = pd.Series([p if bad else p.replace("\\", "/")
+                       for p, bad in zip(raw_paths.astype(str), invalid)], dtype=object)
     frame = pd.DataFrame({"path": paths})
     contained = _Containment(base)
     joined = [p if os.path.isabs(p) else os.path.join(base, p) for p in paths]
