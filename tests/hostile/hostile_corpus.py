@@ -95,8 +95,8 @@ def build_folder(root: Path, outside: Path) -> dict[str, object]:
     pal = image(3).convert("P", palette=Image.Palette.ADAPTIVE, colors=16)
     pal.info["transparency"] = 0
     ok("train/a/palette_trns.png", pal, transparency=0)
-    ok("train/a/gray16.png", Image.fromarray((np.arange(64 * 48, dtype=np.uint16)
-                                              .reshape(48, 64) * 13)))
+    ok("train/a/gray16.png", Image.fromarray(np.arange(64 * 48, dtype=np.uint16)
+                                              .reshape(48, 64) * 13))
     ok("train/a/bilevel.png", image(4).convert("1"))
     frames = [image(5 + i).convert("P") for i in range(3)]
     _save(a / "animated.gif", frames[0], save_all=True, append_images=frames[1:], duration=50)

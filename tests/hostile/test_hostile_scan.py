@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -123,8 +122,8 @@ def test_failures_table_names_every_failed_row(corpus, tmp_path):
 
 def _cli(args, **kw):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    return subprocess.run([sys.executable, "-m", "splitscope.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=100, **kw)
+    return subprocess.run([sys.executable, "-m", "splitscope.cli", *args], check=False,
+                          capture_output=True, text=True, env=env, timeout=100, **kw)
 
 
 def test_cli_scan_finishes_and_accounts_for_every_entry(corpus, tmp_path):

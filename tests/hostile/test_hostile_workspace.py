@@ -89,7 +89,7 @@ def test_damaged_shard_is_quarantined_and_re_extracted(clean, tmp_path, kind):
         scan(root, ws, workers=1, batch_size=6, extractor=stop_at_x_030, progress=False)
     shards = _key_dir(ws) / "shards"
     pattern, damage = SHARD_DAMAGE[kind]
-    victim = sorted(p for p in shards.glob(pattern) if not p.name.startswith(".tmp-"))[0]
+    victim = min(p for p in shards.glob(pattern) if not p.name.startswith(".tmp-"))
     damage(victim)
     repaired = scan(root, ws, workers=1, batch_size=6, progress=False)
     repairs = repaired.summary()["repairs"]
@@ -190,8 +190,9 @@ def _unprivileged(script: str, *args: str) -> subprocess.CompletedProcess:
     dropped (the suite may run as root, which reads and writes whatever the bits say)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     drop = _drop_capabilities if os.geteuid() == 0 else None
-    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
-                          env=env, timeout=100, preexec_fn=drop)
+    return subprocess.run([sys.executable, "-c", script, *args], check=False,
+                          capture_output=True, text=True, env=env, timeout=100,
+                          preexec_fn=drop)
 
 
 @pytest.fixture()

@@ -35,7 +35,6 @@ from splitscope.features.executor import (
     default_workers,
     make_executor,
 )
-from splitscope.manifest.build import INVALID_UTF8, OUTSIDE_ROOT, with_manifest_columns
 from splitscope.features.workspace import (
     SIGNATURE_COLUMNS,
     FeatureStore,
@@ -47,6 +46,7 @@ from splitscope.features.workspace import (
     write_json,
     write_parquet,
 )
+from splitscope.manifest.build import INVALID_UTF8, OUTSIDE_ROOT, with_manifest_columns
 from splitscope.records.model import sha256_file
 
 __all__ = ["DEFAULT_WORKSPACE", "Scan", "load_scan", "scan"]

@@ -494,8 +494,9 @@ class FeatureStore:
         """Commit one finished batch: ``table`` (one row per file, with ``has_thumb`` and the
         signature columns) and ``thumbs`` (one slice per row; only rows with a thumbnail are
         kept). The thumbnails and the table are committed first; the commit record (size and
-        SHA-256 of both), committed last, marks the batch as done. Returns the batch's index entries (``source``, ``row_pos``, ``thumb_pos``
-        per row of ``table``), as :meth:`index` would read them back."""
+        SHA-256 of both), committed last, marks the batch as done. Returns the batch's index
+        entries (``source``, ``row_pos``, ``thumb_pos`` per row of ``table``), as :meth:`index`
+        would read them back."""
         has = table["has_thumb"].astype(bool).to_numpy()
         if len(thumbs) != len(table):
             raise ValueError(f"batch {name}: {len(table)} rows but {len(thumbs)} thumbnails")
