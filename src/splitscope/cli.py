@@ -121,7 +121,7 @@ def _write_log(args: list[str], exc: BaseException) -> Path | None:
     text = (f"splitscope {__version__} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
             f"command: splitscope {' '.join(args)}\n\n"
             + "".join(traceback.format_exception(exc)))
-    folders = [_option_value(args, names) for names in (("--out", "-o"), ("--workspace", "-w"))]
+    folders = [_option_value(args, names) for names in (("--out",), ("--workspace", "-w"))]
     for folder in [f for f in folders if f] + [tempfile.gettempdir()]:
         path = Path(folder) / LOG_NAME
         try:
