@@ -207,3 +207,41 @@ def test_broken_pipe_ends_quietly(tmp_path):
     assert done.stdout == "{"
     assert done.stderr == ""  # no traceback, no "Exception ignored"
     assert done.returncode in (0, cli.EXIT_BROKEN_PIPE)
+
+
+# -- read cap -----------------------------------------------------------------------------
+
+
+def test_files_above_the_read_cap_are_listed_and_never_read(tmp_path):
+    root = tmp_path / "release" / "a"
+    root.mkdir(parents=True)
+    image(1, w=16, h=16).save(root / "small.png")
+    image(2, w=400, h=300).save(root / "large.png")
+    cap = (root / "small.png").stat().st_size + 10
+    done = subprocess.run([sys.executable, "-m", "splitscope.cli", "scan", str(root.parent),
+                           "-w", str(tmp_path / "ws"), "--workers", "1", "--max-file-size",
+                           str(cap), "--json"], check=False, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                          timeout=100)
+    assert done.returncode == 0, done.stderr
+    result = scan(root.parent, tmp_path / "ws", workers=1, progress=False, max_file_bytes=cap)
+    rows = result.rows().set_index("basename")
+    assert rows.loc["small.png", "status"] == "ok"
+    assert rows.loc["large.png", "status"] == "too_large"
+    assert pd.isna(rows.loc["large.png", "sha256"])  # not read at all
+    assert "exceeds max_file_bytes" in rows.loc["large.png", "error"]
+    # the cap decides what is read, not what a feature is: a larger cap reads the file
+    again = scan(root.parent, tmp_path / "ws", workers=1, progress=False)
+    assert again.meta["extracted"] == 1 and (again.rows()["status"] == "ok").all()
+
+
+def test_a_file_that_reports_size_zero_is_still_read_only_up_to_the_cap(tmp_path):
+    from splitscope.features.extract import _Failure, _read_bytes
+
+    environ = Path("/proc/self/environ")
+    if not environ.exists() or environ.stat().st_size != 0:
+        pytest.skip("needs a /proc file that reports size 0")
+    assert len(_read_bytes(str(environ))) > 0
+    with pytest.raises(_Failure) as failure:
+        _read_bytes(str(environ), limit=8)
+    assert failure.value.status == "too_large"
