@@ -181,6 +181,7 @@ def build_list(folder: Path, outside: Path) -> tuple[Path, list[str], list[str]]
         ("/dev/zero", "outside_root", "special_file"),
         ("/dev/urandom", "outside_root", "special_file"),
         ("imgs/missing.png", "missing", "missing"),
+        ("imgs/nul\x00byte.png", "unreadable", "unreadable"),
     ]
     if Path("/etc/hostname").is_file():
         rows.append(("/etc/hostname", "outside_root", "not_an_image"))

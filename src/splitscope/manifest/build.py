@@ -269,6 +269,12 @@ class _Containment:
         self._dirs: dict[str, bool] = {}
 
     def inside(self, joined: str) -> bool:
+        try:
+            return self._inside(joined)
+        except ValueError:  # a NUL byte: no such path can be opened; the read lists it
+            return True
+
+    def _inside(self, joined: str) -> bool:
         folder, name = os.path.split(joined)
         ok = self._dirs.get(folder)
         if ok is None:
@@ -327,7 +333,12 @@ def _walk(root: str, follow_links: bool) -> tuple[list[tuple[str, bool]], list[d
                 if not is_dir and not follow_links:
                     excluded.append({"path": rel, "reason": reason or EXCLUDED_DIR_LINK})
                     continue
-                st = os.stat(entry.path) if link_to_dir else entry.stat(follow_symlinks=False)
+                try:
+                    st = os.stat(entry.path) if link_to_dir else entry.stat(follow_symlinks=False)
+                except OSError as exc:  # gone or changed since it was listed
+                    excluded.append({"path": rel, "reason": EXCLUDED_UNLISTABLE,
+                                     "detail": exc.strerror or str(exc)})
+                    continue
                 ident = (st.st_dev, st.st_ino)
                 if ident in ancestors:
                     excluded.append({"path": rel, "reason": reason or EXCLUDED_LINK_LOOP})
