@@ -172,3 +172,36 @@ def test_formula_cells_are_neutralised_in_csv_and_raw_in_parquet(tmp_path):
     shown = pd.read_csv(out / "lists" / "failures.csv", dtype=str, keep_default_na=False)
     assert shown["path"].tolist() == ["'" + n for n in names[:5]] + ["plain.jpg", "-0.5"]
     assert shown["label"].tolist() == ["'=1+1", "'@x", "ok", "-1", "a", "b", "c"]
+
+
+def test_unprivileged_cli_scan_of_every_kind_accounts_for_every_entry(corpus, tmp_path,
+                                                                      unprivileged):
+    """The issue's closing check: a folder release with a FIFO, a hidden folder, a linked
+    folder and an unreadable folder, scanned by the CLI where permission bits apply, finishes
+    in seconds, and its rows and excluded entries account for every entry it can see."""
+    root, _, expected = corpus
+    locked = root / "train" / "a" / "locked"
+    locked.mkdir()
+    (locked / "unseen.png").write_bytes(b"never listed")
+    locked.chmod(0o000)
+    out = tmp_path / "out"
+    started = time.monotonic()
+    try:
+        done = unprivileged("import sys; from splitscope.cli import main; sys.exit(main())",
+                            "scan", str(root), "-w", str(tmp_path / "ws"), "--workers", "1",
+                            "--out", str(out), "--json")
+        visible = disk_entries(root)  # as root: sees into the locked folder
+    finally:
+        locked.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 90
+    visible = (visible - {"train/a/locked/unseen.png"}) | {"train/a/locked"}
+    summary = json.loads(done.stdout)
+    failures = pd.read_parquet(out / "lists" / "failures.parquet")
+    excluded = pd.read_parquet(out / "lists" / "excluded.parquet")
+    assert excluded.set_index("path").loc["train/a/locked", "reason"] == \
+        "directory cannot be listed"
+    ok_rows = summary["rows"] - len(failures)
+    assert ok_rows + len(failures) + len(excluded) == len(visible)
+    assert set(failures["path"]) | set(excluded["path"]) <= visible
+    assert sum(v == "ok" for v in expected.values()) == ok_rows
