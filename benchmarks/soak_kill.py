@@ -2,7 +2,8 @@
 
 For each trial the command runs in a fresh subprocess on a fresh output folder and is killed
 with SIGKILL after a random delay (uniform over 5-90% of the reference run's wall time,
-seeded; a run that finishes first is counted apart and another trial is added); the
+seeded; a run that finishes first is counted apart, another trial is added, and the window
+shrinks to that run's time); the
 same command is then rerun to completion on the same folder and its final outputs are
 compared byte for byte with those of an uninterrupted reference run. After each kill the
 script waits for the killed run's worker processes to leave; any still alive after the grace
@@ -117,13 +118,15 @@ def run_once(cmd: list[str], env: dict) -> tuple[int, float]:
 
 def trial(cmd: list[str], env: dict, delay: float, grace: float) -> dict:
     """Run ``cmd``, SIGKILL it after ``delay`` seconds, count orphans, rerun to the end."""
+    started = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     seen: set[int] = set()
-    deadline = time.monotonic() + delay
+    deadline = started + delay
     while time.monotonic() < deadline and proc.poll() is None:
         seen |= _children(proc.pid)
         time.sleep(0.02)
+    ran = time.monotonic() - started
     killed = proc.poll() is None
     if killed:
         seen |= _children(proc.pid)
@@ -139,8 +142,8 @@ def trial(cmd: list[str], env: dict, delay: float, grace: float) -> dict:
         except ProcessLookupError:
             pass
     run_once(cmd, env)
-    return {"delay_s": round(delay, 3), "killed": killed, "helpers_seen": len(seen),
-            "orphans": len(orphans)}
+    return {"delay_s": round(delay, 3), "killed": killed, "ran_s": round(ran, 3),
+            "helpers_seen": len(seen), "orphans": len(orphans)}
 
 
 def soak(verb: str, data: str, kills: int, workers: int, work: Path, rng: random.Random,
@@ -148,14 +151,16 @@ def soak(verb: str, data: str, kills: int, workers: int, work: Path, rng: random
     reference = work / f"{verb}-reference"
     _, seconds = run_once(_command(verb, data, reference, workers), env)
     expected = outputs(verb, reference)
-    trials, differences, i = [], 0, 0
+    trials, differences, i, window = [], 0, 0, seconds
     # a run that finishes before its kill is not a kill: trials go on until ``kills`` kills
     # (at most twice as many trials)
     while sum(t["killed"] for t in trials) < kills and len(trials) < 2 * kills:
         folder = work / f"{verb}-trial-{i:02d}"
         shutil.rmtree(folder, ignore_errors=True)
-        t = trial(_command(verb, data, folder, workers), env, rng.uniform(0.05, 0.9) * seconds,
+        t = trial(_command(verb, data, folder, workers), env, rng.uniform(0.05, 0.9) * window,
                   grace)
+        if not t["killed"]:  # the machine got faster than the reference run: shrink the window
+            window = min(window, t["ran_s"])
         got = outputs(verb, folder)
         t["differences"] = sorted(k for k in set(expected) | set(got)
                                   if expected.get(k) != got.get(k))
