@@ -1,7 +1,9 @@
 """The command line. Thin: parses, calls the API, prints, sets the exit code.
 
 Exit codes: 0 success, 1 a ``--fail-on`` condition held, 2 usage or input error, 3 an audit
-was written but one of its layers failed (recorded as ``not assessed``). Each layer contributes
+was written but one of its layers failed (recorded as ``not assessed``), 4 an internal error
+(one line on the terminal, the traceback in a log file), 141 the reader of stdout went away
+(``| head``; nothing is printed), 130 interrupted. Each layer contributes
 its verbs from ``splitscope.<layer>.commands`` (a list ``COMMANDS`` of click commands), so the
 verbs live next to the code they call.
 """
@@ -9,7 +11,12 @@ verbs live next to the code they call.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
 
 import click
 
@@ -53,10 +60,24 @@ def app() -> None:
     choices move its headline score."""
 
 
+EXIT_INTERNAL = 4
+EXIT_BROKEN_PIPE = 141  # as a shell reports a process ended by SIGPIPE
+
+LOG_NAME = "splitscope-error.log"
+TRACEBACK_VARIABLE = "SPLITSCOPE_TRACEBACK"  # set to 1 to print the traceback on stderr too
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the CLI, mapping input errors to exit code 2 with a one-line message."""
+    """Entry point: run the CLI and map every outcome to its exit code (module docstring).
+
+    An input error is one line and exit 2. An unexpected error is one line naming what failed
+    and the log file holding its traceback (under ``--out``, else ``--workspace``, else the
+    temporary folder), exit 4, so a crash is never read as a held ``--fail-on`` condition. A
+    closed stdout (``splitscope ... | head``) ends quietly.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app.main(args=argv, prog_name="splitscope", standalone_mode=False)
+        app.main(args=args, prog_name="splitscope", standalone_mode=False)
     except InputError as exc:
         click.echo(f"error: {exc}", err=True)
         return 2
@@ -70,7 +91,56 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:  # noqa: BLE001 - every other error is a bug: logged, exit 4
+        log = _write_log(args, exc)
+        where = f"traceback in {log}" if log else "no log file could be written"
+        click.echo(f"internal error: {type(exc).__name__}: {str(exc)[:200]} ({where}); "
+                   f"please report it", err=True)
+        if os.environ.get(TRACEBACK_VARIABLE) == "1":
+            traceback.print_exception(exc, file=sys.stderr)
+        return EXIT_INTERNAL
     return 0
+
+
+def _option_value(args: list[str], names: tuple[str, ...]) -> str | None:
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                return args[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def _write_log(args: list[str], exc: BaseException) -> Path | None:
+    """Write the traceback of ``exc`` to a log file in the first existing folder of ``--out``,
+    ``--workspace`` and the temporary folder; its path, or None when none is writable."""
+    text = (f"splitscope {__version__} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+            f"command: splitscope {' '.join(args)}\n\n"
+            + "".join(traceback.format_exception(exc)))
+    folders = [_option_value(args, names) for names in (("--out",), ("--workspace", "-w"))]
+    for folder in [f for f in folders if f] + [tempfile.gettempdir()]:
+        path = Path(folder) / LOG_NAME
+        try:
+            if Path(folder).is_dir():
+                path.write_text(text, encoding="utf-8")
+                return path.resolve()
+        except OSError:
+            continue
+    return None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so the interpreter's final flush into the closed pipe
+    raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real descriptor (captured output)
+        pass
 
 
 if __name__ == "__main__":

@@ -26,6 +26,30 @@ LABEL_MAP_OPTION = click.option(
          "(released label, audited label). Recorded in every record.")
 
 
+#: Options deciding what a scan may read (every verb that scans a release takes them).
+SAFETY_OPTIONS = [
+    click.option("--allow-outside-root", is_flag=True, default=False,
+                 help="Read rows whose resolved path (.., an absolute path, a symbolic link) "
+                      "lies outside the release root; they stay marked outside_root."),
+    click.option("--follow-links", is_flag=True, default=False,
+                 help="Follow symbolic links to directories in a folder release (loops are "
+                      "left out and listed)."),
+    click.option("--max-file-size", type=int, default=None, metavar="BYTES",
+                 help="Files larger than this are listed as too_large and never read "
+                      "(default 2 GiB)."),
+]
+
+
+def safety_options(allow_outside_root=False, follow_links=False, max_file_size=None) -> dict:
+    """Keyword arguments for :func:`splitscope.features.scanning.scan` from
+    :data:`SAFETY_OPTIONS`."""
+    out: dict = {"allow_outside_root": bool(allow_outside_root),
+                 "follow_links": bool(follow_links)}
+    if max_file_size is not None:
+        out["max_file_bytes"] = int(max_file_size)
+    return out
+
+
 def with_options(options):
     """Decorator applying a list of click options in their listed order."""
     def apply(f):

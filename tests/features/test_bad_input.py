@@ -62,11 +62,11 @@ def test_dangling_symlink_is_missing(tmp_path):
     assert row["status"] == "missing" and "dangling" in row["error"]
 
 
-def test_directory_named_like_an_image_is_unreadable(tmp_path):
+def test_directory_named_like_an_image_is_a_special_file(tmp_path):
     d = tmp_path / "folder.jpg"
     d.mkdir()
     row, _ = _one(d)
-    assert row["status"] == "unreadable" and "directory" in row["error"]
+    assert row["status"] == "special_file" and "directory" in row["error"]
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
@@ -298,7 +298,7 @@ def test_every_kind_in_one_batch_never_raises(tmp_path):
     kinds["not_an_image"].write_text("x")
     kinds["decompression_bomb"] = tmp_path / "bomb.png"
     kinds["decompression_bomb"].write_bytes(_png(60_000, 60_000))
-    kinds["unreadable"] = tmp_path / "dir.png"
-    kinds["unreadable"].mkdir()
+    kinds["special_file"] = tmp_path / "dir.png"
+    kinds["special_file"].mkdir()
     table, _ = extract_files([str(p) for p in kinds.values()])
     assert table["status"].tolist() == list(kinds)

@@ -212,8 +212,15 @@ def test_dicom_without_pixel_data_is_unsupported(tmp_path):
 
 
 def test_reason_codes_are_documented():
-    assert set(REASONS) == {"missing", "permission_denied", "unreadable", "zero_byte",
-                            "not_an_image", "unsupported", "truncated", "decompression_bomb"}
+    from pathlib import Path
+
+    from splitscope.features import extract as extract_mod
+
+    data_model = (Path(__file__).resolve().parents[2] / "docs" / "data-model.md").read_text()
+    assert len(set(REASONS)) == len(REASONS) == 12
+    for reason in REASONS:
+        assert f"``{reason}``" in extract_mod.__doc__, reason
+        assert f"`{reason}`" in data_model, reason
 
 
 def test_pillow_settings_are_restored(tmp_path):

@@ -357,7 +357,7 @@ def _interrupt(tmp_path: Path, root: Path, ws: Path, sig: int, workers: int) -> 
     deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline:
-            found = list(ws.glob("features/*/shards/*.parquet"))
+            found = list(ws.glob("features/*/shards/*.json"))  # commit records
             if len([p for p in found if not p.name.startswith(".tmp-")]) >= 3:
                 shards = found
                 break
@@ -380,7 +380,8 @@ def _interrupt(tmp_path: Path, root: Path, ws: Path, sig: int, workers: int) -> 
         while _alive(helpers) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _alive(helpers), "worker processes outlived the killed scan"
-    return len(list(ws.glob("features/*/shards/*.parquet")))
+    return len([p for p in ws.glob("features/*/shards/*.json")
+                if not p.name.startswith(".tmp-")])
 
 
 @pytest.mark.slow

@@ -113,13 +113,16 @@ def test_clean_removes_partial_work(tmp_path):
     store = FeatureStore(tmp_path, "k1")
     t1, th1 = _batch(["/d/a"])
     store.commit_shard("0001", t1, th1)
-    # an interrupted batch: thumbnails committed, table not; a stray temporary; an
-    # unreferenced result generation
+    # interrupted batches: thumbnails committed, table not; both committed, commit record
+    # not; a stray temporary; an unreferenced result generation
     np.save(store.shards / "0002.npy", th1)
+    np.save(store.shards / "0004.npy", th1)
+    t1.to_parquet(store.shards / "0004.parquet")
     (store.shards / ".tmp-0003.parquet.xyz").write_bytes(b"partial")
     (store.results / "orphan").mkdir(parents=True)
     store.clean()
-    assert sorted(p.name for p in store.shards.iterdir()) == ["0001.npy", "0001.parquet"]
+    assert sorted(p.name for p in store.shards.iterdir()) == ["0001.json", "0001.npy",
+                                                              "0001.parquet"]
     assert list(store.results.iterdir()) == []
 
 

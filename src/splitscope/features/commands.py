@@ -6,7 +6,14 @@ import json
 
 import click
 
-from splitscope.cli_options import LABEL_MAP_OPTION, LIST_FILE_OPTIONS, list_options, with_options
+from splitscope.cli_options import (
+    LABEL_MAP_OPTION,
+    LIST_FILE_OPTIONS,
+    SAFETY_OPTIONS,
+    list_options,
+    safety_options,
+    with_options,
+)
 from splitscope.errors import InputError
 
 
@@ -75,8 +82,18 @@ def _print_summary(summary: dict) -> None:
             f"groups: {groups['rows_with_group']:,} of {summary['rows']:,} rows carry a group "
             f"({groups['unique_groups']:,} distinct)"
         )
-    if summary.get("excluded"):
-        console.print(f"{summary['excluded']:,} hidden file(s) left out of the folder scan")
+    for reason, n in (summary.get("excluded_by_reason") or {}).items():
+        console.print(f"left out of the folder scan: {_n(n, 'entry')} — {reason}"
+                      .replace("entrys", "entries"))
+    outside = summary.get("outside_root") or {}
+    if outside.get("rows"):
+        state = "read (allowed) and marked" if outside.get("read") else \
+            "not read (--allow-outside-root reads them)"
+        console.print(f"{_n(outside['rows'], 'row')} of {summary['rows']:,} resolve outside "
+                      f"their release root: {state}")
+    for repair in summary.get("repairs") or []:
+        console.print(f"repaired the workspace: {repair['problem']}; moved to "
+                      f"{repair['moved_to']}", highlight=False)
 
 
 @click.command("scan")
@@ -96,31 +113,54 @@ def _print_summary(summary: dict) -> None:
                    "file name, e.g. 'person(?P<group>\\d+)_'.")
 @with_options(LIST_FILE_OPTIONS)
 @LABEL_MAP_OPTION
+@with_options(SAFETY_OPTIONS)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Also write the summary, lists/failures.csv (every failed row by name) and "
+                   "lists/excluded.csv here, with artifacts.json.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, group_regex,
                  path_column, label_column, split_column, source_column, group_column,
-                 list_root, constant_split, label_map, progress, as_json) -> None:
+                 list_root, constant_split, label_map, allow_outside_root, follow_links,
+                 max_file_size, out_dir, progress, as_json) -> None:
     """Scan a release (folder or list file): write its manifest and per-file features
     (hashes, header fields, thumbnails) to the workspace, reusing what is cached, and print
     a summary."""
     from splitscope.features.scanning import scan
+    from splitscope.manifest.roots import refuse_inside_release, release_roots
 
     list_opts = list_options(path_column, label_column, split_column, source_column,
                              group_column, list_root, constant_split)
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be at least 1; got {workers}")
+    if out_dir is not None:  # refused before anything is created
+        refuse_inside_release(out_dir, release_roots(list(inputs), **list_opts))
     result = scan(
         list(inputs), workspace, thumb_size=thumb_size, mode=mode, interpolation=interpolation,
         workers=workers, group_regex=group_regex, label_map=label_map,
-        progress=False if as_json else progress, **list_opts,
+        progress=False if as_json else progress,
+        **safety_options(allow_outside_root, follow_links, max_file_size), **list_opts,
     )
     summary = result.summary()
+    if out_dir is not None:
+        _write_outputs(result, summary, out_dir)
     if as_json:
         click.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
     else:
         _print_summary(summary)
+
+
+def _write_outputs(result, summary: dict, out_dir: str) -> None:
+    from pathlib import Path
+
+    from splitscope.features.failures import write_failure_lists
+    from splitscope.records.exports import write_artifacts_manifest, write_json
+
+    out = Path(out_dir)
+    written = write_failure_lists(result, out / "lists")
+    written.append(write_json(summary, out / "scan.json"))
+    write_artifacts_manifest(out, written)
 
 
 COMMANDS: list = [scan_command]

@@ -12,7 +12,10 @@ the callers:
     ``fn`` is a picklable module-level function of one argument; ``chunks`` is an iterable of
     ``(chunk_id, payload)`` pairs, consumed lazily; the call yields ``(chunk_id, fn(payload))``
     as chunks finish. An exception raised by ``fn`` propagates out of the iteration (the
-    feature stage's own functions never raise for a bad file, they return a status).
+    feature stage's own functions never raise for a bad file, they return a status). A chunk
+    whose worker process died (killed, out of memory, a crash inside a decoder) is run once
+    more, alone, in a fresh pool; when that worker dies too, the chunk yields a
+    :class:`ChunkFailed` in place of its result and the run goes on.
 
 A distributed executor (e.g. over ``dask.distributed``: ``client.submit`` per chunk, a bounded
 queue of futures, ``as_completed``) implements the same method with the same bounded number of
@@ -28,12 +31,15 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from splitscope.errors import InputError
 
 __all__ = [
     "BLAS_THREAD_VARIABLES",
+    "ChunkFailed",
     "Executor",
     "ProcessExecutor",
     "SerialExecutor",
@@ -51,6 +57,14 @@ BLAS_THREAD_VARIABLES = (
     "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS",
 )
+
+
+@dataclass(frozen=True)
+class ChunkFailed:
+    """Yielded in place of a chunk's result when its worker process died twice."""
+
+    chunk_id: str
+    detail: str
 
 
 @runtime_checkable
@@ -162,7 +176,9 @@ class ProcessExecutor:
     Notes
     -----
     Every worker starts with :func:`init_worker`: BLAS threads pinned to 1, and a watch that
-    ends the worker if this process is killed. The pool lives for one ``map`` call and
+    ends the worker if this process is killed. When a worker dies, the chunks in flight that
+    did not finish run again one at a time in a fresh pool; one whose worker dies again
+    yields :class:`ChunkFailed`. The pool lives for one ``map`` call and
     is shut down when the iteration ends, is closed early, or raises (pending chunks are
     cancelled), so an interrupted caller leaves no workers behind.
     """
@@ -184,15 +200,17 @@ class ProcessExecutor:
             start_method = "forkserver" if "forkserver" in methods else "spawn"
         self.start_method = start_method
 
+    def _pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=multiprocessing.get_context(self.start_method),
+            initializer=init_worker, initargs=(os.getpid(),)
+        )
+
     def map(
         self, fn: Callable[[Any], Any], chunks: Iterable[tuple[Hashable, Any]]
     ) -> Iterator[tuple[Hashable, Any]]:
-        context = multiprocessing.get_context(self.start_method)
-        pool = ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=context, initializer=init_worker,
-            initargs=(os.getpid(),)
-        )
-        pending: dict[Future, Hashable] = {}
+        pool = self._pool()
+        pending: dict[Future, tuple[Hashable, Any]] = {}
         source = iter(chunks)
         exhausted = False
         try:
@@ -203,12 +221,35 @@ class ProcessExecutor:
                     except StopIteration:
                         exhausted = True
                         break
-                    pending[pool.submit(fn, payload)] = chunk_id
+                    pending[pool.submit(fn, payload)] = (chunk_id, payload)
                 if not pending:
                     break
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in sorted(done, key=lambda f: str(pending[f])):
-                    chunk_id = pending.pop(future)
+                if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+                    # a worker died: every chunk in flight fails with the pool; each one that
+                    # did not finish is run again, alone, in a fresh pool
+                    wait(pending)
+                    lost = []
+                    for future in sorted(pending, key=lambda f: str(pending[f][0])):
+                        chunk_id, payload = pending[future]
+                        if isinstance(future.exception(), BrokenProcessPool):
+                            lost.append((chunk_id, payload))
+                        else:
+                            yield chunk_id, future.result()
+                    pending.clear()
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    pool = self._pool()
+                    for chunk_id, payload in lost:
+                        try:
+                            result = pool.submit(fn, payload).result()
+                        except BrokenProcessPool as exc:
+                            pool.shutdown(wait=True, cancel_futures=True)
+                            pool = self._pool()
+                            result = ChunkFailed(str(chunk_id), f"{type(exc).__name__}: {exc}")
+                        yield chunk_id, result
+                    continue
+                for future in sorted(done, key=lambda f: str(pending[f][0])):
+                    chunk_id, _ = pending.pop(future)
                     yield chunk_id, future.result()
         finally:
             for future in pending:

@@ -19,7 +19,13 @@ header fields). Reason codes:
 ========================  ==================================================================
 ``missing``               the path does not exist (also a dangling symbolic link)
 ``permission_denied``     the file exists but may not be read
-``unreadable``            any other error reading the bytes (e.g. the path is a directory)
+``special_file``          not a regular file (a FIFO, socket, device or directory): never
+                          opened for reading, so a FIFO cannot block and a device cannot
+                          stream without end
+``too_large``             larger than ``FeatureParams.max_file_bytes``; never read into memory
+``unreadable``            any other error reading the bytes
+``worker_crashed``        the worker process extracting the file's batch died twice (killed,
+                          out of memory, a crash in a decoder); retried on the next scan
 ``zero_byte``             the file is empty
 ``not_an_image``          no image format in its magic bytes, and Pillow (or, for DICOM bytes,
                           pydicom) does not recognise it
@@ -27,8 +33,10 @@ header fields). Reason codes:
                           cannot open such as an unknown TIFF compression, a mode with no
                           grayscale conversion, DICOM without the ``[dicom]`` extra or without
                           pixel data)
-``truncated``             decoding failed part-way: truncated or corrupt image data (Pillow's
+``truncated``             decoding failed part-way and the data ends early (Pillow's
                           ``LOAD_TRUNCATED_IMAGES`` is off, so missing data is never padded)
+``corrupt``               decoding failed although the data is complete (a JPEG with its end
+                          marker, a PNG with its ``IEND`` chunk): damaged image data
 ``decompression_bomb``    width × height exceeds ``FeatureParams.max_pixels``; not decoded
 ========================  ==================================================================
 
@@ -70,6 +78,7 @@ import dataclasses
 import hashlib
 import io
 import os
+import stat
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,14 +114,21 @@ and refuses at twice that; here the one bound replaces both)."""
 REASONS = (
     "missing",
     "permission_denied",
+    "special_file",
+    "too_large",
     "unreadable",
+    "worker_crashed",
     "zero_byte",
     "not_an_image",
     "unsupported",
     "truncated",
+    "corrupt",
     "decompression_bomb",
 )
 """Failure reason codes (``status`` of a row that is not ``ok``)."""
+
+DEFAULT_MAX_FILE_BYTES = 2 << 30
+"""Default read cap: files larger than 2 GiB are listed as ``too_large`` and never read."""
 
 MODES = ("exact", "fast")
 
@@ -135,12 +151,17 @@ class FeatureParams:
     max_pixels : int
         Decompression-bomb bound: files with more than this many pixels (width × height) are
         recorded as ``decompression_bomb`` and not decoded. Default 2**27.
+    max_file_bytes : int
+        Read cap: a larger file is recorded as ``too_large`` and never read (default 2 GiB).
+        It decides what is read, not what a feature is, so it is not part of :meth:`key`;
+        ``too_large`` entries are re-examined on every scan.
     """
 
     thumb_size: int = 96
     interpolation: str = "bicubic"
     mode: str = "exact"
     max_pixels: int = DEFAULT_MAX_PIXELS
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
 
     def __post_init__(self) -> None:
         size = self.thumb_size
@@ -156,8 +177,12 @@ class FeatureParams:
         mp = self.max_pixels
         if isinstance(mp, bool) or not isinstance(mp, (int, np.integer)) or mp < 1:
             raise InputError(f"max_pixels must be a positive integer, got {mp!r}")
+        cap = self.max_file_bytes
+        if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
+            raise InputError(f"max_file_bytes must be a positive integer, got {cap!r}")
         object.__setattr__(self, "thumb_size", int(size))
         object.__setattr__(self, "max_pixels", int(mp))
+        object.__setattr__(self, "max_file_bytes", int(cap))
 
     def key(self) -> str:
         """Stable short string naming this geometry and code version (cache key), e.g.
@@ -216,18 +241,70 @@ class _Failure(Exception):
         self.error = error
 
 
-def _read_bytes(path: str) -> bytes:
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"))
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a non-regular file is (``None`` for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for test, kind in _FILE_KINDS if test(mode)), "not a regular file")
+
+
+def _open_nonblocking(path: str, flags: int) -> int:
+    # a FIFO swapped in after the check must not block the open
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+
+
+_READ_STEP = 1 << 20
+
+
+def _read_bytes(path: str, limit: int = DEFAULT_MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, read once.
+
+    ``os.stat`` comes first: anything but a regular file is a ``special_file`` failure and is
+    never opened; a file above ``limit`` is ``too_large`` and never read. The file is opened
+    non-blocking and checked again on the open descriptor, and the read stops at ``limit``
+    (a file that grows, or one whose size the system reports as 0, cannot run past it)."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        st = os.stat(path)
+        kind = _not_regular(st.st_mode)
+        if kind is not None:
+            raise _Failure("special_file", f"{kind}, not a regular file; not read")
+        if st.st_size > limit:
+            raise _Failure("too_large", f"{st.st_size:,} bytes exceeds max_file_bytes = "
+                                        f"{limit:,}; not read")
+        with open(path, "rb", opener=_open_nonblocking) as fh:
+            kind = _not_regular(os.fstat(fh.fileno()).st_mode)
+            if kind is not None:
+                raise _Failure("special_file", f"{kind}, not a regular file; not read")
+            data = fh.read(st.st_size + 1)
+            if len(data) > st.st_size:  # longer than stat said: read on, up to the cap
+                parts = [data]
+                total = len(data)
+                while total <= limit:
+                    more = fh.read(_READ_STEP)
+                    if not more:
+                        break
+                    parts.append(more)
+                    total += len(more)
+                data = b"".join(parts)
+            if len(data) > limit:
+                raise _Failure("too_large", f"more than max_file_bytes = {limit:,} bytes; "
+                                            f"not read")
+            return data
+    except _Failure:
+        raise
     except FileNotFoundError:
         kind = "dangling symbolic link" if os.path.islink(path) else "no such file"
         raise _Failure("missing", f"{kind}: {path}") from None
     except PermissionError as exc:
         raise _Failure("permission_denied", f"permission denied: {exc.strerror or exc}") from None
     except IsADirectoryError:
-        raise _Failure("unreadable", "is a directory, not a file") from None
-    except OSError as exc:
+        raise _Failure("special_file", "a directory, not a regular file; not read") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
         raise _Failure("unreadable", f"{type(exc).__name__}: {exc}") from None
 
 
@@ -266,13 +343,27 @@ _UNSUPPORTED_WORDS = ("not available", "not supported", "unsupported", "not inst
                       "unable to locate", "ghostscript", "unknown", "not implemented")
 
 
-def _decode_failure(exc: BaseException) -> _Failure:
+def _is_complete(data: bytes) -> bool:
+    """True when the bytes end as a whole image file does: a JPEG's end-of-image marker or a
+    PNG's ``IEND`` chunk near the end (trailing padding allowed)."""
+    tail = data[-1024:]
+    if data[:3] == b"\xff\xd8\xff":
+        return b"\xff\xd9" in tail
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return b"IEND" in tail
+    return False
+
+
+def _decode_failure(exc: BaseException, data: bytes = b"") -> _Failure:
     msg = f"{type(exc).__name__}: {exc}"[:300]
     text = str(exc).lower()
     if isinstance(exc, Image.DecompressionBombError | Image.DecompressionBombWarning):
         return _Failure("decompression_bomb", msg)
     if isinstance(exc, NotImplementedError) or any(w in text for w in _UNSUPPORTED_WORDS):
         return _Failure("unsupported", msg)
+    if _is_complete(data):  # the data is all there: damaged, not cut short
+        return _Failure("corrupt", f"decoding failed on complete data (corrupt image data): "
+                                   f"{msg}")
     if isinstance(exc, EOFError) or any(w in text for w in _TRUNCATION_WORDS):
         return _Failure("truncated", msg)
     return _Failure("truncated", f"decoding failed (corrupt data?): {msg}")
@@ -304,7 +395,7 @@ def _decode_pillow(
             "decompression_bomb", f"{exc} (bound: max_pixels = {params.max_pixels}); not decoded"
         ) from None
     except Exception as exc:  # noqa: BLE001 - a malformed header may raise anything
-        raise _decode_failure(exc) from None
+        raise _decode_failure(exc, data) from None
     w, h = img.size
     if w * h > params.max_pixels:
         raise _Failure(
@@ -320,7 +411,7 @@ def _decode_pillow(
     try:
         img.load()
     except Exception as exc:  # noqa: BLE001 - decoders raise OSError, SyntaxError, ValueError...
-        raise _decode_failure(exc) from None
+        raise _decode_failure(exc, data) from None
     mode = img.mode
     digest = None if reduced else _pixel_digest(img)
     rule = "minmax" if mode in imaging.WIDE_MODES else "convert"
@@ -378,7 +469,7 @@ def _decode_dicom(data: bytes, params: FeatureParams) -> tuple[np.ndarray, str, 
 def _extract_one(path: str, params: FeatureParams) -> tuple[dict, np.ndarray | None]:
     row: dict[str, Any] = {"file": path}
     try:
-        data = _read_bytes(path)
+        data = _read_bytes(path, params.max_file_bytes)
         row["size_bytes"] = len(data)
         row["sha256"] = hashlib.sha256(data).hexdigest()
         header = header_mod.header_fields(data, os.path.basename(path))
@@ -511,6 +602,18 @@ def extract_batch(files: Sequence[str], params: FeatureParams) -> dict[str, Any]
             full[ok_positions] = fn(np.stack(small))
         hashes[name] = full
     return {"rows": rows, "thumbs": thumbs, "has_thumb": has_thumb, **hashes}
+
+
+def failure_batch(files: Sequence[str], params: FeatureParams, status: str,
+                  error: str) -> dict[str, Any]:
+    """A batch in :func:`extract_batch`'s shape in which every file failed with ``status``
+    (e.g. ``worker_crashed``: nothing of it could be computed)."""
+    size = params.thumb_size
+    n = len(files)
+    return {"rows": [{"file": os.fspath(f), "status": status, "error": error} for f in files],
+            "thumbs": np.zeros((n, size, size), dtype=np.uint8),
+            "has_thumb": np.zeros(n, dtype=bool),
+            "phash": np.zeros(n, dtype=np.uint64), "dhash": np.zeros(n, dtype=np.uint64)}
 
 
 def table_from_batch(batch: dict[str, Any]) -> tuple[pd.DataFrame, np.ndarray]:

@@ -29,6 +29,7 @@ from splitscope.errors import InputError
 from splitscope.features import extract
 from splitscope.features.batch import run_batch
 from splitscope.features.executor import (
+    ChunkFailed,
     Executor,
     SerialExecutor,
     default_workers,
@@ -40,10 +41,12 @@ from splitscope.features.workspace import (
     file_signatures,
     open_thumbnails,
     read_json,
+    workspace_errors,
     workspace_lock,
     write_json,
     write_parquet,
 )
+from splitscope.manifest.build import INVALID_UTF8, OUTSIDE_ROOT, with_manifest_columns
 from splitscope.records.model import sha256_file
 
 __all__ = ["DEFAULT_WORKSPACE", "Scan", "load_scan", "scan"]
@@ -91,7 +94,8 @@ class Scan:
     def rows(self) -> pd.DataFrame:
         """The manifest left-joined with the features on ``file``: manifest order and row
         count kept; rows whose file has no feature row (no ``file``) get ``<NA>`` features and
-        ``thumb_index`` -1."""
+        ``thumb_index`` -1. A row whose file was not read because of its path (outside the
+        release root, not valid UTF-8) has that ``path_issue`` as its ``status``."""
         features = self.features
         clash = [c for c in features.columns if c in self.manifest.columns and c != "file"]
         if clash:
@@ -99,6 +103,8 @@ class Scan:
         out = self.manifest.merge(features, on="file", how="left", sort=False,
                                   validate="many_to_one")
         out["thumb_index"] = out["thumb_index"].fillna(-1).astype("int64")
+        if "path_issue" in out.columns:  # not read because of its path: that is its status
+            out["status"] = out["status"].astype("string").fillna(out["path_issue"])
         out.index = self.manifest.index
         out.attrs = dict(self.manifest.attrs)
         return out
@@ -156,13 +162,19 @@ class Scan:
 
         Failures are counted in two units: ``failures.files`` counts unique files (each file
         once), ``failures.rows`` counts manifest rows (a file listed twice fails twice). Both
-        give ``by_reason`` overall and ``by_split``. ``counts`` is manifest rows per split ×
-        label (``<NA>`` for unknown).
+        give ``by_reason`` overall and ``by_split``; a file not read because of its path counts
+        with that reason (``outside_root``). ``counts`` is manifest rows per split × label
+        (``<NA>`` for unknown). ``excluded`` counts entries of a folder release that are not
+        rows (``excluded_by_reason``); ``outside_root`` counts rows that resolve outside their
+        release root and says whether they were read.
         """
         rows = self.rows()
         status = rows["status"].astype("string").fillna(NO_FILE)
         failed_rows = status != "ok"
-        features_status = self.features["status"].astype("string")
+        # one status per unique file: its features' status, or why it was not read
+        per_file = pd.DataFrame({"file": rows["file"], "status": status})
+        per_file = per_file[per_file["file"].notna()].drop_duplicates("file")
+        features_status = per_file["status"]
         failed_files = features_status != "ok"
         split = rows["split"].astype("string").fillna(NA_KEY)
 
@@ -180,6 +192,9 @@ class Scan:
 
         group = rows["group"]
         meta = self.meta
+        excluded = self.manifest.attrs.get("excluded", []) or []
+        issue = rows["path_issue"].astype("string") if "path_issue" in rows.columns else \
+            pd.Series(pd.NA, index=rows.index, dtype="string")
         out = {
             "workspace": str(self.workspace),
             "params": meta.get("params", {}),
@@ -195,7 +210,7 @@ class Scan:
                 "files": {
                     "unit": "unique file",
                     "total": int(failed_files.sum()),
-                    "denominator": len(self.features),
+                    "denominator": len(per_file),
                     "by_reason": _count(features_status[failed_files]),
                     "by_split": {str(s): _count(g["status"]) for s, g in
                                  bad_file_split.groupby("split", sort=True)},
@@ -215,7 +230,17 @@ class Scan:
                 "unique_groups": int(group.dropna().nunique()),
                 "group_key": self.manifest.attrs.get("group_key"),
             },
-            "excluded": len(self.manifest.attrs.get("excluded", []) or []),
+            "excluded": len(excluded),
+            "excluded_by_reason": _count(pd.Series([e.get("reason") for e in excluded],
+                                                   dtype="string")),
+            "outside_root": {
+                "unit": "manifest row",
+                "rows": int((issue == OUTSIDE_ROOT).sum()),
+                "denominator": len(rows),
+                "read": bool(meta.get("allow_outside_root", False)),
+            },
+            "invalid_paths": int((issue == INVALID_UTF8).sum()),
+            "repairs": list(meta.get("repairs", [])),
             "extracted": int(meta.get("extracted", 0)),
             "reused": int(meta.get("reused", 0)),
             "seconds": float(meta.get("seconds", float("nan"))),
@@ -321,6 +346,9 @@ def scan(
     extractor: Extractor | None = None,
     batch_size: int | None = None,
     label_map: Any = None,
+    allow_outside_root: bool = False,
+    follow_links: bool = False,
+    max_file_bytes: int | None = None,
     **list_options,
 ) -> Scan:
     """Scan a release: build its manifest and the features of every unique file, cached.
@@ -358,6 +386,14 @@ def scan(
     label_map : str, path or mapping, optional
         Released labels → audited labels (``glioma=tumor,meningioma=tumor`` or a two-column
         CSV), applied once to the manifest (:func:`splitscope.manifest.labels.apply_label_map`).
+    allow_outside_root : bool
+        Read rows whose resolved path lies outside their release root (``path_issue``
+        ``outside_root``; they stay marked). Default False: such rows are not read and have
+        the status ``outside_root``.
+    follow_links : bool
+        Follow symbolic links to directories in a folder release (loops are excluded).
+    max_file_bytes : int, optional
+        Read cap (default 2 GiB): a larger file is ``too_large`` and never read.
     **list_options
         Passed to :func:`splitscope.manifest.read_list` (``columns``, ``root``, ``split``,
         ``corpus``, ``sheet``).
@@ -377,7 +413,7 @@ def scan(
     started = time.perf_counter()
     timings: dict[str, float] = {}
     input_list = [inputs] if isinstance(inputs, (str, Path, pd.DataFrame)) else list(inputs)
-    manifest = build_manifest(input_list, **list_options)
+    manifest = build_manifest(input_list, follow_links=follow_links, **list_options)
     if group_regex:
         manifest = apply_group_regex(manifest, group_regex)
     if label_map is not None:
@@ -387,7 +423,9 @@ def scan(
     timings["manifest"] = time.perf_counter() - started
 
     if params is None:
-        params = make_params(thumb_size=thumb_size, mode=mode, interpolation=interpolation)
+        extra = {} if max_file_bytes is None else {"max_file_bytes": max_file_bytes}
+        params = make_params(thumb_size=thumb_size, mode=mode, interpolation=interpolation,
+                             **extra)
     extractor = extractor or extract.extract_files
     # the default extractor's table is built here, so workers never import pandas
     worker_extractor = None if extractor is extract.extract_files else extractor
@@ -398,12 +436,13 @@ def scan(
     if batch_size is not None and int(batch_size) < 1:
         raise InputError(f"batch size must be at least 1; got {batch_size}")
 
-    with workspace_lock(workspace):
+    with workspace_errors(workspace), workspace_lock(workspace):
         store = FeatureStore(workspace, params.key())
-        store.clean()
+        repairs = store.repair()
 
         t = time.perf_counter()
-        files = sorted(set(manifest["file"].dropna().astype(str)))
+        files = sorted(set(manifest.loc[_read_mask(manifest, allow_outside_root), "file"]
+                           .dropna().astype(str)))
         size, mtime = file_signatures(files)
         entries = store.lookup(files, size, mtime)
         todo = np.flatnonzero(entries["source"].isna().to_numpy())
@@ -437,8 +476,14 @@ def scan(
                     payloads = ((name, (worker_extractor, [files[i] for i in take], params))
                                 for name, take in batches.items())
                     with contextlib.closing(runner.map(run_batch, payloads)) as results:
-                        for name, (output, seconds) in results:
+                        for name, result in results:
                             take = batches[name]
+                            if isinstance(result, ChunkFailed):  # its worker died twice
+                                result = (extract.failure_batch(
+                                    [files[i] for i in take], params, "worker_crashed",
+                                    "the worker process extracting this file's batch died "
+                                    f"twice ({result.detail}); retried on the next scan"), 0.0)
+                            output, seconds = result
                             table, thumbs = (extract.table_from_batch(output)
                                              if isinstance(output, dict) else output)
                             table = _batch_table(table, thumbs, [files[i] for i in take], name)
@@ -470,6 +515,10 @@ def scan(
                 entries, (params.thumb_size, params.thumb_size),
                 schema=_schema(extractor, params), loaded=committed,
             )
+            checksums = store.result_records(store.results / result_name)
+        else:  # checked against these records by the repair above
+            checksums = meta["checksums"] if meta.get("checksums") else \
+                store.result_records(current)
         timings["assemble"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -486,6 +535,7 @@ def scan(
             "params": params.to_dict(),
             "thumb_size": int(params.thumb_size),
             "result": result_name,
+            "checksums": checksums,
             "manifest_sha256": manifest_sha,
             "n_files": len(files),
             "n_thumbnails": int(has_thumb.sum()),
@@ -498,13 +548,24 @@ def scan(
             "software": dict(software_versions()),
             "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "inputs": manifest.attrs.get("inputs", []),
+            "allow_outside_root": bool(allow_outside_root),
+            "repairs": repairs,
         }
         store.commit_meta(new_meta)
         write_json({"key": params.key(), "params": params.to_dict()}, workspace / "scan.json")
         # everything the new result holds is now committed twice; drop the older copies
         store.prune_shards(store.committed_shards())
         store.prune_results(keep=store.result_dir(new_meta))
-    return load_scan(workspace, params)
+    return load_scan(workspace, params, verify=False)  # checked or written just now
+
+
+def _read_mask(manifest: pd.DataFrame, allow_outside_root: bool) -> np.ndarray:
+    """Rows whose file is read: no ``path_issue``, or ``outside_root`` when allowed."""
+    issue = manifest["path_issue"].astype("string")
+    ok = issue.isna()
+    if allow_outside_root:
+        ok |= issue == OUTSIDE_ROOT
+    return ok.to_numpy(dtype=bool)
 
 
 def _batch_table(table: pd.DataFrame, thumbs: np.ndarray, files: list[str],
@@ -535,7 +596,8 @@ def _schema(extractor: Extractor, params: Any) -> dict[str, Any] | None:
 # ----------------------------------------------------------------------------- reopening
 
 
-def load_scan(workspace: str | Path | None = None, params: Any = None) -> Scan:
+def load_scan(workspace: str | Path | None = None, params: Any = None, *,
+              verify: bool = True) -> Scan:
     """Reopen a finished scan without recomputing anything.
 
     Parameters
@@ -544,17 +606,24 @@ def load_scan(workspace: str | Path | None = None, params: Any = None) -> Scan:
         The workspace folder (default ``./splitscope-workspace``).
     params : FeatureParams or str, optional
         Which feature store: parameters or a key; default the last scan's.
+    verify : bool
+        Check the result's files against their commit records (size and SHA-256) first.
 
     Raises
     ------
     InputError
-        When the workspace holds no finished scan for these parameters, or when its manifest
-        changed since those features were assembled (rerun ``scan``).
+        When the workspace holds no finished scan for these parameters, when its manifest
+        changed since those features were assembled, or when a file is damaged (rerun
+        ``scan``, which repairs it).
     """
     workspace = Path(workspace if workspace is not None else DEFAULT_WORKSPACE).resolve()
     if params is None:
-        last = read_json(workspace / "scan.json")
-        if not last:
+        try:
+            last = read_json(workspace / "scan.json")
+        except (ValueError, OSError) as exc:
+            raise InputError(f"workspace {workspace} is damaged (scan.json cannot be read: "
+                             f"{exc}); rerun `splitscope scan` to repair it") from exc
+        if not isinstance(last, dict) or "key" not in last:
             raise InputError(f"no finished scan in {workspace}; run `splitscope scan` first")
         key = last["key"]
     else:
@@ -575,7 +644,11 @@ def load_scan(workspace: str | Path | None = None, params: Any = None) -> Scan:
             f"the manifest in {workspace} changed since the features with key {key!r} were "
             f"assembled (or a scan was interrupted); rerun `splitscope scan`"
         )
-    manifest = pd.read_parquet(manifest_path)
+    problem = store.check_result(meta) if verify else None
+    if problem:
+        raise InputError(f"workspace {workspace} is damaged ({problem}); rerun `splitscope "
+                         f"scan` on the same inputs to repair it")
+    manifest = with_manifest_columns(pd.read_parquet(manifest_path))
     features = pd.read_parquet(folder / "features.parquet")
     features = features.drop(columns=list(SIGNATURE_COLUMNS), errors="ignore")
     thumbnails = open_thumbnails(folder / "thumbnails.npy")

@@ -8,8 +8,10 @@ Layout of a workspace folder::
       manifest.parquet            the last scan's manifest
       features/<key>/             one store per extraction-parameter key (FeatureParams.key())
         meta.json                 params, software versions, timings, counts; names the result
-        shards/<name>.parquet     feature rows of one finished batch (commit marker)
+                                  and records its files' sizes and SHA-256
+        shards/<name>.parquet     feature rows of one finished batch
         shards/<name>.npy         that batch's thumbnails (rows with a thumbnail only)
+        shards/<name>.json        the batch's commit record: size and SHA-256 of both files
         results/<generation>/     the assembled result of a finished scan:
           features.parquet          one row per unique file, sorted by file, with thumb_index
           thumbnails.npy            (n_thumbs, S, S) uint8, opened as a memory map
@@ -17,8 +19,15 @@ Layout of a workspace folder::
 Why it is safe to interrupt (Ctrl-C or ``kill -9`` at any point): every artifact is written to a
 temporary name in the same folder, flushed and fsynced, then moved into place with
 ``os.replace`` (atomic on POSIX and Windows) and the folder is fsynced. A batch counts as done
-only once its ``.parquet`` is in place (its ``.npy`` is committed first); a result generation
-counts only once ``meta.json`` names it, and ``meta.json`` is replaced last. Whatever a killed
+only once its commit record ``.json`` is in place (its ``.npy`` and ``.parquet`` are committed
+first); a result generation counts only once ``meta.json`` names it, and ``meta.json`` is
+replaced last.
+
+Self-healing: before a scan uses the cache, :meth:`FeatureStore.repair` checks every committed
+file against the size and SHA-256 in its commit record. A shard that fails is moved aside into
+``WORKSPACE/quarantine/`` and its files are extracted again; a result or ``meta.json`` that fails
+is moved aside the same way and the result is rebuilt. What was moved is named in the scan's
+summary (``repairs``), and the repaired result is the same as a clean run's. Whatever a killed
 run leaves behind is either committed (and reused) or a temporary/unreferenced file (and
 removed by the next run). Feature extraction is deterministic per file, so a file's entry does
 not depend on which batch or run produced it, and the assembled result (sorted by file) is the
@@ -34,6 +43,8 @@ signature is unchanged is not read again. Entries whose failure may be transient
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import json
 import os
 import shutil
@@ -52,18 +63,23 @@ __all__ = [
     "RETRY_STATUSES",
     "FeatureStore",
     "atomic_path",
+    "check_record",
+    "file_record",
     "file_signatures",
     "read_json",
+    "workspace_errors",
     "workspace_lock",
     "write_json",
     "write_parquet",
 ]
 
 # Failure reasons that may go away without the file's size or mtime changing (a chmod changes
-# neither); such entries are not reused from the cache.
-RETRY_STATUSES = frozenset({"permission_denied", "unreadable"})
+# neither, nor does a larger read cap or a worker that no longer crashes): not reused.
+RETRY_STATUSES = frozenset({"permission_denied", "unreadable", "too_large", "worker_crashed"})
 
 SIGNATURE_COLUMNS = ("_size", "_mtime_ns")  # stat signature stored beside every cached row
+RESULT_FILES = ("features.parquet", "thumbnails.npy")  # a result generation's files
+QUARANTINE = "quarantine"  # where damaged files are moved (WORKSPACE/quarantine/)
 _TMP_PREFIX = ".tmp-"
 
 
@@ -118,9 +134,9 @@ def atomic_path(path: str | Path, sync_dir: bool = True) -> Iterator[Path]:
         _fsync_dir(path.parent)
 
 
-def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:
+def write_parquet(frame: pd.DataFrame, path: str | Path, sync_dir: bool = True) -> None:
     """Write a DataFrame to Parquet atomically (see :func:`atomic_path`)."""
-    with atomic_path(path) as tmp:
+    with atomic_path(path, sync_dir=sync_dir) as tmp:
         frame.to_parquet(tmp, index=False)
 
 
@@ -138,11 +154,36 @@ def write_json(data: Any, path: str | Path) -> None:
 
 
 def read_json(path: str | Path) -> Any:
-    """Read a JSON file; ``None`` when it does not exist."""
+    """Read a JSON file; ``None`` when it does not exist. A file that is not valid JSON
+    raises :class:`ValueError`."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
+
+
+def file_record(path: str | Path) -> dict[str, Any]:
+    """``{"bytes", "sha256"}`` of a file: what a commit record holds for it."""
+    path = Path(path)
+    with open(path, "rb") as fh:
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    return {"bytes": path.stat().st_size, "sha256": digest}
+
+
+def check_record(path: str | Path, record: dict | None) -> str | None:
+    """Why ``path`` does not match its commit record (``None`` when it does)."""
+    path = Path(path)
+    if not isinstance(record, dict):
+        return f"{path.name} has no commit record"
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return f"{path.name} is missing"
+    if size != record.get("bytes"):
+        return f"{path.name} has {size:,} bytes, its commit record {record.get('bytes')}"
+    if file_record(path)["sha256"] != record.get("sha256"):
+        return f"{path.name} does not match its SHA-256 (same size, changed bytes)"
+    return None
 
 
 def open_thumbnails(path: str | Path) -> np.ndarray:
@@ -178,6 +219,39 @@ def workspace_lock(workspace: str | Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM,
+                 getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+@contextlib.contextmanager
+def workspace_errors(workspace: str | Path) -> Iterator[None]:
+    """Turn a failure to write the workspace (disk full, read-only, no permission) into one
+    :class:`InputError` sentence naming the workspace, the free space and the fix. The
+    workspace stays consistent: every write is atomic (see :func:`atomic_path`), so a rerun
+    with space to spare reuses what was committed."""
+    workspace = Path(workspace)
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in _WRITE_ERRNOS:
+            raise
+        try:
+            free = f"{shutil.disk_usage(_existing(workspace)).free / 2**20:,.0f} MiB free"
+        except OSError:
+            free = "free space unknown"
+        where = exc.filename or workspace
+        raise InputError(
+            f"cannot write the workspace {workspace} ({exc.strerror or exc} at {where}; "
+            f"{free}); free some space, make it writable, or pass another --workspace"
+        ) from exc
+
+
+def _existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
 
 
 # ----------------------------------------------------------------------------- signatures
@@ -224,8 +298,95 @@ class FeatureStore:
     # -- reading ---------------------------------------------------------------------------
 
     def meta(self) -> dict | None:
-        """The committed ``meta.json``, or ``None`` before the first finished scan."""
-        return read_json(self.meta_path)
+        """The committed ``meta.json``, or ``None`` before the first finished scan. A
+        ``meta.json`` that is not valid JSON is an :class:`InputError` saying how to repair it
+        (a scan does, see :meth:`repair`)."""
+        try:
+            meta = read_json(self.meta_path)
+        except (ValueError, OSError) as exc:
+            raise InputError(
+                f"workspace {self.workspace} is damaged ({self.meta_path.name} of feature key "
+                f"{self.key} cannot be read: {exc}); rerun `splitscope scan` to repair it"
+            ) from exc
+        return meta if isinstance(meta, dict) else None
+
+    def check_result(self, meta: dict | None) -> str | None:
+        """Why the result that ``meta`` names does not match its commit record (``None`` when
+        it does, or when there is no result; a result written before commit records existed
+        is trusted)."""
+        folder = self.result_dir(meta)
+        if folder is None:
+            return None
+        records = meta.get("checksums")
+        if records is None:
+            return None
+        for name in RESULT_FILES:
+            problem = check_record(folder / name, records.get(name))
+            if problem:
+                return f"result {folder.name}: {problem}"
+        return None
+
+    def result_records(self, folder: Path) -> dict[str, dict]:
+        """Commit records (size, SHA-256) of a result generation's files, for ``meta.json``."""
+        return {name: file_record(folder / name) for name in RESULT_FILES}
+
+    def repair(self) -> list[dict[str, str]]:
+        """Check every committed file against its commit record and move what fails aside
+        (into ``WORKSPACE/quarantine/``), so its files are extracted again and the result is
+        rebuilt; then :meth:`clean`. Returns one ``{"path", "problem", "moved_to"}`` per
+        file or folder moved."""
+        try:
+            return self._repair()
+        except OSError as exc:
+            raise InputError(
+                f"workspace {self.workspace} is damaged and cannot be repaired ({exc}); remove "
+                f"the folder {self.root} (its features are extracted again) or pass another "
+                f"--workspace"
+            ) from exc
+
+    def _repair(self) -> list[dict[str, str]]:
+        repairs: list[dict[str, str]] = []
+        try:
+            meta = read_json(self.meta_path)
+            if meta is not None and not isinstance(meta, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError, IsADirectoryError) as exc:
+            repairs.append(self._quarantine(self.meta_path, f"not valid JSON ({exc})"))
+            meta = None
+        problem = self.check_result(meta) if meta else None
+        if problem:
+            folder = self.result_dir(meta)
+            repairs.append(self._quarantine(folder, problem))
+            repairs.append(self._quarantine(self.meta_path, "names a damaged result"))
+        for name in self.committed_shards():
+            problem = self.check_shard(name)
+            if problem:
+                for suffix in (".json", ".parquet", ".npy"):
+                    path = self.shards / f"{name}{suffix}"
+                    if path.exists():
+                        repairs.append(self._quarantine(path, f"shard {name}: {problem}"))
+        self.clean()
+        return repairs
+
+    def check_shard(self, name: str) -> str | None:
+        """Why a committed shard does not match its commit record (``None`` when it does)."""
+        try:
+            record = read_json(self.shards / f"{name}.json")
+        except (ValueError, UnicodeDecodeError):
+            return "its commit record is not valid JSON"
+        record = record if isinstance(record, dict) else {}
+        for suffix in ("parquet", "npy"):
+            problem = check_record(self.shards / f"{name}.{suffix}", record.get(suffix))
+            if problem:
+                return problem
+        return None
+
+    def _quarantine(self, path: Path, problem: str) -> dict[str, str]:
+        folder = self.workspace / QUARANTINE / f"{time.time_ns():020d}-{self.key}"
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / path.name
+        os.replace(path, target)
+        return {"path": str(path), "problem": problem, "moved_to": str(target)}
 
     def result_dir(self, meta: dict | None = None) -> Path | None:
         """Folder of the committed result generation, or ``None``."""
@@ -238,26 +399,30 @@ class FeatureStore:
         return folder
 
     def committed_shards(self) -> list[str]:
-        """Names of committed shards (both files present), in commit order."""
+        """Names of committed shards (commit record and both files present), in commit
+        order."""
         if not self.shards.is_dir():
             return []
-        names = sorted(p.stem for p in self.shards.glob("*.parquet")
+        names = sorted(p.stem for p in self.shards.glob("*.json")
                        if not p.name.startswith(_TMP_PREFIX))
-        return [n for n in names if (self.shards / f"{n}.npy").is_file()]
+        return [n for n in names if (self.shards / f"{n}.parquet").is_file()
+                and (self.shards / f"{n}.npy").is_file()]
 
     def clean(self) -> None:
-        """Remove what an interrupted run left behind: temporary files, a shard's thumbnails
-        without its committed table, result generations that ``meta.json`` does not name."""
+        """Remove what an interrupted run left behind: temporary files, a shard's files
+        without its commit record, result generations that ``meta.json`` does not name."""
         for folder in (self.root, self.shards):
             if folder.is_dir():
                 for p in folder.glob(_TMP_PREFIX + "*"):
                     with contextlib.suppress(OSError):
                         p.unlink()
         if self.shards.is_dir():
-            for npy in self.shards.glob("*.npy"):
-                if not (self.shards / f"{npy.stem}.parquet").is_file():
+            committed = set(self.committed_shards())
+            for part in [*self.shards.glob("*.npy"), *self.shards.glob("*.parquet"),
+                         *self.shards.glob("*.json")]:
+                if part.stem not in committed:
                     with contextlib.suppress(OSError):
-                        npy.unlink()
+                        part.unlink()
         self.prune_results(keep=self.result_dir())
 
     def prune_results(self, keep: Path | None) -> None:
@@ -269,10 +434,10 @@ class FeatureStore:
                 shutil.rmtree(folder, ignore_errors=True)
 
     def prune_shards(self, names: list[str]) -> None:
-        """Delete shards whose entries a committed result now holds (table first, so a shard
-        is never half-present as committed)."""
+        """Delete shards whose entries a committed result now holds (commit record first, so
+        a shard is never half-present as committed)."""
         for name in names:
-            for suffix in (".parquet", ".npy"):
+            for suffix in (".json", ".parquet", ".npy"):
                 with contextlib.suppress(OSError):
                     (self.shards / f"{name}{suffix}").unlink()
 
@@ -328,15 +493,18 @@ class FeatureStore:
     def commit_shard(self, name: str, table: pd.DataFrame, thumbs: np.ndarray) -> pd.DataFrame:
         """Commit one finished batch: ``table`` (one row per file, with ``has_thumb`` and the
         signature columns) and ``thumbs`` (one slice per row; only rows with a thumbnail are
-        kept). The thumbnails are committed first; the table, committed second, marks the batch
-        as done. Returns the batch's index entries (``source``, ``row_pos``, ``thumb_pos``
-        per row of ``table``), as :meth:`index` would read them back."""
+        kept). The thumbnails and the table are committed first; the commit record (size and
+        SHA-256 of both), committed last, marks the batch as done. Returns the batch's index
+        entries (``source``, ``row_pos``, ``thumb_pos`` per row of ``table``), as :meth:`index`
+        would read them back."""
         has = table["has_thumb"].astype(bool).to_numpy()
         if len(thumbs) != len(table):
             raise ValueError(f"batch {name}: {len(table)} rows but {len(thumbs)} thumbnails")
-        write_npy(np.asarray(thumbs, dtype=np.uint8)[has], self.shards / f"{name}.npy",
-                  sync_dir=False)  # the table's commit below syncs the folder for both
-        write_parquet(table, self.shards / f"{name}.parquet")
+        npy, table_path = self.shards / f"{name}.npy", self.shards / f"{name}.parquet"
+        write_npy(np.asarray(thumbs, dtype=np.uint8)[has], npy, sync_dir=False)
+        write_parquet(table, table_path, sync_dir=False)  # the record's commit syncs the folder
+        write_json({"parquet": file_record(table_path), "npy": file_record(npy)},
+                   self.shards / f"{name}.json")
         return pd.DataFrame({
             "source": [f"shard:{name}"] * len(table),
             "row_pos": np.arange(len(table), dtype=np.int64),

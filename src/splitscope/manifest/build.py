@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
@@ -22,7 +23,27 @@ MANIFEST_COLUMNS = [
     "frame",
     "file",  # where the bytes are on this machine (absolute), <NA> when unknown
     "basename",
+    "path_issue",  # <NA>, or why the path is not read as given: outside_root, invalid_utf8
 ]
+
+OUTSIDE_ROOT = "outside_root"
+"""``path_issue`` of a row whose resolved path (``..``, an absolute path, a symbolic link) lies
+outside its release root (the folder, or the list's root). Such a row is not read unless the
+scan allows it, and stays marked either way."""
+
+INVALID_UTF8 = "invalid_utf8"
+"""``path_issue`` of a row whose released path is not valid UTF-8: ``path`` holds it with the
+invalid bytes written as ``\\xNN`` escapes (distinct from every valid path) and ``file`` is
+``<NA>``, so it is listed, never read and never a crash."""
+
+# Reasons of the excluded table (``manifest.attrs["excluded"]``): entries found on disk under a
+# folder release that are not manifest rows. Every entry is in exactly one of the two.
+EXCLUDED_HIDDEN_FILE = "hidden file"
+EXCLUDED_HIDDEN_DIR = "inside a hidden directory"
+EXCLUDED_ROOT_FILE = "file at the root, outside the folder layout"
+EXCLUDED_DIR_LINK = "symbolic link to a directory, not followed (follow_links to follow)"
+EXCLUDED_LINK_LOOP = "symbolic link loop (the directory is already on the walked path)"
+EXCLUDED_UNLISTABLE = "directory cannot be listed"
 
 _SPLIT_ALIASES = {
     "train": "train",
@@ -67,6 +88,53 @@ def is_list_file(path: str | Path) -> bool:
     return p.is_file() and p.suffix.lower() in _LIST_SUFFIXES
 
 
+MAX_WORKBOOK_BYTES = 1 << 30
+"""Largest total uncompressed size (1 GiB) that a workbook's zip directory may declare."""
+
+MAX_WORKBOOK_RATIO = 200
+"""Largest uncompressed/compressed ratio of a workbook member above 64 MiB uncompressed:
+spreadsheet XML compresses about 5-30 times; a zip bomb by thousands."""
+
+
+def check_workbook_size(path: Path, what: str = "list file") -> None:
+    """Refuse an XLSX whose zip directory declares an absurd uncompressed size or ratio,
+    before any XML is parsed (the zip reader never inflates a member past its declared size,
+    so the declared sizes bound the work). Limits: :data:`MAX_WORKBOOK_BYTES`,
+    :data:`MAX_WORKBOOK_RATIO`."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InputError(f"cannot read {what} {path}: not a valid XLSX (zip) file: {exc}") from exc
+    total = sum(m.file_size for m in members)
+    if total > MAX_WORKBOOK_BYTES:
+        raise InputError(
+            f"{what} {path} declares {total:,} bytes of uncompressed content, more than the "
+            f"limit of {MAX_WORKBOOK_BYTES:,}; export it as CSV or Parquet"
+        )
+    for m in members:
+        ratio = m.file_size / max(m.compress_size, 1)
+        if m.file_size > (64 << 20) and ratio > MAX_WORKBOOK_RATIO:
+            raise InputError(
+                f"{what} {path}: member {m.filename} expands {ratio:,.0f}-fold to "
+                f"{m.file_size:,} bytes (limit: {MAX_WORKBOOK_RATIO}-fold above 64 MiB); "
+                f"not read, as a zip bomb would not be"
+            )
+
+
+def _read_csv(path: Path, sep: str, text: bool) -> pd.DataFrame:
+    """CSV/TSV as strings (``text``) or typed; bytes that are not UTF-8 are kept as lone
+    surrogates (``surrogateescape``), for :func:`_valid_text` to escape and mark."""
+    options = {"sep": sep, "keep_default_na": False, "na_values": [""]}
+    try:
+        return pd.read_csv(path, dtype=str if text else None, **options)
+    except UnicodeDecodeError:
+        return pd.read_csv(path, dtype=object if text else None,
+                           encoding_errors="surrogateescape", **options)
+
+
 def read_table(path: Path, sheet: str | int | None = None, *, text: bool = True,
                strip_names: bool = True, what: str = "list file") -> pd.DataFrame:
     """Read a CSV/TSV, Parquet or XLSX table.
@@ -80,16 +148,13 @@ def read_table(path: Path, sheet: str | int | None = None, *, text: bool = True,
     if not path.exists():
         raise InputError(f"{what} not found: {path}")
     suffix = path.suffix.lower()
-    csv_options = {"dtype": str} if text else {}
     try:
-        if suffix in {".csv", ".txt"}:
-            table = pd.read_csv(path, keep_default_na=False, na_values=[""], **csv_options)
-        elif suffix == ".tsv":
-            table = pd.read_csv(path, sep="\t", keep_default_na=False, na_values=[""],
-                                **csv_options)
+        if suffix in {".csv", ".txt", ".tsv"}:
+            table = _read_csv(path, "\t" if suffix == ".tsv" else ",", text)
         elif suffix in {".parquet", ".pq"}:
             table = pd.read_parquet(path)
         elif suffix in {".xlsx", ".xlsm"}:
+            check_workbook_size(path, what)
             table = pd.read_excel(path, sheet_name=sheet if sheet is not None else 0,
                                   engine="openpyxl")
         else:
@@ -106,6 +171,34 @@ def read_table(path: Path, sheet: str | int | None = None, *, text: bool = True,
     if table.shape[1] == 0 or len(table) == 0:
         raise InputError(f"{what} {path} has no rows")
     return table
+
+
+def _escape_bytes(raw: bytes) -> tuple[str, bool]:
+    try:
+        return raw.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "backslashreplace"), True
+
+
+def _valid_text(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    """Text cells as valid UTF-8 strings and a mask of those that were not: bytes (a Parquet
+    binary column) are decoded, and undecodable bytes (or the lone surrogates a CSV read with
+    ``surrogateescape`` holds for them) are written as ``\\xNN`` escapes, so every value can
+    be stored and shown and no two distinct values become equal."""
+    invalid = np.zeros(len(values), dtype=bool)
+    if values.dtype != object:
+        return values, invalid
+    out = values.to_numpy(dtype=object, copy=True)
+    for i, v in enumerate(out):
+        if isinstance(v, (bytes, bytearray)):
+            out[i], invalid[i] = _escape_bytes(bytes(v))
+        elif isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:  # lone surrogates: undecodable bytes of a CSV
+                out[i] = _escape_bytes(v.encode("utf-8", "surrogateescape"))[0]
+                invalid[i] = True
+    return pd.Series(out, index=values.index, dtype=object), invalid
 
 
 def _pick_column(table: pd.DataFrame, role: str, explicit: str | None, where: str,
@@ -147,49 +240,157 @@ def _finish(frame: pd.DataFrame, corpus: str) -> pd.DataFrame:
         [p.rsplit("/", 1)[-1] if isinstance(p, str) else pd.NA for p in out["path"]],
         dtype="string",
     )
+    issue = frame["path_issue"] if "path_issue" in frame else pd.Series([pd.NA] * n)
+    out["path_issue"] = pd.array(list(issue), dtype="string")
     return out[MANIFEST_COLUMNS]
 
 
-def read_folder(root: str | Path, corpus: str | None = None) -> pd.DataFrame:
+def with_manifest_columns(manifest: pd.DataFrame) -> pd.DataFrame:
+    """``manifest`` with every column of :data:`MANIFEST_COLUMNS` (a manifest built by hand or
+    by an earlier version lacks ``path_issue``: added as ``<NA>``), in that order."""
+    if "path_issue" not in manifest.columns:
+        manifest = manifest.copy()
+        manifest["path_issue"] = pd.array([pd.NA] * len(manifest), dtype="string")
+    return manifest
+
+
+def _inside(real: str, root_real: str) -> bool:
+    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
+
+
+class _Containment:
+    """Whether joined paths resolve inside one release root, resolving each folder once.
+
+    A path is resolved as the kernel would open it: its folder through ``os.path.realpath``
+    (``..`` after a symbolic link included), then the file itself when it is a symbolic link."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = os.path.realpath(root)
+        self._dirs: dict[str, bool] = {}
+
+    def inside(self, joined: str) -> bool:
+        try:
+            return self._inside(joined)
+        except ValueError:  # a NUL byte: no such path can be opened; the read lists it
+            return True
+
+    def _inside(self, joined: str) -> bool:
+        folder, name = os.path.split(joined)
+        ok = self._dirs.get(folder)
+        if ok is None:
+            ok = self._dirs[folder] = _inside(os.path.realpath(folder), self.root)
+        if name in ("", ".", ".."):
+            return _inside(os.path.realpath(joined), self.root)
+        if not ok:
+            return False
+        try:
+            if not os.path.islink(joined):
+                return True
+        except (OSError, ValueError):
+            return True
+        return _inside(os.path.realpath(joined), self.root)
+
+
+def _walk(root: str, follow_links: bool) -> tuple[list[tuple[str, bool]], list[dict]]:
+    """Every entry under ``root``: ``(relative path, inside root)`` of each candidate row (any
+    entry that is not a directory: files, symbolic links to files, dangling links, special
+    files) and the excluded table (hidden entries, links to directories, unlistable folders).
+
+    Directories are listed in name order (code-point), so the walk is the same on every
+    machine. A symbolic link to a directory is followed only with ``follow_links``, and never
+    into a directory already on the walked path (a loop).
+    """
+    rows: list[tuple[str, bool]] = []
+    excluded: list[dict] = []
+    root_real = os.path.realpath(root)
+    start = os.stat(root)
+    # (folder on disk, relative prefix, hidden reason or None, folder lies inside root,
+    #  (device, inode) of the folders on the path to it)
+    stack = [(root, "", None, True, frozenset({(start.st_dev, start.st_ino)}))]
+    while stack:
+        folder, prefix, hidden, inside, ancestors = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            if not prefix:
+                raise InputError(f"cannot list folder {root}: {exc.strerror or exc}") from exc
+            excluded.append({"path": prefix.rstrip("/"), "reason": EXCLUDED_UNLISTABLE,
+                             "detail": exc.strerror or str(exc)})
+            continue
+        below = []
+        for entry in entries:
+            rel = prefix + entry.name
+            is_hidden = entry.name.startswith(".")
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+                is_link = entry.is_symlink()
+                link_to_dir = is_link and entry.is_dir(follow_symlinks=True)
+            except OSError:
+                is_dir = is_link = link_to_dir = False
+            if is_dir or link_to_dir:
+                reason = hidden or (EXCLUDED_HIDDEN_DIR if is_hidden else None)
+                if not is_dir and not follow_links:
+                    excluded.append({"path": rel, "reason": reason or EXCLUDED_DIR_LINK})
+                    continue
+                try:
+                    st = os.stat(entry.path) if link_to_dir else entry.stat(follow_symlinks=False)
+                except OSError as exc:  # gone or changed since it was listed
+                    excluded.append({"path": rel, "reason": EXCLUDED_UNLISTABLE,
+                                     "detail": exc.strerror or str(exc)})
+                    continue
+                ident = (st.st_dev, st.st_ino)
+                if ident in ancestors:
+                    excluded.append({"path": rel, "reason": reason or EXCLUDED_LINK_LOOP})
+                    continue
+                here = inside if is_dir else _inside(os.path.realpath(entry.path), root_real)
+                below.append((entry.path, rel + "/", reason, here, ancestors | {ident}))
+            elif hidden:
+                excluded.append({"path": rel, "reason": hidden})
+            elif is_hidden:
+                excluded.append({"path": rel, "reason": EXCLUDED_HIDDEN_FILE})
+            else:
+                here = inside and (not is_link
+                                   or _inside(os.path.realpath(entry.path), root_real))
+                rows.append((rel, here))
+        stack.extend(reversed(below))
+    return rows, excluded
+
+
+def read_folder(root: str | Path, corpus: str | None = None, *,
+                follow_links: bool = False) -> pd.DataFrame:
     """Manifest of a folder release, layout detected automatically.
 
     ``ROOT/<split>/<class>/file`` when every top-level folder is a split name (recognised
     case-insensitively: train/training, val/valid/validation, test/testing), else
     ``ROOT/<class>/file``; a folder with no subfolders is a flat list of unlabelled files.
-    Files directly under ROOT beside the layout's folders (a README, an answer key) are left
-    out and listed in ``attrs['excluded']``. Rows are sorted by released path (code-point order) so the manifest
-    is the same on every machine. Hidden files (names starting with ``.``) are left out and
-    listed in ``attrs['excluded']``; every other file is a row, image or not, so that the
-    feature stage can record what it could not read.
+    Rows are sorted by released path (code-point order) so the manifest is the same on every
+    machine. Every entry that is not a directory is a row (image or not, a dangling link or a
+    FIFO too), so that the feature stage records what it could not read, except those listed
+    in ``attrs['excluded']`` with a reason: hidden files (names starting with ``.``), files
+    inside hidden directories, files directly under ROOT beside the layout's folders (a README,
+    an answer key), symbolic links to directories (followed with ``follow_links``, loops
+    excluded), and directories that cannot be listed. A row whose resolved path (a symbolic
+    link) lies outside ROOT has ``path_issue`` ``outside_root``.
     """
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"not a folder: {root}")
-    files: list[str] = []  # plain strings: pathlib per file costs more than the walk itself
-    excluded: list[dict] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        prefix = os.path.relpath(dirpath, root).replace(os.sep, "/")
-        prefix = "" if prefix == "." else prefix + "/"
-        for name in filenames:
-            if name.startswith("."):
-                excluded.append({"path": prefix + name, "reason": "hidden file"})
-            else:
-                files.append(prefix + name)
-    files.sort()
-    if not files:
+    found, excluded = _walk(str(root), follow_links)
+    found.sort()
+    if not found:
         raise InputError(f"folder {root} holds no files")
-    parts = [f.split("/") for f in files]
+    parts = [rel.split("/") for rel, _ in found]
     top = {p[0] for p in parts if len(p) > 1}
     split_layout = bool(top) and all(name.lower() in _SPLIT_ALIASES for name in top)
     if top:  # files beside the split/class folders (README, answer keys) are not released rows
-        excluded += [{"path": f, "reason": "file at the root, outside the folder layout"}
-                     for f, p in zip(files, parts) if len(p) == 1]
+        excluded += [{"path": rel, "reason": EXCLUDED_ROOT_FILE}
+                     for (rel, _), p in zip(found, parts) if len(p) == 1]
         kept = [i for i, p in enumerate(parts) if len(p) > 1]
-        files, parts = [files[i] for i in kept], [parts[i] for i in kept]
+        found, parts = [found[i] for i in kept], [parts[i] for i in kept]
     base = os.path.abspath(root) + os.sep
     rows = []
-    for rel, p in zip(files, parts):
+    for (rel, inside), p in zip(found, parts):
         split = label = pd.NA
         if split_layout:
             split = p[0]
@@ -197,10 +398,12 @@ def read_folder(root: str | Path, corpus: str | None = None) -> pd.DataFrame:
         elif len(p) > 1:
             label = p[0]
         rows.append({"path": rel, "split_released": split, "label": label,
-                     "file": base + rel.replace("/", os.sep)})
+                     "file": base + rel.replace("/", os.sep),
+                     "path_issue": pd.NA if inside else OUTSIDE_ROOT})
     manifest = _finish(pd.DataFrame(rows), corpus or root.name)
     manifest.attrs = {
-        "inputs": [{"kind": "folder", "path": str(root), "layout":
+        "inputs": [{"kind": "folder", "path": str(root), "root": str(root.resolve()),
+                    "follow_links": bool(follow_links), "layout":
                     "split/class/file" if split_layout else "class/file" if top else "flat"}],
         "excluded": excluded,
     }
@@ -223,8 +426,10 @@ def read_list(
     path : path-like
         The list file.
     root : path-like, optional
-        Folder the listed paths are relative to; default: the list file's folder. Absolute
-        paths in the list are used as they are.
+        The release root: the folder the listed paths are relative to; default: the list
+        file's folder. A path that resolves outside it (``..``, an absolute path elsewhere, a
+        symbolic link) gets ``path_issue`` ``outside_root``; a path that is not valid UTF-8
+        gets ``invalid_utf8`` and no ``file``.
     corpus : str, optional
         Corpus name; default: the list file's stem.
     split : str, optional
@@ -251,7 +456,10 @@ def read_list(
         picked["split"] = None  # a constant split given by the caller wins over a guessed column
     elif split is not None and picked["split"] is not None:
         raise InputError(f"both a split column ({picked['split']!r}) and split={split!r} given")
-    raw_paths = table[picked["path"]]
+    raw_paths, invalid = _valid_text(table[picked["path"]])
+    for role in ("split", "label", "source", "group", "frame"):
+        if picked[role] is not None and picked[role] != picked["path"]:
+            table[picked[role]], _ = _valid_text(table[picked[role]])
     missing = raw_paths.isna() | (raw_paths.astype("string").str.strip() == "")
     if missing.any():
         first = [int(i) + 2 for i in missing[missing].index[:5]]  # spreadsheet line numbers
@@ -259,9 +467,17 @@ def read_list(
             f"{int(missing.sum())} row(s) of {where} have no path (first at line(s) {first})"
         )
     base = Path(root) if root is not None else path.parent
-    paths = raw_paths.astype(str).str.replace("\\", "/", regex=False)
+    # Windows separators become "/"; an escaped invalid path keeps its backslashes, which
+    # keeps it distinct from every valid path
+    paths = pd.Series([p if bad else p.replace("\\", "/")
+                       for p, bad in zip(raw_paths.astype(str), invalid)], dtype=object)
     frame = pd.DataFrame({"path": paths})
-    frame["file"] = [p if os.path.isabs(p) else os.path.abspath(base / p) for p in paths]
+    contained = _Containment(base)
+    joined = [p if os.path.isabs(p) else os.path.join(base, p) for p in paths]
+    inside = np.array([contained.inside(j) for j in joined], dtype=bool)
+    frame["file"] = [pd.NA if bad else os.path.abspath(j) for j, bad in zip(joined, invalid)]
+    frame["path_issue"] = np.where(invalid, INVALID_UTF8,
+                                   np.where(inside, None, OUTSIDE_ROOT))
     frame["split_released"] = split if split is not None else (
         table[picked["split"]] if picked["split"] else pd.NA)
     for role in ("label", "source", "group", "frame"):
@@ -278,22 +494,26 @@ def read_list(
 
 def build_manifest(
     inputs: str | Path | pd.DataFrame | Iterable[str | Path | pd.DataFrame],
+    *,
+    follow_links: bool = False,
     **list_options,
 ) -> pd.DataFrame:
     """One manifest from one or more releases (folders, list files or manifests).
 
     Several inputs are concatenated in the order given (each keeps its own ``corpus`` name
     unless ``corpus=`` is passed for a single input) and ``row`` is renumbered 0..n-1.
-    ``list_options`` go to :func:`read_list` for list inputs; ``corpus`` applies to folders too.
+    ``list_options`` go to :func:`read_list` for list inputs; ``corpus`` applies to folders too;
+    ``follow_links`` goes to :func:`read_folder`.
     """
     if isinstance(inputs, (str, Path, pd.DataFrame)):
         inputs = [inputs]
     parts: list[pd.DataFrame] = []
     for item in inputs:
         if isinstance(item, pd.DataFrame):
-            parts.append(item)
+            parts.append(with_manifest_columns(item))
         elif Path(item).is_dir():
-            parts.append(read_folder(item, corpus=list_options.get("corpus")))
+            parts.append(read_folder(item, corpus=list_options.get("corpus"),
+                                     follow_links=follow_links))
         elif Path(item).exists():
             parts.append(read_list(item, **list_options))
         else:

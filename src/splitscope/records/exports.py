@@ -5,6 +5,11 @@ functions, so every output folder has the same shape: the tables, the command's 
 ``artifacts.json`` listing every file written with its size, format and SHA-256 (a
 Croissant-style ``FileObject`` list), so what a later step reads can be checked against what
 was written.
+
+CSV cells that a spreadsheet would run as a formula (text beginning with ``=``, ``+``, ``-``,
+``@``, a tab or a carriage return) are written with a leading ``'``, as OWASP recommends for
+CSV injection; a cell that is a plain number (``-0.5``, ``+3``) is left as it is. Parquet keeps
+every value raw, so a program reading the lists gets the released text unchanged.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ __all__ = [
     "artifact",
     "export_frame",
     "file_stem",
+    "neutralise_formulas",
     "write_artifacts_manifest",
+    "write_csv",
     "write_json",
     "write_table",
     "write_tables",
@@ -61,6 +68,38 @@ def export_frame(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"
+
+
+def neutralise_formulas(table: pd.DataFrame) -> pd.DataFrame:
+    """A copy whose text cells that begin like a formula (``=``, ``+``, ``-``, ``@``, tab, CR)
+    start with ``'`` (OWASP CSV-injection advice), so a spreadsheet shows them as text; plain
+    numbers stay as they are. Only text columns are touched."""
+    out = table.copy()
+    for col in out.columns:
+        values = out[col]
+        if not (values.dtype == object or isinstance(values.dtype, pd.StringDtype)):
+            continue
+        text = values.astype("string")
+        risky = text.str.startswith(_FORMULA_START) & ~text.str.fullmatch(_NUMBER)
+        risky = risky.fillna(False).to_numpy(dtype=bool)
+        if risky.any():
+            text = text.copy()
+            text[risky] = "'" + text[risky]
+            out[col] = text
+    return out
+
+
+def write_csv(table: pd.DataFrame, path: str | Path) -> Path:
+    """Write ``table`` as CSV (no index) with formula-leading cells neutralised
+    (:func:`neutralise_formulas`); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    neutralise_formulas(export_frame(table)).to_csv(path, index=False)
+    return path
+
+
 def file_stem(name: str, *, subfolders: bool = True) -> str:
     """A name made file-safe. With ``subfolders`` a ``/`` is kept and makes a subfolder;
     without, it is replaced like any other unsafe character."""
@@ -71,7 +110,8 @@ def file_stem(name: str, *, subfolders: bool = True) -> str:
 
 def write_table(table: pd.DataFrame, stem: Path, *, parquet: bool = True,
                 problems: list[str] | None = None) -> list[Path]:
-    """Write ``<stem>.csv`` and, when ``parquet``, ``<stem>.parquet``; returns the paths.
+    """Write ``<stem>.csv`` (formula-leading cells neutralised) and, when ``parquet``,
+    ``<stem>.parquet`` (raw values); returns the paths.
 
     A table Parquet cannot store is written as CSV only and ``problems`` gets a line saying so
     (without ``problems`` the error propagates)."""
@@ -79,7 +119,7 @@ def write_table(table: pd.DataFrame, stem: Path, *, parquet: bool = True,
     stem.parent.mkdir(parents=True, exist_ok=True)
     frame = export_frame(table)
     csv = stem.with_name(stem.name + ".csv")
-    frame.to_csv(csv, index=False)
+    neutralise_formulas(frame).to_csv(csv, index=False)
     written = [csv]
     if parquet:
         pq = stem.with_name(stem.name + ".parquet")

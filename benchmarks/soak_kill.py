@@ -1,0 +1,218 @@
+"""Soak test: random ``kill -9`` during ``scan`` and during ``audit``, rerun, compare.
+
+For each trial the command runs in a fresh subprocess on a fresh output folder and is killed
+with SIGKILL after a random delay (uniform over 5-90% of the reference run's wall time,
+seeded; a run that finishes first is counted apart, another trial is added, and the window
+shrinks to that run's time); the
+same command is then rerun to completion on the same folder and its final outputs are
+compared byte for byte with those of an uninterrupted reference run. After each kill the
+script waits for the killed run's worker processes to leave; any still alive after the grace
+period is an orphan (counted, then ended by its pid).
+
+Compared outputs. ``scan``: the workspace's ``manifest.parquet`` and the assembled
+``features.parquet`` and ``thumbnails.npy``. ``audit``: every file under ``lists/``, and
+``audit.json`` with its run-specific fields (start and finish times, durations, host, the
+workspace path, artifact hashes of the files not compared, and the scan's counts of files
+extracted versus reused from the cache) set aside.
+
+    python benchmarks/soak_kill.py ../shared/data/kermany-chest-xray-224 \\
+        --scan-kills 20 --audit-kills 10 --workers 2 --json soak.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# fields of audit.json that describe the run, not its results: times, host, paths, the hashes
+# of files not compared, and how much of the scan came from the cache (a resumed run reuses)
+RUN_FIELDS = {"run", "duration_s", "seconds", "scan_seconds", "started", "finished",
+              "timings", "workspace", "host", "artifacts", "finished_utc", "extracted",
+              "reused", "repairs"}
+
+
+def _children(pid: int) -> set[int]:
+    """Every live descendant of ``pid`` (from /proc)."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z":
+                parent[int(entry)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _command(verb: str, data: str, folder: Path, workers: int) -> list[str]:
+    base = [sys.executable, "-m", "splitscope.cli", verb, data, "--workers", str(workers)]
+    if verb == "scan":
+        return base + ["--workspace", str(folder / "ws"), "--no-progress"]
+    return base + ["--out", str(folder / "out")]
+
+
+def _strip(value):
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in RUN_FIELDS}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def outputs(verb: str, folder: Path) -> dict[str, str]:
+    """SHA-256 of each compared output file (see the module docstring)."""
+    if verb == "scan":
+        ws = folder / "ws"
+        meta_files = list(ws.glob("features/*/meta.json"))
+        if len(meta_files) != 1:
+            return {"meta.json": f"{len(meta_files)} found"}
+        meta = json.loads(meta_files[0].read_text())
+        result = meta_files[0].parent / "results" / meta["result"]
+        return {"manifest.parquet": _digest(ws / "manifest.parquet"),
+                "features.parquet": _digest(result / "features.parquet"),
+                "thumbnails.npy": _digest(result / "thumbnails.npy")}
+    out = folder / "out"
+    found = {str(p.relative_to(out)): _digest(p) for p in sorted((out / "lists").rglob("*"))
+             if p.is_file()}
+    doc = _strip(json.loads((out / "audit.json").read_text()))
+    found["audit.json (run fields set aside)"] = hashlib.sha256(
+        json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    return found
+
+
+def run_once(cmd: list[str], env: dict) -> tuple[int, float]:
+    started = time.monotonic()
+    done = subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    if done.returncode not in (0, 1, 3):
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return done.returncode, time.monotonic() - started
+
+
+def trial(cmd: list[str], env: dict, delay: float, grace: float) -> dict:
+    """Run ``cmd``, SIGKILL it after ``delay`` seconds, count orphans, rerun to the end."""
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    seen: set[int] = set()
+    deadline = started + delay
+    while time.monotonic() < deadline and proc.poll() is None:
+        seen |= _children(proc.pid)
+        time.sleep(0.02)
+    ran = time.monotonic() - started
+    killed = proc.poll() is None
+    if killed:
+        seen |= _children(proc.pid)
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    until = time.monotonic() + grace
+    while time.monotonic() < until and any(_alive(p) for p in seen):
+        time.sleep(0.1)
+    orphans = sorted(p for p in seen if _alive(p))
+    for pid in orphans:  # end what outlived the kill, by its pid
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    run_once(cmd, env)
+    return {"delay_s": round(delay, 3), "killed": killed, "ran_s": round(ran, 3),
+            "helpers_seen": len(seen), "orphans": len(orphans)}
+
+
+def soak(verb: str, data: str, kills: int, workers: int, work: Path, rng: random.Random,
+         env: dict, grace: float) -> dict:
+    reference = work / f"{verb}-reference"
+    _, seconds = run_once(_command(verb, data, reference, workers), env)
+    expected = outputs(verb, reference)
+    trials, differences, i, window = [], 0, 0, seconds
+    # a run that finishes before its kill is not a kill: trials go on until ``kills`` kills
+    # (at most twice as many trials)
+    while sum(t["killed"] for t in trials) < kills and len(trials) < 2 * kills:
+        folder = work / f"{verb}-trial-{i:02d}"
+        shutil.rmtree(folder, ignore_errors=True)
+        t = trial(_command(verb, data, folder, workers), env, rng.uniform(0.05, 0.9) * window,
+                  grace)
+        if not t["killed"]:  # the machine got faster than the reference run: shrink the window
+            window = min(window, t["ran_s"])
+        got = outputs(verb, folder)
+        t["differences"] = sorted(k for k in set(expected) | set(got)
+                                  if expected.get(k) != got.get(k))
+        differences += bool(t["differences"])
+        trials.append(t)
+        shutil.rmtree(folder, ignore_errors=True)
+        i += 1
+        done = sum(x["killed"] for x in trials)
+        print(f"{verb} trial {i} (kill {done}/{kills}): kill at {t['delay_s']:.2f} s "
+              f"({'killed' if t['killed'] else 'finished first'}), helpers {t['helpers_seen']}, "
+              f"orphans {t['orphans']}, differing outputs {len(t['differences'])}", flush=True)
+    return {"verb": verb, "reference_seconds": round(seconds, 2), "trials": trials,
+            "kills": sum(t["killed"] for t in trials),
+            "kills_survived": sum(t["killed"] and not t["differences"] for t in trials),
+            "finished_before_kill": sum(not t["killed"] for t in trials),
+            "orphans": sum(t["orphans"] for t in trials), "runs_with_differences": differences,
+            "compared_files": sorted(expected)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", help="release folder (or list) to scan and audit")
+    parser.add_argument("--scan-kills", type=int, default=20)
+    parser.add_argument("--audit-kills", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--grace", type=float, default=10.0,
+                        help="seconds a killed run's workers get to leave (default 10)")
+    parser.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
+    parser.add_argument("--json", default=None, help="write the figures here")
+    args = parser.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="splitscope-soak-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    rng = random.Random(args.seed)
+    report = {"data": args.data, "workers": args.workers, "seed": args.seed,
+              "grace_s": args.grace, "results": []}
+    for verb, kills in (("scan", args.scan_kills), ("audit", args.audit_kills)):
+        if kills:
+            report["results"].append(soak(verb, args.data, kills, args.workers, work, rng, env,
+                                          args.grace))
+    for r in report["results"]:
+        print(f"{r['verb']}: {r['kills_survived']} of {r['kills']} kills survived "
+              f"({r['finished_before_kill']} runs finished before their kill), "
+              f"{r['orphans']} orphaned workers, {r['runs_with_differences']} runs with "
+              f"differing outputs; reference run {r['reference_seconds']} s; compared "
+              f"{len(r['compared_files'])} files")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

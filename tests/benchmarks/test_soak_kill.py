@@ -1,0 +1,60 @@
+"""The soak script compares what it says it compares: a killed and resumed scan matches the
+uninterrupted one, a changed output is reported, and no worker outlives the kill."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+SOAK = Path(__file__).resolve().parents[2] / "benchmarks" / "soak_kill.py"
+
+
+@pytest.fixture(scope="module")
+def soak():
+    spec = importlib.util.spec_from_file_location("soak_kill", SOAK)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _release(root: Path) -> Path:
+    rng = np.random.default_rng(3)
+    for i in range(120):
+        folder = root / ("train" if i % 3 else "test") / "a"
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (32, 32), dtype=np.uint8)).save(folder / f"{i}.png")
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="counts processes through /proc")
+def test_killed_scan_resumes_to_the_reference_outputs(soak, tmp_path):
+    data = str(_release(tmp_path / "data"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    reference = tmp_path / "ref"
+    soak.run_once(soak._command("scan", data, reference, 2), env)
+    expected = soak.outputs("scan", reference)
+    assert set(expected) == {"manifest.parquet", "features.parquet", "thumbnails.npy"}
+    trial = soak.trial(soak._command("scan", data, tmp_path / "t", 2), env, 1.0, grace=10)
+    assert trial["orphans"] == 0
+    assert soak.outputs("scan", tmp_path / "t") == expected
+    # a changed output is seen
+    changed = next((tmp_path / "t" / "ws").glob("features/*/results/*/thumbnails.npy"))
+    data_bytes = bytearray(changed.read_bytes())
+    data_bytes[-1] ^= 0xFF
+    changed.write_bytes(bytes(data_bytes))
+    got = soak.outputs("scan", tmp_path / "t")
+    assert [k for k in expected if expected[k] != got[k]] == ["thumbnails.npy"]
+
+
+def test_run_fields_are_set_aside_and_results_kept(soak):
+    doc = {"run": {"started": 1}, "manifest": {"rows": 5, "scan": {"reused": 3, "rows": 5}},
+           "records": [{"numerator": 2, "seconds": 0.1}]}
+    assert soak._strip(doc) == {"manifest": {"rows": 5, "scan": {"rows": 5}},
+                                "records": [{"numerator": 2}]}
