@@ -86,10 +86,18 @@ def fmt(x, pct=False, digits=3) -> str:
     return f"{100 * x:.1f}%" if pct else f"{x:.{digits}f}"
 
 
-def rich_console():
+def rich_console(**options):
+    """A rich console for a verb's output (``highlight=False, soft_wrap=True`` unless given).
+    A closed pipe (``splitscope … | head``) raises :class:`BrokenPipeError`, which the entry
+    point turns into a quiet exit 141; rich's own handler would exit with code 1, the code of
+    a held ``--fail-on`` condition."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    return _Console(**{"highlight": False, "soft_wrap": True, **options})
 
 
 def status_table(records) -> None:

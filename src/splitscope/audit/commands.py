@@ -9,7 +9,14 @@ from pathlib import Path
 
 import click
 
-from splitscope.cli_options import LABEL_MAP_OPTION, LIST_FILE_OPTIONS, list_options, with_options
+from splitscope.cli_options import (
+    LABEL_MAP_OPTION,
+    LIST_FILE_OPTIONS,
+    SAFETY_OPTIONS,
+    list_options,
+    safety_options,
+    with_options,
+)
 from splitscope.errors import InputError
 
 
@@ -63,11 +70,12 @@ def _by_status(records) -> dict[str, int]:
 
 def print_summary(result, extra_lines: list[str] | None = None) -> None:
     """Verdicts first (one line per boundary and finding), then layers, conditions, files."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console(highlight=False, soft_wrap=True)
+    from splitscope.cli_common import rich_console
+
+    console = rich_console()
     doc = result.document
     for line in doc["summary"]["verdicts"] + doc["summary"].get("meaning", []):
         console.print(escape(line))
@@ -186,12 +194,14 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 @click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION", help=_FAIL_ON_HELP)
 @LABEL_MAP_OPTION
 @with_options(LIST_FILE_OPTIONS)
+@with_options(SAFETY_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def audit_command(inputs, control, external, predictions, score_kind, attribution_maps,
                   attribution_masks, group_regex, out_dir, workspace, tau, radius, thumb_size,
                   dihedral, transforms, workers, max_pairs, layers, fail_on, label_map,
                   path_column, label_column, split_column, source_column, group_column,
-                  list_root, constant_split, as_json) -> None:
+                  list_root, constant_split, allow_outside_root, follow_links, max_file_size,
+                  as_json) -> None:
     """Audit a release (folder ROOT/<split>/<class>/… or a list file) with every layer.
 
     Writes OUT/audit.json (the source of truth), OUT/report.html (self-contained),
@@ -215,6 +225,7 @@ def audit_command(inputs, control, external, predictions, score_kind, attributio
                    list_options=list_options(path_column, label_column, split_column,
                                              source_column, group_column, list_root,
                                              constant_split),
+                   **safety_options(allow_outside_root, follow_links, max_file_size),
                    progress=None if not as_json else False)
     _finish(result, as_json)
 

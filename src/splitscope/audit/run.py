@@ -47,11 +47,12 @@ from splitscope.audit.protocol import (
 from splitscope.audit.verdicts import summary_notes, verdicts
 from splitscope.boundary import release_boundaries
 from splitscope.errors import InputError
+from splitscope.features.failures import write_failure_lists
 from splitscope.records import software_versions
 from splitscope.records.exports import (
     artifact,
-    export_frame,
     write_artifacts_manifest,
+    write_csv,
     write_json,
     write_tables,
 )
@@ -120,6 +121,9 @@ def audit(
     attribution_masks: str | Path | None = None,
     label_map: str | Path | Mapping[str, str] | None = None,
     list_options: Mapping[str, Any] | None = None,
+    allow_outside_root: bool = False,
+    follow_links: bool = False,
+    max_file_bytes: int | None = None,
 ) -> AuditResult:
     """Audit a release with every applicable layer and write the audit's outputs.
 
@@ -177,6 +181,10 @@ def audit(
     list_options : mapping, optional
         How list files are read (``columns`` by role, ``root``, ``split``; see
         :func:`splitscope.manifest.read_list`).
+    allow_outside_root, follow_links, max_file_bytes : optional
+        What the scans may read (:func:`splitscope.features.scanning.scan`): rows outside
+        their release root are not read unless allowed (and stay marked), links to folders
+        are followed on request, files above the cap (default 2 GiB) are listed, never read.
 
     Returns
     -------
@@ -199,7 +207,12 @@ def audit(
     if wanted is not None and wanted - set(names):
         raise InputError(f"unknown layer(s) {sorted(wanted - set(names))}; choose from "
                          f"{', '.join(names)}")
+    from splitscope.manifest.roots import refuse_inside_release, release_roots
+
     out_dir = Path(out_dir)
+    roots = release_roots(inputs_list, **dict(list_options or {})) + release_roots(
+        [p for p in (control, external) if p is not None])
+    refuse_inside_release(out_dir, roots)  # before anything is created
     out_dir.mkdir(parents=True, exist_ok=True)
     workspace = Path(workspace) if workspace is not None else out_dir / "workspace"
     started_wall, started = _now(), time.perf_counter()
@@ -210,7 +223,9 @@ def audit(
     context, scan_seconds, input_fps = _context(
         inputs_list, given, workspace, out_dir / "lists", params,
         {"thumb_size": thumb_size, "mode": mode, "interpolation": interpolation,
-         "workers": workers, "progress": progress})
+         "workers": workers, "progress": progress, "allow_outside_root": allow_outside_root,
+         "follow_links": follow_links,
+         **({"max_file_bytes": int(max_file_bytes)} if max_file_bytes is not None else {})})
 
     show = sys.stderr.isatty() if progress is None else bool(progress)
     for i, layer in enumerate(registry, 1):
@@ -240,6 +255,8 @@ def audit(
                      "feature_params": _feature_params(context.scan),
                      "layers": sorted(wanted) if wanted is not None else "all",
                      "label_map": context.manifest.attrs.get("label_map"),
+                     "allow_outside_root": bool(allow_outside_root),
+                     "follow_links": bool(follow_links), "max_file_bytes": max_file_bytes,
                      "list_options": dict(list_options or {})}
     doc = _ordered(doc)
     doc["fail_on"] = evaluate_conditions(conditions, doc["records"], doc["layers"],
@@ -340,9 +357,8 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
     lists_dir = context.lists_dir
     export_problems: list[str] = []
     written = write_tables(tables, lists_dir, problems=export_problems, keep_existing=True)
-    manifest_out = lists_dir / "manifest.csv"
-    export_frame(manifest).to_csv(manifest_out, index=False)
-    written.append(manifest_out)
+    written.append(write_csv(manifest, lists_dir / "manifest.csv"))
+    written.extend(write_failure_lists(context.scan, lists_dir))  # failed rows by name
     written.extend(p for p in lists_dir.rglob("*") if p.is_file() and p not in written)
 
     record_dicts = [r.to_dict() for r in records]
@@ -355,7 +371,8 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
                      "labels": _counts(manifest["label"]),
                      "corpora": _counts(manifest["corpus"]),
                      "excluded": len(manifest.attrs.get("excluded", []) or []),
-                     "scan": _scan_summary(context.scan)},
+                     "scan": _scan_summary(context.scan),
+                     "failures": _failures(context.scan)},
         "boundaries": [{**b.to_dict(), "kind": kinds.get(b.name, "released split")}
                        for b in all_boundaries],
         "layers": [o.summary() for o in outcomes],
@@ -426,11 +443,29 @@ def _feature_params(scan) -> dict[str, Any]:
     return {}
 
 
+#: failed rows named in audit.json and the report (all of them are in lists/failures.csv)
+FAILURES_LISTED = 50
+
+
+def _failures(scan) -> dict[str, Any]:
+    """Rows that could not be read, by reason and split, and the first ones by name."""
+    from splitscope.features.failures import failures_table
+
+    table = failures_table(scan)
+    by = table.groupby(["reason", "split"], dropna=False).size()
+    return {"rows": len(table),
+            "by_reason_and_split": [{"reason": str(r), "split": None if pd.isna(sp) else str(sp),
+                                     "rows": int(n)} for (r, sp), n in by.items()],
+            "listed": json.loads(table.head(FAILURES_LISTED).to_json(orient="records")),
+            "list": "lists/failures.csv"}
+
+
 def _scan_summary(scan) -> dict[str, Any]:
     try:
         s = scan.summary()
     except Exception as exc:  # noqa: BLE001 - the summary is informative only
         return {"error": f"{type(exc).__name__}: {exc}"}
     keep = ("rows", "unique_files", "rows_without_file", "features_ok", "thumbnails",
-            "flat_thumbnails", "failures", "extracted", "reused", "seconds")
+            "flat_thumbnails", "failures", "extracted", "reused", "seconds", "excluded",
+            "excluded_by_reason", "outside_root", "invalid_paths", "repairs")
     return json.loads(json.dumps({k: s.get(k) for k in keep}, default=str))

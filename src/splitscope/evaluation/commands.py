@@ -18,15 +18,15 @@ import pandas as pd
 
 from splitscope.cli_options import with_options
 from splitscope.errors import InputError
-from splitscope.records.exports import write_artifacts_manifest
+from splitscope.records.exports import write_artifacts_manifest, write_csv
 
 _KINDS = click.Choice(["probability", "logit", "score"])
 
 
 def _console():
-    from rich.console import Console
+    from splitscope.cli_common import rich_console
 
-    return Console(width=160, markup=False, highlight=False)
+    return rich_console(width=160, markup=False, soft_wrap=False)
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -216,8 +216,7 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "metrics.json").write_text(_dump(result))
-        pd.DataFrame([_metrics_row(m) for m in result["views"]]).to_csv(out / "metrics.csv",
-                                                                        index=False)
+        write_csv(pd.DataFrame([_metrics_row(m) for m in result["views"]]), out / "metrics.csv")
         write_artifacts_manifest(out, [out / "metrics.json", out / "metrics.csv"])
     if as_json:
         click.echo(_dump(result))
@@ -620,7 +619,7 @@ def attribution_cmd(manifest, maps_src, masks_src, flagged, rows_sel, group_colu
     if out_dir:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        table.to_csv(out / "attribution_rows.csv", index=False)
+        write_csv(table, out / "attribution_rows.csv")
         (out / "attribution.json").write_text(_dump(result))
         write_artifacts_manifest(out, [out / "attribution_rows.csv", out / "attribution.json"])
     if as_json:

@@ -34,6 +34,7 @@ from splitscope.errors import InputError
 from splitscope.evaluation.contrasts import paired_contrast
 from splitscope.evaluation.runs import RunTable, read_run_table
 from splitscope.evaluation.uncertainty import paired_t_interval, seed_summary
+from splitscope.records.exports import write_csv
 
 IDENTITY_COLUMNS = ("model", "policy", "seed", "threshold", "calibration", "view")
 METRIC_COLUMNS = ("balanced_accuracy", "macro_auc", "organizer_score", "accuracy", "ece",
@@ -308,8 +309,7 @@ class EffectsResult:
         for name, table in (("delta_arch", self.delta_arch),
                             ("component_effects", self.components),
                             ("contrasts", self.paired), ("contrast_pairs", self.pairs)):
-            table.to_csv(out / f"{name}.csv", index=False)
-            written.append(out / f"{name}.csv")
+            written.append(write_csv(table, out / f"{name}.csv"))
         (out / "effects.json").write_text(json.dumps(self.to_json(), indent=2, sort_keys=True,
                                                      default=str))
         return written + [out / "effects.json"]

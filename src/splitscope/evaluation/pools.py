@@ -34,6 +34,7 @@ import pandas as pd
 from splitscope.boundary import select
 from splitscope.errors import InputError
 from splitscope.evaluation.predictions import path_keys
+from splitscope.records.exports import write_csv
 
 DRAW_ORDERS = ("class-name", "release", "size-desc")
 
@@ -74,16 +75,12 @@ class PoolsResult:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = []
-        for name, table in (("pools", self.summary),):
-            table.to_csv(out / f"{name}.csv", index=False)
-            written.append(out / f"{name}.csv")
-        self.class_counts.to_csv(out / "pool_class_counts.csv")
-        self.source_counts.to_csv(out / "pool_source_counts.csv")
-        written += [out / "pool_class_counts.csv", out / "pool_source_counts.csv"]
+        written.append(write_csv(self.summary, out / "pools.csv"))
+        written.append(write_csv(self.class_counts.reset_index(), out / "pool_class_counts.csv"))
+        written.append(write_csv(self.source_counts.reset_index(),
+                                 out / "pool_source_counts.csv"))
         for name, table in self.lists(manifest).items():
-            p = out / f"pool_{_slug(name)}.csv"
-            table.to_csv(p, index=False)
-            written.append(p)
+            written.append(write_csv(table, out / f"pool_{_slug(name)}.csv"))
         (out / "pools.json").write_text(json.dumps(self.to_json(), indent=2, sort_keys=True))
         written.append(out / "pools.json")
         return written

@@ -32,7 +32,7 @@ from splitscope.evaluation.readers import ReadOptions
 from splitscope.evaluation.scoreability import Verdict, check_scoreability
 from splitscope.evaluation.uncertainty import bootstrap_metrics
 from splitscope.evaluation.views import View, official_view, score_view
-from splitscope.records.exports import export_frame
+from splitscope.records.exports import write_csv
 
 RANK_METRICS = ("organizer_score", "balanced_accuracy", "macro_auc")
 SCORE_COLUMNS = ("balanced_accuracy", "macro_auc", "organizer_score", "accuracy",
@@ -116,7 +116,7 @@ class RescoreResult:
             if table is None:
                 continue
             p = out_dir / f"{name}.csv"
-            export_frame(table).to_csv(p, index=False)  # list cells as JSON text
+            write_csv(table, p)  # list cells as JSON text, formula-leading cells neutralised
             written.append(p)
         p = out_dir / "rescore.json"
         p.write_text(self.json_text())

@@ -38,10 +38,11 @@ def summary_line(summary: dict) -> str:
 
 
 def _print_summary(summary: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(soft_wrap=True)
+    from splitscope.cli_common import rich_console
+
+    console = rich_console(highlight=True)
     console.print(summary_line(summary), highlight=False)
     params = summary.get("params") or {}
     console.print(

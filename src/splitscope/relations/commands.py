@@ -50,11 +50,12 @@ def _fmt_rate(x) -> str:
 
 
 def print_summary(payload: dict) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console(highlight=False, soft_wrap=True)
+    from splitscope.cli_common import rich_console
+
+    console = rich_console()
     boundaries = list(dict.fromkeys(str(p["boundary"]) for p in payload["predicates"]))
     unreliable_seen = False
     for name in boundaries:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, Population
 from splitscope.records import LayerResult
-from splitscope.records.exports import export_frame
+from splitscope.records.exports import write_csv
 
 __all__ = ["audit_external", "combine_scans", "external_boundary"]
 
@@ -67,7 +67,7 @@ def audit_external(audited, external, external_root: str | Path, out_dir: Path, 
     combined = combine_scans(audited, external, other_corpus=name)
     boundary = external_boundary(audited.manifest, combined, name)
     out_dir.mkdir(parents=True, exist_ok=True)
-    export_frame(combined.manifest).to_csv(out_dir / "manifest.csv", index=False)
+    write_csv(combined.manifest, out_dir / "manifest.csv")
     found = audit_duplicates(combined, [boundary], control=None, out_dir=out_dir,
                              artifacts_manifest=False, **options)
     kept = [r for r in found.records

@@ -162,5 +162,6 @@ def _row_info(by_row: pd.DataFrame, row: int) -> dict[str, Any]:
         return {"row": row}
     r = by_row.loc[row]
     return {"row": int(row), **{c: (None if pd.isna(r[c]) else str(r[c]))
-                                for c in ("path", "label", "split", "corpus", "file")
+                                for c in ("path", "label", "split", "corpus", "file",
+                                          "path_issue")
                                 if c in by_row.columns}}

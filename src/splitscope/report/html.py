@@ -192,9 +192,13 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
                          .startswith("label_conflict_")]
     view["census"] = [r for r in census if r not in view["conflicts"]]
     pairs = [g for g in (audit.get("gallery") or []) if g.get("boundary") == name][:max_pairs]
+    allowed = bool((audit.get("params") or {}).get("allow_outside_root"))
     for pair in pairs:
         for side in ("query", "reference"):
-            file = (pair.get(side) or {}).get("file")
+            row = pair.get(side) or {}
+            file = row.get("file")
+            if row.get("path_issue") and not allowed:  # never read, never shown
+                continue
             if file not in images:
                 images[file] = thumbnail_uri(file, thumb_px)
     view["gallery"] = pairs
