@@ -1,18 +1,26 @@
 """Capsule Vision 2024: the 27 validation submissions re-scored on three views, the test
-submissions as the final ranking, and the training-pool controls from the index.
+submissions as the final ranking, and the training-pool controls from the index; the
+``rescore`` command's per-view aggregates checked against a recomputation with scikit-learn
+and scipy from the workbooks themselves.
 
-Reading the 54 workbooks with openpyxl takes about a minute of CPU, so they are parsed once
-per session and the tests are marked slow.
+The 54 workbooks are parsed once per session (a few seconds with calamine) and the tests are
+marked slow.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import spearmanr
+from scipy.stats import rankdata, spearmanr
+from sklearn.metrics import balanced_accuracy_score, roc_auc_score
+
+from splitscope.cli import main
 
 from splitscope.evaluation.predictions import entry_key, read_predictions, read_truth
 from splitscope.evaluation.rescore import final_ranking, load_entries, rescore
@@ -68,13 +76,18 @@ def test_verdicts(result):
     v = res.verdicts.set_index("entry")
     assert len(v) == 27 and int(v["scoreable"].sum()) == 25
     assert set(v.index[~v["scoreable"]]) == {"Machine Minds", "Pioneers"}
-    mm = v.loc["Machine Minds", "reasons"]
+    mm = "; ".join(v.loc["Machine Minds", "reasons"])
     assert "44 duplicated paths (45 surplus rows)" in mm
     assert "16,132 paths not in truth list: 16,132 bare filenames" in mm
     assert "16,132 truth paths without a prediction" in mm
-    pio = v.loc["Pioneers", "reasons"]
+    pio = "; ".join(v.loc["Pioneers", "reasons"])
     assert "16,132 paths not in truth list: 16,132 absolute Windows paths" in pio
-    assert "different order" in v.loc["Pioneers", "notes"]  # Normal is the last column
+    # the counts by file name add up to the rows: 16,043 + 44 + 45 = 16,132
+    c = v.loc["Pioneers"]
+    assert (c["not_in_truth_basename_unique_match"] + c["not_in_truth_basename_several"]
+            + c["not_in_truth_basename_none"]) == 16132
+    assert "match none" in pio
+    assert any("different order" in n for n in v.loc["Pioneers", "notes"])  # Normal is last
     assert (v.loc[v["scoreable"], "paths_not_in_truth"] == 0).all()
 
 
@@ -195,3 +208,143 @@ def test_protocol_effects_of_the_benchmark_models(cv, filtered_list):
     dedup, transfer = res.contrasts
     assert dedup["runs"] == 5 and transfer["runs"] == 5
     assert transfer["summary_mean"] > 0  # every benchmark model loses BA without KVASIR
+
+
+# --------------------------------------------------------------------------------------------
+# the rescore command's aggregates, recomputed in the test from the workbooks
+
+
+EXCLUDED = "taaldhwaj"  # its released workbook is not the one its published score came from
+
+
+def _cli(args) -> tuple[int, str]:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main(args)
+    return code, buf.getvalue()
+
+
+@pytest.fixture(scope="session")
+def cli_rescore(shared_data, tmp_path_factory):
+    root = shared_data / "cv2024"
+    ws = tmp_path_factory.mktemp("ws")
+    args = ["rescore", str(root / "submissions" / "validation"),
+            "--truth", str(root / "validation_data.xlsx"), "--score-kind", "probability",
+            "--score-kind-for", "DeepScope_Innovators=logit", "--score-kind-for", "EndoAI=score",
+            "--view", "non-KVASIR=where:source!=KVASIR", "--exclude", EXCLUDED,
+            "--final-folder", str(root / "submissions" / "testing"),
+            "--final-truth", str(root / "test_data.xlsx"), "--final-path-mode", "basename",
+            "--workspace", str(ws)]
+    code, out = _cli(args + ["--json"])
+    assert code == 0
+    code2, text = _cli(args)  # printed, parsed workbooks now from the workspace cache
+    assert code2 == 0
+    return root, json.loads(out), text
+
+
+def _organizer(y, s) -> float:
+    """mean(macro one-vs-rest AUC, BA); per-class binary AUCs, since some entries' scores are
+    logits or unnormalised (sklearn's multiclass AUC insists on probabilities)."""
+    auc = np.mean([roc_auc_score(y == c, s[:, c]) for c in range(s.shape[1])])
+    return (balanced_accuracy_score(y, s.argmax(axis=1)) + auc) / 2
+
+
+def _organizer_present(y, s) -> float:
+    """Balanced accuracy over the classes present, macro AUC over the classes with positives
+    and negatives (what a source without every class allows)."""
+    present = np.unique(y)
+    recall = [np.mean(s[y == c].argmax(axis=1) == c) for c in present]
+    aucs = [roc_auc_score(y == c, s[:, c]) for c in present if 0 < (y == c).sum() < y.size]
+    return (np.mean(recall) + np.mean(aucs)) / 2
+
+
+def _aligned(path, truth_keys, key) -> np.ndarray | None:
+    """The workbook's class scores in truth order, or None when its paths do not align one
+    to one with the truth (under ``key``)."""
+    t = pd.read_excel(path, engine="calamine")
+    keys = t["image_path"].astype(str).map(key)
+    if keys.duplicated().any() or set(keys) != set(truth_keys):
+        return None
+    return t.set_index(keys).loc[list(truth_keys), CLASSES].to_numpy(dtype=float)
+
+
+CLASSES = ["Angioectasia", "Bleeding", "Erosion", "Erythema", "Foreign Body",
+           "Lymphangiectasia", "Normal", "Polyp", "Ulcer", "Worms"]
+
+
+def test_rescore_aggregates_match_an_independent_recomputation(cli_rescore):
+    root, out, text = cli_rescore
+    truth = pd.read_excel(root / "validation_data.xlsx", engine="openpyxl")
+    y = truth[CLASSES].to_numpy().argmax(axis=1)
+    tkeys = truth["image_path"].str.replace("\\", "/", regex=False)
+    source = truth["Dataset"].to_numpy()
+    masks = {"official": np.ones(len(truth), bool), "non-KVASIR": source != "KVASIR"}
+    files = {v["entry"]: v["file"] for v in out["verdicts"]}
+    scores = {"official": {}, "non-KVASIR": {}}
+    es = {"official": {}, "non-KVASIR": {}}
+    for entry, f in files.items():
+        s = _aligned(f, tkeys, lambda p: p.replace("\\", "/"))
+        if s is None or entry == EXCLUDED:
+            continue
+        for view, m in masks.items():
+            scores[view][entry] = _organizer(y[m], s[m])
+            es[view][entry] = np.mean([_organizer_present(y[m & (source == src)],
+                                                          s[m & (source == src)])
+                                       for src in sorted(set(source[m]))])
+    off = pd.Series(scores["official"])
+    assert len(off) == 24  # 27 entries, 2 not aligned, 1 excluded
+    test = pd.read_excel(root / "test_data.xlsx", engine="openpyxl")
+    ty = test["class_label"].map({c: i for i, c in enumerate(CLASSES)}).to_numpy()
+    tbase = test["image_path"].str.replace("\\", "/", regex=False).str.rsplit("/", n=1).str[-1]
+    final = {}
+    for v in out["final_verdicts"]:
+        s = _aligned(v["file"], tbase, lambda p: p.replace("\\", "/").rsplit("/", 1)[-1])
+        if s is not None:
+            final[v["entry"]] = _organizer(ty, s)
+    final = pd.Series(final)
+    agg = {a["view"]: a for a in out["summary"]["aggregates"]}
+    for view in ("official", "non-KVASIR"):
+        a = agg[view]
+        sv = pd.Series(scores[view])
+        assert sorted(a["cohort"]["entries"]) == sorted(sv.index)
+        assert {o["entry"] for o in a["cohort"]["out"]} == {"Machine Minds", "Pioneers",
+                                                            EXCLUDED}
+        delta = sv - off[sv.index]
+        assert a["delta"]["n"] == 24
+        assert a["delta"]["mean"] == pytest.approx(delta.mean(), abs=1e-12)
+        assert a["delta"]["median"] == pytest.approx(delta.median(), abs=1e-12)
+        iv = a["delta"]["interval"]["mean"]
+        assert iv["low"] <= a["delta"]["mean"] <= iv["high"]
+        change = (rankdata(-off[sv.index].to_numpy(), method="min")
+                  - rankdata(-sv.to_numpy(), method="min"))
+        assert a["rank_changes"]["entries_changed"] == int((change != 0).sum())
+        assert a["rank_changes"]["largest_abs"] == int(np.abs(change).max())
+        assert a["spearman_official"]["rho"] == pytest.approx(
+            spearmanr(sv, off[sv.index]).statistic, abs=1e-12)
+        fin = final.rename(index=entry_key)
+        rho = spearmanr(sv.to_numpy(), fin[[entry_key(e) for e in sv.index]].to_numpy())
+        assert a["spearman_final"]["rho"] == pytest.approx(rho.statistic, abs=1e-12)
+        assert a["spearman_final"]["n"] == 24
+        es_view, es_off = pd.Series(es[view]), pd.Series(es["official"])
+        assert a["equal_source"]["delta"]["mean"] == pytest.approx(
+            (es_view - es_off[es_view.index]).mean(), abs=1e-12)
+        assert a["equal_source"]["minus_pooled"]["mean"] == pytest.approx(
+            (es_view - sv[es_view.index]).mean(), abs=1e-12)
+        if view == "non-KVASIR":  # what the printed table shows for the view
+            table = text.split("per view, organizer_score against the official view")[1]
+            row = next(ln for ln in table.splitlines() if ln.startswith("│ non-KVASIR"))
+            assert f"{delta.mean():.4f}" in row
+            assert f"{int((change != 0).sum())} of 24" in row
+            assert f"{rho.statistic:.3f} (24)" in row
+            assert f"{(es_view - es_off[es_view.index]).mean():.4f}" in row
+    assert agg["non-KVASIR"]["delta"]["mean"] < 0  # every source but KVASIR is harder here
+    assert f"out of the cohort: {EXCLUDED}: excluded (--exclude)" in text
+
+
+def test_calamine_reads_the_workbooks_as_openpyxl_does(cv):
+    from splitscope.evaluation.readers import ReadOptions, read_any_table
+
+    for path in sorted((cv["root"] / "submissions" / "validation").glob("*.xlsx"))[:3]:
+        a, _ = read_any_table(path, ReadOptions(engine="calamine"))
+        b, _ = read_any_table(path, ReadOptions(engine="openpyxl"))
+        pd.testing.assert_frame_equal(a, b)

@@ -105,7 +105,8 @@ def test_rescore_ranks_deltas_spearman_reported(truth, tmp_path):
         expect = g[res.params["rank_metric"]].rank(ascending=False, method="min")
         assert (g["rank"].to_numpy() == expect.to_numpy()).all()
     assert (r["rank_change"] == r["official_rank"] - r["rank"]).all()
-    assert np.allclose(r["delta"], r["organizer_score"] - r["official"])
+    assert np.allclose(r["delta_organizer_score"],
+                       r["organizer_score"] - r["official_organizer_score"])
     off = r[r["view"] == "official"].set_index("entry")["organizer_score"]
     sp = res.spearman.set_index("view")
     rho = spearmanr(off[final["entry"]].to_numpy(), final["final_score"]).statistic
@@ -174,5 +175,5 @@ def test_an_unreadable_submission_is_an_unscoreable_entry_not_a_crash(tmp_path):
     verdicts = res.verdicts.set_index("entry")
     assert bool(verdicts.loc["good", "scoreable"])
     assert not bool(verdicts.loc["broken", "scoreable"])
-    assert "file cannot be read" in verdicts.loc["broken", "reasons"]
+    assert "file cannot be read" in "; ".join(verdicts.loc["broken", "reasons"])
     assert set(res.scores["entry"]) == {"good"}

@@ -15,6 +15,8 @@ import click
 import numpy as np
 import pandas as pd
 
+from dataclasses import replace
+
 from splitscope.cli_options import with_options
 from splitscope.errors import InputError
 from splitscope.records.exports import write_artifacts_manifest
@@ -35,6 +37,8 @@ def _fmt(v, digits: int = 4) -> str:
         return "—" if not math.isfinite(float(v)) else f"{float(v):.{digits}f}"
     if v is pd.NA:
         return "—"
+    if isinstance(v, (list, tuple)):
+        return "; ".join(map(str, v)) if v else "—"
     return str(v)
 
 
@@ -58,7 +62,7 @@ def _dump(obj) -> str:
     return json.dumps(_clean(obj), indent=2, sort_keys=True, default=str)
 
 
-def _truth(path: str, classes: str | None, query: str | None, sheet):
+def _truth(path: str, classes: str | None, query: str | None, sheet, read=None):
     from splitscope.evaluation.layer import _truth_from
     from splitscope.evaluation.predictions import read_truth
 
@@ -67,7 +71,26 @@ def _truth(path: str, classes: str | None, query: str | None, sheet):
         from splitscope.manifest import build_manifest
 
         return _truth_from(build_manifest(path), cls, query)
-    return read_truth(Path(path), cls, sheet=sheet)
+    return read_truth(Path(path), cls, sheet=sheet, read=read)
+
+
+def _read_options(sheet, header_row, sep, decimal, workspace):
+    """Reader options of the prediction files (and, without their sheet, of the truth)."""
+    from splitscope.evaluation.readers import ReadOptions, sheet_arg
+
+    cache = Path(workspace) / "parsed-tables" if workspace else None
+    return ReadOptions(sheet=sheet_arg(sheet), header_row=header_row, sep=_escape(sep),
+                       decimal=decimal, cache=cache)
+
+
+def _own_dialect(read):
+    """The truth's reader options: the cache and engine of ``read``; its sheet, header row
+    and CSV dialect are its own (detected)."""
+    return replace(read, sheet=None, header_row=None, sep=None, decimal=None)
+
+
+def _escape(sep: str | None) -> str | None:
+    return {"\\t": "\t", "tab": "\t"}.get(sep, sep) if sep is not None else None
 
 
 def _kinds(default: str, per_entry: tuple[str, ...]):
@@ -102,6 +125,21 @@ _truth_options = [
     click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
     click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
                  help="Folder for CSV/JSON exports."),
+    click.option("--sheet", default=None,
+                 help="Workbook sheet of the prediction files: NAME or 0-based INDEX "
+                      "(default: the first; a note says when another sheet holds the paths)."),
+    click.option("--truth-sheet", default=None, help="Workbook sheet of the truth list."),
+    click.option("--header-row", type=click.IntRange(min=1), default=None,
+                 help="Row number (1 = first) of the prediction files' header (default: "
+                      "detected; title rows above it are skipped and counted)."),
+    click.option("--sep", default=None,
+                 help="CSV delimiter of the prediction files (default: sniffed among , ; tab |)."),
+    click.option("--decimal", type=click.Choice([".", ","]), default=None,
+                 help="CSV decimal mark (default: '.', or ',' when detected with a non-comma "
+                      "delimiter)."),
+    click.option("--workspace", "-w", type=click.Path(file_okay=False), default=None,
+                 help="Workspace folder: parsed workbooks are cached there by SHA-256 "
+                      "(default: no cache)."),
 ]
 
 
@@ -150,15 +188,17 @@ def _transfer(truth, aligned, score_kind, fit_sel, eval_sel) -> dict:
 @click.option("--evaluate", "eval_sel", default=None,
               help="Selector of the rows they are evaluated on (e.g. 'source=KVASIR').")
 def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed, as_json,
-                out_dir, score_kind, layout, n_boot, fit_sel, eval_sel):
+                out_dir, sheet, truth_sheet, header_row, sep, decimal, workspace, score_kind,
+                layout, n_boot, fit_sel, eval_sel):
     """Metrics of one prediction file on every view, with bootstrap intervals."""
     from splitscope.evaluation.predictions import read_predictions
     from splitscope.evaluation.scoreability import check_scoreability
     from splitscope.evaluation.uncertainty import bootstrap_metrics
     from splitscope.evaluation.views import official_view, parse_view, score_view
 
-    truth = _truth(truth_path, classes, query, None)
-    pred = read_predictions(predictions, score_kind=score_kind, layout=layout)
+    read = _read_options(sheet, header_row, sep, decimal, workspace)
+    truth = _truth(truth_path, classes, query, truth_sheet, _own_dialect(read))
+    pred = read_predictions(predictions, score_kind=score_kind, layout=layout, read=read)
     verdict, aligned = check_scoreability(pred, truth, path_mode)
     result = {"entry": pred.name, "verdict": verdict.to_dict(), "views": []}
     if aligned is not None:
@@ -177,9 +217,8 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "metrics.json").write_text(_dump(result))
-        rows = [{k: v for k, v in m.items() if not isinstance(v, (dict, list))}
-                for m in result["views"]]
-        pd.DataFrame(rows).to_csv(out / "metrics.csv", index=False)
+        pd.DataFrame([_metrics_row(m) for m in result["views"]]).to_csv(out / "metrics.csv",
+                                                                        index=False)
         write_artifacts_manifest(out, [out / "metrics.json", out / "metrics.csv"])
     if as_json:
         click.echo(_dump(result))
@@ -222,6 +261,18 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
                     con.print(f"  {m['view']}: {label}: {m[key]}")
 
 
+def _metrics_row(m: dict) -> dict:
+    """One CSV row per view: the scalar metrics, then each bootstrapped metric's interval
+    (``<metric>_low``, ``<metric>_high``) and the interval's kind (its level included)."""
+    row = {k: v for k, v in m.items() if not isinstance(v, (dict, list))}
+    b = m.get("bootstrap") or {}
+    for k in ("balanced_accuracy", "macro_auc", "organizer_score"):
+        iv = b.get(k) or {}
+        row[f"{k}_low"], row[f"{k}_high"] = iv.get("low"), iv.get("high")
+    row["interval"] = b.get("kind", "not computed (--bootstrap 0)")
+    return row
+
+
 @click.command("rescore")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False))
 @with_options(_truth_options)
@@ -244,24 +295,30 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
               show_default=True)
 @click.option("--bootstrap", "n_boot", default=0, show_default=True, type=int,
               help="Bootstrap resamples per entry and view (0: none).")
+@click.option("--entry-bootstrap", "entry_boot", default=2000, show_default=True, type=int,
+              help="Resamples of the bootstrap over entries behind the per-view mean and "
+                   "median Δ intervals (0: none).")
 def rescore_cmd(folder, truth_path, classes, query, views, path_mode, seed, as_json, out_dir,
-                score_kind, kind_for, reported, final_folder, final_truth, final_path_mode,
-                final_scores, exclude, rank_metric, n_boot):
+                sheet, truth_sheet, header_row, sep, decimal, workspace, score_kind, kind_for,
+                reported, final_folder, final_truth, final_path_mode, final_scores, exclude,
+                rank_metric, n_boot, entry_boot):
     """Re-score a folder of submissions on evaluation views: verdicts, scores, ranks, Spearman."""
     from splitscope.evaluation.predictions import read_truth
     from splitscope.evaluation.rescore import final_ranking, rescore
     from splitscope.evaluation.views import parse_view
 
-    truth = _truth(truth_path, classes, query, None)
+    read = _read_options(sheet, header_row, sep, decimal, workspace)
+    truth_read = _own_dialect(read)
+    truth = _truth(truth_path, classes, query, truth_sheet, truth_read)
     vlist = [parse_view(truth, v, path_mode=path_mode) for v in views]
     kinds = _kinds(score_kind, kind_for)
     final = None
     if final_folder:
         if not final_truth:
             raise InputError("--final-folder needs --final-truth")
-        ftruth = read_truth(Path(final_truth), truth.classes)
+        ftruth = read_truth(Path(final_truth), truth.classes, sheet=truth_sheet, read=truth_read)
         final = final_ranking(final_folder, ftruth, score_kind=kinds, path_mode=final_path_mode,
-                              metric=rank_metric)
+                              metric=rank_metric, read=read)
     elif final_scores:
         from splitscope.manifest import read_table
 
@@ -270,22 +327,20 @@ def rescore_cmd(folder, truth_path, classes, query, views, path_mode, seed, as_j
             final["final_score"] = pd.to_numeric(final["final_score"], errors="coerce")
     res = rescore(folder, truth, vlist, score_kind=kinds, path_mode=path_mode,
                   reported=reported, final=final, exclude=exclude, rank_metric=rank_metric,
-                  bootstrap=n_boot, seed=seed)
+                  bootstrap=n_boot, seed=seed, read=read, entry_bootstrap=entry_boot)
     if out_dir:
         written = res.write(out_dir)
         if final_folder:
             written += final.write(Path(out_dir) / "final")
         write_artifacts_manifest(out_dir, written)
-    payload = res.to_json()
-    if final_folder:
-        payload["final_verdicts"] = final.to_json()["verdicts"]
     if as_json:
-        click.echo(_dump(payload))
+        click.echo(res.json_text())
         return
     con = _console()
     v = res.verdicts
     con.print(_table(f"scoreability ({int(v['scoreable'].sum())} of {len(v)} scoreable; path "
-                     f"mode {path_mode})", v, ["entry", "scoreable", "excluded", "reasons"]))
+                     f"mode {path_mode})", v, ["entry", "scoreable", "excluded", "reasons",
+                                               "notes"]))
     wide = res.ranks.pivot(index="entry", columns="view", values=[rank_metric, "rank",
                                                                   "rank_change"])
     rows = []
@@ -300,13 +355,71 @@ def rescore_cmd(folder, truth_path, classes, query, views, path_mode, seed, as_j
         con.print(_table(f"{rank_metric} #rank (rank change vs official) per view",
                          pd.DataFrame(rows), list(rows[0])))
     con.print(_table("Spearman ρ per view", res.spearman, list(res.spearman.columns)))
+    _print_aggregates(con, res.aggregates, rank_metric)
     if res.reported is not None:
         con.print(_table("reported vs recomputed", res.reported, list(res.reported.columns)))
 
 
+def _interval(block: dict, stat: str) -> str:
+    iv = block.get("interval")
+    if not iv:
+        return _fmt(block.get(stat))
+    return f"{_fmt(block.get(stat))} [{_fmt(iv[stat]['low'])}, {_fmt(iv[stat]['high'])}]"
+
+
+def _print_aggregates(con, aggregates: list[dict], metric: str) -> None:
+    """One row per view: the cohort-level figures, then who is out of the cohort and why."""
+    rows = []
+    kind = None
+    for a in aggregates:
+        d, rc, es = a["delta"], a["rank_changes"], a["equal_source"]
+        kind = kind or (d.get("interval") or {}).get("kind")
+        fin = a.get("spearman_final") or {}
+        rows.append({
+            "view": a["view"], "n": a["cohort"]["n"], "mean Δ": _interval(d, "mean"),
+            "median Δ": _interval(d, "median"),
+            "rank changed": f"{rc['entries_changed']} of {rc['n']}",
+            "largest |rank change|": (f"{rc['largest_abs']}: {', '.join(rc['largest_entries'])}"
+                                      if rc["largest_abs"] else "0"),
+            "ρ official": _fmt(a["spearman_official"]["rho"], 3),
+            "ρ final (n)": (f"{_fmt(fin.get('rho'), 3)} ({fin.get('n')})" if fin else "—"),
+            "equal-source mean Δ": (_interval(es["delta"], "mean")
+                                    if es["status"] == "completed" else "not assessed"),
+            "equal-source − pooled": (_interval(es["minus_pooled"], "mean")
+                                      if es["status"] == "completed" else "not assessed")})
+    if not rows:
+        return
+    con.print(_table(f"per view, {metric} against the official view (Δ = view − official, per "
+                     f"entry; [low, high] = {kind or 'no interval'})", pd.DataFrame(rows),
+                     list(rows[0])))
+    out = aggregates[0]["cohort"]["out"]
+    for o in out:
+        con.print(f"  out of the cohort: {o['entry']}: {o['why']}")
+
+
 @click.command("effects")
 @click.argument("runs", type=click.Path(exists=True, dir_okay=False))
-@click.option("--metric", default="balanced_accuracy", show_default=True)
+@click.option("--metric", "metrics", multiple=True,
+              help="Metric column (wide table) or metric name (long table); repeatable "
+                   "(default: every metric of the table).")
+@click.option("--identity", "identity", multiple=True,
+              help="Identity column (repeatable; default: every column that is not a metric).")
+@click.option("--value-column", default=None,
+              help="Value column of a long table (default: detected).")
+@click.option("--metric-column", default=None,
+              help="Metric-name column of a long table (default: detected).")
+@click.option("--contrast", "contrast_specs", multiple=True,
+              help="Paired contrast LEVEL_A-LEVEL_B of one condition column, e.g. "
+                   "Removal-Full (repeatable).")
+@click.option("--condition", default=None,
+              help="Condition column of the contrasts (default: the one column holding both "
+                   "levels).")
+@click.option("--by", "by", multiple=True,
+              help="Columns the contrasts are reported by (repeatable; default: every "
+                   "identity column except the condition and seed-like columns).")
+@click.option("--n-boot", default=2000, show_default=True, type=int,
+              help="Seed-bootstrap resamples of each contrast (0: none).")
+@click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--component", "components", multiple=True,
               default=("policy", "threshold", "calibration"), show_default=True,
               help="Protocol component columns to contrast (repeatable).")
@@ -321,9 +434,11 @@ def rescore_cmd(folder, truth_path, classes, query, views, path_mode, seed, as_j
 @click.option("--control", default="distant", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None)
-def effects_cmd(runs, metric, components, baselines, official, deduplicated, external, did_table,
-                treated, control, as_json, out_dir):
-    """Protocol effects from a run-records table: Δarch, component |Δ|, dedup, transfer, DiD."""
+def effects_cmd(runs, metrics, identity, value_column, metric_column, contrast_specs, condition,
+                by, n_boot, seed, components, baselines, official, deduplicated, external,
+                did_table, treated, control, as_json, out_dir):
+    """Protocol effects from a run table (long or wide): paired contrasts (--contrast A-B),
+    Δarch, component |Δ|, dedup, transfer, DiD."""
     from splitscope.evaluation.effects import did_true_class_probability, protocol_effects
 
     base = {}
@@ -332,7 +447,10 @@ def effects_cmd(runs, metric, components, baselines, official, deduplicated, ext
             raise InputError(f"--baseline {b!r}: write COMPONENT=LEVEL")
         k, v = b.split("=", 1)
         base[k] = v
-    res = protocol_effects(runs, metric, components=components, baselines=base,
+    res = protocol_effects(runs, metrics=metrics, identity=identity or None,
+                           value_column=value_column, metric_column=metric_column,
+                           contrasts=contrast_specs, condition=condition, by=by or None,
+                           n_boot=n_boot, seed=seed, components=components, baselines=base,
                            official=official, deduplicated=deduplicated, external=external)
     if did_table:
         from splitscope.manifest import read_table
@@ -347,24 +465,60 @@ def effects_cmd(runs, metric, components, baselines, official, deduplicated, ext
         click.echo(_dump(res.to_json()))
         return
     con = _console()
+    rt = res.params["run_table"]
+    con.print(f"run table: {rt['layout']}, {rt['rows']} rows; identity "
+              f"{', '.join(rt['identity_columns'])}; metrics {', '.join(rt['metric_columns'])}")
+    for note in rt["notes"]:
+        con.print(f"  {note}")
+    _print_paired(con, res)
     if len(res.delta_arch):
-        con.print(_table(f"Δarch ({metric}): range over models of the seed mean",
-                         res.delta_arch, list(res.delta_arch.columns)))
+        con.print(_table("Δarch: range over models of the seed mean", res.delta_arch,
+                         list(res.delta_arch.columns)))
     if len(res.components):
-        con.print(_table(f"component effects ({metric})", res.components,
+        con.print(_table("component effects (Δ = level − baseline over matched pairs; "
+                         "[low, high] paired-t 95%)", res.components,
                          list(res.components.columns)))
     rows = []
     for c in res.contrasts:
         iv = c.get("interval", {})
-        rows.append({"contrast": c["contrast"], "runs/seeds": c.get("runs", c.get("seeds")),
+        rows.append({"contrast": c["contrast"], "metric": c.get("metric"),
+                     "runs/seeds": c.get("runs", c.get("seeds")),
                      "mean": c.get("summary_mean"), "sd": c.get("summary_sd"),
                      "paired-t 95%": (f"[{_fmt(iv.get('low'))}, {_fmt(iv.get('high'))}]"
                                       if iv else "—")})
     if rows:
-        con.print(_table("contrasts (mean ± SD over runs; paired-t interval)", pd.DataFrame(rows),
-                         list(rows[0])))
+        con.print(_table("view contrasts (mean ± SD over runs; paired-t interval)",
+                         pd.DataFrame(rows), list(rows[0])))
     for s in res.params["skipped"]:
         con.print(f"skipped: {s}")
+
+
+def _print_paired(con, res) -> None:
+    if not len(res.paired):
+        return
+    p = res.paired
+    by = [c for c in p.columns if c not in _PAIRED_FIELDS]
+    rows = []
+    for r in p.to_dict(orient="records"):
+        rows.append({"contrast": r["contrast"], **{c: r[c] for c in by}, "metric": r["metric"],
+                     "pairs": r["pairs"], "mean": r["mean"], "sd": r["sd"],
+                     "paired-t 95%": (f"[{_fmt(r['t_low'])}, {_fmt(r['t_high'])}]"
+                                      if np.isfinite(r["t_low"]) else r["interval"]),
+                     "seed bootstrap 95%": (f"[{_fmt(r['boot_low'])}, {_fmt(r['boot_high'])}]"
+                                            if np.isfinite(r["boot_low"]) else r["bootstrap"])})
+    con.print(_table("paired contrasts (first − second level; mean ± SD over pairs)",
+                     pd.DataFrame(rows), list(rows[0])))
+    for info in res.params["contrasts"]:
+        con.print(f"  {info['contrast']}: condition {info['condition']!r}, paired on "
+                  f"{', '.join(info['paired_on'])}; {info['unpaired']} unpaired row(s)"
+                  + (f": {len(info['unpaired_first'])} of {info['first']!r}, "
+                     f"{len(info['unpaired_second'])} of {info['second']!r}"
+                     if info["unpaired"] else ""))
+
+
+_PAIRED_FIELDS = {"contrast", "condition", "metric", "pairs", "mean", "sd", "t_low", "t_high",
+                  "interval", "boot_low", "boot_high", "bootstrap", "paired_on",
+                  "pairs_missing_value"}
 
 
 @click.command("pools")

@@ -1,9 +1,10 @@
 """Protocol effects from run records (METHODS §5.8).
 
 A run-records table has one row per (run, view): identity columns (``model``, training
-``policy``, ``seed``, ``threshold`` rule, ``calibration``, ``view``; any subset) and metric
-columns (``balanced_accuracy``, ``macro_auc``, …). Runs given as per-run prediction files are
-scored first (:func:`runs_from_predictions`).
+``policy``, ``seed``, ``threshold`` rule, ``calibration``, ``view``, or any the caller names)
+and metric columns (``balanced_accuracy``, ``macro_auc``, …), wide or long
+(:mod:`splitscope.evaluation.runs`). Runs given as per-run prediction files are scored first
+(:func:`runs_from_predictions`).
 
 - **Δarch**: per protocol (every identity column except model and seed), the range over models
   of the seed-mean metric.
@@ -12,6 +13,8 @@ scored first (:func:`runs_from_predictions`).
   baseline; mean and max |Δ| over matched pairs.
 - **Deduplication sensitivity**: metric(official) − metric(deduplicated) per matched run.
 - **External transfer cost**: metric(internal view) − metric(external view) per matched run.
+- **Paired contrasts** of any two levels of a named condition (``Removal-Full``), per view and
+  metric, with paired-t and seed-bootstrap intervals: :mod:`splitscope.evaluation.contrasts`.
 - **Difference-in-differences** of true-class probability: per seed,
   (E_control − E_treated) − (U_control − U_treated), E/U the mean true-class probability over
   exposed / unflagged rows in each arm (e.g. treated = local removal of training twins, control
@@ -28,6 +31,8 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.evaluation.contrasts import paired_contrast
+from splitscope.evaluation.runs import RunTable, read_run_table
 from splitscope.evaluation.uncertainty import paired_t_interval, seed_summary
 
 IDENTITY_COLUMNS = ("model", "policy", "seed", "threshold", "calibration", "view")
@@ -35,28 +40,18 @@ METRIC_COLUMNS = ("balanced_accuracy", "macro_auc", "organizer_score", "accuracy
                   "brier", "nll", "macro_f1", "balanced_accuracy_present")
 
 
-def read_runs(path_or_table) -> pd.DataFrame:
-    """A run-records table (CSV/TSV/Parquet/XLSX or DataFrame); metric columns made numeric
-    (a non-numeric metric value is an error naming the column)."""
-    if isinstance(path_or_table, pd.DataFrame):
-        runs = path_or_table.copy()
-    else:
-        from splitscope.manifest import read_table
-        runs = read_table(Path(path_or_table))
-    runs.columns = [str(c).strip() for c in runs.columns]
-    for col in runs.columns:
-        if col in METRIC_COLUMNS:
-            conv = pd.to_numeric(runs[col], errors="coerce")
-            bad = conv.isna() & runs[col].notna()
-            if bad.any():
-                raise InputError(f"run records: {int(bad.sum())} non-numeric value(s) in metric "
-                                 f"column {col!r} (e.g. {runs.loc[bad, col].iloc[0]!r})")
-            runs[col] = conv
-    return runs
+def read_runs(path_or_table, **columns) -> pd.DataFrame:
+    """A run-records table in wide form with numeric metric columns (a non-numeric metric
+    value is an error naming the column); ``columns`` as in
+    :func:`splitscope.evaluation.runs.read_run_table`."""
+    return read_run_table(path_or_table, **columns).table
 
 
-def identity_columns(runs: pd.DataFrame) -> list[str]:
-    """Identity columns present in ``runs`` (in the order of :data:`IDENTITY_COLUMNS`)."""
+def identity_columns(runs: pd.DataFrame, identity=None) -> list[str]:
+    """Identity columns: ``identity`` when given, else those of :data:`IDENTITY_COLUMNS`
+    present in ``runs`` (in that order)."""
+    if identity is not None:
+        return list(identity)
     return [c for c in IDENTITY_COLUMNS if c in runs.columns]
 
 
@@ -67,11 +62,12 @@ def _need(runs: pd.DataFrame, cols) -> None:
                          f"{', '.join(map(str, runs.columns))}")
 
 
-def delta_arch(runs: pd.DataFrame, metric: str = "balanced_accuracy") -> pd.DataFrame:
+def delta_arch(runs: pd.DataFrame, metric: str = "balanced_accuracy", identity=None
+               ) -> pd.DataFrame:
     """Per protocol: the range over models of the seed-mean metric (Δarch), with the best and
     worst model and the number of models and seeds."""
     _need(runs, ["model", metric])
-    proto = [c for c in identity_columns(runs) if c not in ("model", "seed")]
+    proto = [c for c in identity_columns(runs, identity) if c not in ("model", "seed")]
     mean = runs.groupby(proto + ["model"], dropna=False, sort=True)[metric].agg(["mean", "count"])
     mean = mean.reset_index()
     rows = []
@@ -89,12 +85,12 @@ def delta_arch(runs: pd.DataFrame, metric: str = "balanced_accuracy") -> pd.Data
     return pd.DataFrame(rows)
 
 
-def paired_differences(runs: pd.DataFrame, component: str, level, baseline, metric: str
-                       ) -> pd.DataFrame:
+def paired_differences(runs: pd.DataFrame, component: str, level, baseline, metric: str,
+                       identity=None) -> pd.DataFrame:
     """Rows with ``component == level`` matched to rows with ``component == baseline`` on every
     other identity column; Δ = metric(level) − metric(baseline)."""
     _need(runs, [component, metric])
-    keys = [c for c in identity_columns(runs) if c != component]
+    keys = [c for c in identity_columns(runs, identity) if c != component]
     a = runs[runs[component].astype(str) == str(level)]
     b = runs[runs[component].astype(str) == str(baseline)]
     if keys:
@@ -111,9 +107,10 @@ def paired_differences(runs: pd.DataFrame, component: str, level, baseline, metr
 
 
 def component_effect(runs: pd.DataFrame, component: str, metric: str = "balanced_accuracy",
-                     baseline=None) -> pd.DataFrame:
+                     baseline=None, identity=None) -> pd.DataFrame:
     """Mean and max |Δ| when one protocol component changes, per level against ``baseline``
-    (default: the first level in sorted order), over matched pairs."""
+    (default: the first level in sorted order), over matched pairs, with the paired-t 95%
+    interval of the mean Δ over those pairs (two pairs or more)."""
     _need(runs, [component, metric])
     levels = sorted(runs[component].dropna().astype(str).unique())
     if len(levels) < 2:
@@ -126,27 +123,34 @@ def component_effect(runs: pd.DataFrame, component: str, metric: str = "balanced
     for level in levels:
         if level == baseline:
             continue
-        d = paired_differences(runs, component, level, baseline, metric)["delta"].dropna()
+        d = paired_differences(runs, component, level, baseline, metric,
+                               identity)["delta"].dropna()
+        keys = [c for c in identity_columns(runs, identity) if c != component]
+        iv = (paired_t_interval(d.to_numpy(), unit=f"pairs matched on {', '.join(keys)}")
+              if d.size >= 2 else None)
         rows.append({"component": component, "level": level, "baseline": baseline,
                      "metric": metric, "pairs": int(d.size),
                      "mean_delta": float(d.mean()) if d.size else np.nan,
+                     "mean_delta_low": iv["low"] if iv else np.nan,
+                     "mean_delta_high": iv["high"] if iv else np.nan,
+                     "interval": iv["kind"] if iv else f"not assessed: {d.size} pair(s)",
                      "mean_abs_delta": float(d.abs().mean()) if d.size else np.nan,
                      "max_abs_delta": float(d.abs().max()) if d.size else np.nan})
     return pd.DataFrame(rows)
 
 
 def view_contrast(runs: pd.DataFrame, first: str, second: str, metric: str = "balanced_accuracy",
-                  name: str = "contrast") -> dict:
+                  name: str = "contrast", identity=None) -> dict:
     """metric(view ``first``) − metric(view ``second``) per matched run (runs matched on every
     other identity column), with mean ± SD over runs and a paired-t 95% interval over them."""
     _need(runs, ["view", metric])
-    d = paired_differences(runs, "view", first, second, metric)
+    d = paired_differences(runs, "view", first, second, metric, identity)
     deltas = d["delta"].dropna().to_numpy()
     out = {"contrast": name, "metric": metric, "first": first, "second": second,
            "runs": int(deltas.size), **{f"summary_{k}": v for k, v in
                                         seed_summary(deltas).items()}}
     if deltas.size >= 2:
-        paired_by = [c for c in identity_columns(runs) if c != "view"]
+        paired_by = [c for c in identity_columns(runs, identity) if c != "view"]
         out["interval"] = paired_t_interval(
             deltas, unit=f"runs matched on {', '.join(paired_by) or 'row order'}")
     out["per_run"] = d.to_dict(orient="records")
@@ -154,15 +158,18 @@ def view_contrast(runs: pd.DataFrame, first: str, second: str, metric: str = "ba
 
 
 def dedup_sensitivity(runs: pd.DataFrame, metric: str = "balanced_accuracy",
-                      official: str = "official", deduplicated: str = "deduplicated") -> dict:
+                      official: str = "official", deduplicated: str = "deduplicated",
+                      identity=None) -> dict:
     """BA(official) − BA(deduplicated) per matched run (METHODS §5.8)."""
-    return view_contrast(runs, official, deduplicated, metric, "deduplication sensitivity")
+    return view_contrast(runs, official, deduplicated, metric, "deduplication sensitivity",
+                         identity)
 
 
 def transfer_cost(runs: pd.DataFrame, metric: str = "balanced_accuracy",
-                  internal: str = "official", external: str = "external") -> dict:
+                  internal: str = "official", external: str = "external",
+                  identity=None) -> dict:
     """metric(internal view) − metric(external view) per matched run."""
-    return view_contrast(runs, internal, external, metric, "external transfer cost")
+    return view_contrast(runs, internal, external, metric, "external transfer cost", identity)
 
 
 def did_true_class_probability(
@@ -283,51 +290,82 @@ class EffectsResult:
     components: pd.DataFrame
     contrasts: list[dict] = field(default_factory=list)
     params: dict = field(default_factory=dict)
+    #: one row per (contrast, group, metric) of the ``--contrast`` paired contrasts
+    paired: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: every matched pair behind ``paired``
+    pairs: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def to_json(self) -> dict:
         from splitscope.evaluation.rescore import _clean, _records
         return _clean({"params": self.params, "delta_arch": _records(self.delta_arch),
-                       "components": _records(self.components), "contrasts": self.contrasts})
+                       "components": _records(self.components), "contrasts": self.contrasts,
+                       "paired_contrasts": _records(self.paired)})
 
     def write(self, out_dir: str | Path) -> list[Path]:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        self.delta_arch.to_csv(out / "delta_arch.csv", index=False)
-        self.components.to_csv(out / "component_effects.csv", index=False)
-        (out / "effects.json").write_text(json.dumps(self.to_json(), indent=2, sort_keys=True))
-        return [out / "delta_arch.csv", out / "component_effects.csv", out / "effects.json"]
+        written = []
+        for name, table in (("delta_arch", self.delta_arch),
+                            ("component_effects", self.components),
+                            ("contrasts", self.paired), ("contrast_pairs", self.pairs)):
+            table.to_csv(out / f"{name}.csv", index=False)
+            written.append(out / f"{name}.csv")
+        (out / "effects.json").write_text(json.dumps(self.to_json(), indent=2, sort_keys=True,
+                                                     default=str))
+        return written + [out / "effects.json"]
 
 
-def protocol_effects(runs: pd.DataFrame, metric: str = "balanced_accuracy", *,
+def protocol_effects(runs, metric: str | None = None, *,
                      components=("policy", "threshold", "calibration"), baselines=None,
                      official: str = "official", deduplicated: str = "deduplicated",
-                     external: str = "external") -> EffectsResult:
-    """Every effect the run records allow (a missing column or view is skipped and said so in
-    ``params['skipped']``)."""
-    runs = read_runs(runs)
-    _need(runs, [metric])
+                     external: str = "external", contrasts=(), condition: str | None = None,
+                     by=None, identity=None, metrics=None, value_column: str | None = None,
+                     metric_column: str | None = None, n_boot: int = 2000, seed: int = 0
+                     ) -> EffectsResult:
+    """Every effect the run records allow, for every metric (``metric``/``metrics``, default:
+    all of the table's); a missing column or view is skipped and said so in
+    ``params['skipped']``. ``contrasts`` (``"A-B"`` strings) are the paired contrasts of
+    :func:`splitscope.evaluation.contrasts.paired_contrast`."""
+    wanted = list(metrics or []) or ([metric] if metric else None)
+    run = runs if isinstance(runs, RunTable) else read_run_table(
+        runs, identity=identity, metrics=wanted, value_column=value_column,
+        metric_column=metric_column)
+    table, ident = run.table, run.identity
     baselines = dict(baselines or {})
-    skipped = []
-    da = delta_arch(runs, metric) if "model" in runs.columns else pd.DataFrame()
-    if "model" not in runs.columns:
+    skipped: list[str] = []
+    if "model" not in ident:
         skipped.append("delta_arch: no model column")
-    parts = []
-    for comp in components:
-        if comp not in runs.columns:
-            skipped.append(f"component {comp}: no column")
-            continue
-        parts.append(component_effect(runs, comp, metric, baselines.get(comp)))
-    comps = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    contrasts = []
-    views = set(runs["view"].astype(str)) if "view" in runs.columns else set()
-    for name, second in (("dedup", deduplicated), ("transfer", external)):
-        if official in views and second in views:
-            fn = dedup_sensitivity if name == "dedup" else transfer_cost
-            kw = ({"official": official, "deduplicated": second} if name == "dedup"
-                  else {"internal": official, "external": second})
-            contrasts.append(fn(runs, metric, **kw))
-        else:
+    skipped += [f"component {c}: no column" for c in components if c not in ident]
+    views = set(table["view"].astype(str)) if "view" in ident else set()
+    pairs = {"dedup": deduplicated, "transfer": external}
+    for name, second in pairs.items():
+        if not (official in views and second in views):
             skipped.append(f"{name}: views {official!r} and {second!r} not both present")
-    return EffectsResult(da, comps, contrasts, {"metric": metric, "runs": len(runs),
-                                                "skipped": skipped,
-                                                "identity_columns": identity_columns(runs)})
+    da, comps, view_contrasts = [], [], []
+    for m in run.metrics:
+        if "model" in ident:
+            da.append(delta_arch(table, m, ident))
+        comps += [component_effect(table, c, m, baselines.get(c), ident)
+                  for c in components if c in ident]
+        if official in views and deduplicated in views:
+            view_contrasts.append(dedup_sensitivity(table, m, official, deduplicated, ident))
+        if official in views and external in views:
+            view_contrasts.append(transfer_cost(table, m, official, external, ident))
+    summaries, pair_tables, infos = [], [], []
+    for spec in contrasts:
+        summary, pair_rows, info = paired_contrast(run, spec, condition=condition, by=by,
+                                                   n_boot=n_boot, seed=seed)
+        summaries.append(summary)
+        pair_tables.append(pair_rows.assign(contrast=info["contrast"]))
+        infos.append(info)
+    params = {"metric": run.metrics[0] if len(run.metrics) == 1 else None,
+              "metrics": run.metrics, "runs": len(table), "skipped": skipped,
+              "identity_columns": ident, "run_table": run.describe(),
+              "contrasts": infos, "n_boot": n_boot, "seed": seed}
+    return EffectsResult(_concat(da), _concat(comps), view_contrasts, params,
+                         _concat(summaries), _concat(pair_tables))
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

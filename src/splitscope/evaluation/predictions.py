@@ -21,14 +21,14 @@ several truth rows are reported because those rows cannot be aligned by name.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
-from splitscope.manifest.build import read_table
+from splitscope.evaluation.readers import ReadOptions, read_any_table
 
 SCORE_KINDS = ("probability", "logit", "score")
 PATH_MODES = ("exact", "basename")
@@ -69,6 +69,10 @@ class Predictions:
     problems : list of str
         Defects found while reading (e.g. duplicated path/class pairs in a long file); they make
         the entry unscoreable.
+    read : dict
+        How the file was read (sheet, header row, delimiter, decimal mark, byte-order mark,
+        workbook engine, cache) with a note per detected or declared departure from a plain
+        read; see :func:`splitscope.evaluation.readers.read_any_table`.
     """
 
     name: str
@@ -79,6 +83,7 @@ class Predictions:
     layout: str = "wide"
     sheet: str | int | None = None
     problems: list[str] = field(default_factory=list)
+    read: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -202,6 +207,7 @@ def read_predictions(
     score_column: str | None = None,
     sheet: str | int | None = None,
     name: str | None = None,
+    read: ReadOptions | None = None,
 ) -> Predictions:
     """Read one prediction file (CSV, TSV, Parquet or XLSX).
 
@@ -219,9 +225,12 @@ def read_predictions(
     path_column : str, optional
         Column of released paths; default: ``image_path``, ``path``, ... (first found).
     sheet : str or int, optional
-        XLSX sheet (default: the first).
+        XLSX sheet (default: the first); overrides ``read.sheet``.
     name : str, optional
         Entry name; default: the file stem.
+    read : ReadOptions, optional
+        Header row, CSV delimiter and decimal mark, workbook engine and cache (default: detect,
+        no cache).
 
     Returns
     -------
@@ -232,7 +241,11 @@ def read_predictions(
     if layout not in ("wide", "long"):
         raise InputError(f"layout {layout!r} not one of ('wide', 'long')")
     path = Path(path)
-    table = read_table(path, sheet, text=False, strip_names=False, what="prediction file")
+    read = read or ReadOptions()
+    if sheet is not None:
+        read = replace(read, sheet=sheet)
+    table, info = read_any_table(path, read, key_names=_PATH_ALIASES, text=False,
+                                 strip_names=False, what="prediction file")
     where = str(path)
     pcol = _find(table.columns, _PATH_ALIASES, path_column, where, "path")
     problems: list[str] = []
@@ -258,8 +271,8 @@ def read_predictions(
         wide.columns = [str(c) for c in wide.columns]
         table = wide
     return Predictions(name=name or path.stem, table=table, path_column=pcol,
-                       score_kind=score_kind, source=str(path), layout=layout, sheet=sheet,
-                       problems=problems)
+                       score_kind=score_kind, source=str(path), layout=layout,
+                       sheet=info["sheet"], problems=problems, read=info)
 
 
 def list_prediction_files(folder: str | Path) -> list[Path]:
@@ -286,6 +299,7 @@ def read_truth(
     source_column: str | None = None,
     group_column: str | None = None,
     sheet: str | int | None = None,
+    read: ReadOptions | None = None,
 ) -> Truth:
     """The truth list from a manifest (DataFrame with ``path`` and ``label``) or a workbook.
 
@@ -308,8 +322,11 @@ def read_truth(
         p = Path(source)
         if not p.exists():
             raise InputError(f"truth file not found: {p}")
-        from splitscope.manifest import read_table
-        table = read_table(p, sheet=sheet)
+        read = read or ReadOptions()
+        if sheet is not None:
+            read = replace(read, sheet=sheet)
+        table, _ = read_any_table(p, read, key_names=_PATH_ALIASES, text=True,
+                                  strip_names=True, what="truth list")
         rows = np.arange(len(table), dtype=np.int64)
     if len(table) == 0:
         raise InputError(f"truth {where} has no rows")

@@ -19,6 +19,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from splitscope.errors import InputError
+from splitscope.evaluation.aggregates import view_aggregates
 from splitscope.evaluation.predictions import (
     Predictions,
     Truth,
@@ -27,9 +28,11 @@ from splitscope.evaluation.predictions import (
     list_prediction_files,
     read_predictions,
 )
+from splitscope.evaluation.readers import ReadOptions
 from splitscope.evaluation.scoreability import Verdict, check_scoreability
 from splitscope.evaluation.uncertainty import bootstrap_metrics
 from splitscope.evaluation.views import View, official_view, score_view
+from splitscope.records.exports import export_frame
 
 RANK_METRICS = ("organizer_score", "balanced_accuracy", "macro_auc")
 SCORE_COLUMNS = ("balanced_accuracy", "macro_auc", "organizer_score", "accuracy",
@@ -57,6 +60,11 @@ class RescoreResult:
     #: scores of each scored entry aligned to the truth order (entry → array), for callers
     #: that go on with them (calibration, thresholds) without aligning again
     aligned: dict = field(default_factory=dict, repr=False)
+    #: per view: Δ, rank changes, Spearman, equal-source Δ over the cohort (see
+    #: :mod:`splitscope.evaluation.aggregates`)
+    aggregates: list = field(default_factory=list)
+    #: verdicts of the final ranking's entries, when it was scored from a folder
+    final_verdicts: pd.DataFrame | None = None
 
     def summary(self) -> dict:
         """Small JSON-ready summary with stable keys."""
@@ -65,12 +73,14 @@ class RescoreResult:
             "entries": len(v), "scoreable": int(v["scoreable"].sum()),
             "excluded": self.params.get("exclude", []),
             "not_scoreable": [
-                {"entry": r.entry, "reasons": r.reasons} for r in v.itertuples() if not r.scoreable
+                {"entry": r.entry, "reasons": list(r.reasons)} for r in v.itertuples()
+                if not r.scoreable
             ],
             "views": self.views,
             "params": self.params,
             "ranges": {},
             "spearman": _records(self.spearman),
+            "aggregates": self.aggregates,
         }
         for view, g in self.scores.groupby("view", sort=False):
             out["ranges"][view] = {
@@ -87,7 +97,13 @@ class RescoreResult:
                "spearman": _records(self.spearman)}
         if self.reported is not None:
             out["reported"] = _records(self.reported)
+        if self.final_verdicts is not None:
+            out["final_verdicts"] = _records(self.final_verdicts)
         return out
+
+    def json_text(self) -> str:
+        """:meth:`to_json` as the text printed by ``--json`` and written to ``rescore.json``."""
+        return json.dumps(_clean(self.to_json()), indent=2, sort_keys=True, default=str)
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write ``verdicts.csv``, ``scores.csv``, ``ranks.csv``, ``spearman.csv``,
@@ -100,10 +116,10 @@ class RescoreResult:
             if table is None:
                 continue
             p = out_dir / f"{name}.csv"
-            table.to_csv(p, index=False)
+            export_frame(table).to_csv(p, index=False)  # list cells as JSON text
             written.append(p)
         p = out_dir / "rescore.json"
-        p.write_text(json.dumps(_clean(self.to_json()), indent=2, sort_keys=True))
+        p.write_text(self.json_text())
         written.append(p)
         return written
 
@@ -139,7 +155,7 @@ def _records(table: pd.DataFrame | None) -> list[dict]:
 # --------------------------------------------------------------------------------------------
 
 
-def load_entries(entries, *, score_kind="score", sheet=None,
+def load_entries(entries, *, score_kind="score", sheet=None, read: ReadOptions | None = None,
                  unreadable: list | None = None) -> list[Predictions]:
     """Prediction files of a folder (or a list of files / :class:`Predictions`) read with
     their declared score kind; ``score_kind`` is one kind for all or a mapping entry → kind
@@ -158,7 +174,8 @@ def load_entries(entries, *, score_kind="score", sheet=None,
         name = entry_name(Path(item).stem)
         kind = _kind_for(score_kind, name)
         try:
-            out.append(read_predictions(item, score_kind=kind, sheet=sheet, name=name))
+            out.append(read_predictions(item, score_kind=kind, sheet=sheet, name=name,
+                                        read=read))
         except InputError as exc:
             if unreadable is None:
                 raise
@@ -226,7 +243,9 @@ def rescore(
     seed: int = 0,
     equal_source: bool = True,
     sheet=None,
+    read: ReadOptions | None = None,
     unreadable=(),
+    entry_bootstrap: int = 2000,
 ) -> RescoreResult:
     """Score a folder of submissions on every view.
 
@@ -254,11 +273,16 @@ def rescore(
         :func:`entry_key`; listed in the result.
     bootstrap : int
         Resamples of a percentile case bootstrap per (entry, view); 0 for none.
+    read : ReadOptions, optional
+        How prediction files are read (header row, CSV dialect, workbook engine and cache).
+    entry_bootstrap : int
+        Resamples of the bootstrap over entries behind the per-view aggregates' intervals.
     """
     if rank_metric not in RANK_METRICS:
         raise InputError(f"rank metric {rank_metric!r} not one of {RANK_METRICS}")
     unreadable = list(unreadable)
-    preds = load_entries(entries, score_kind=score_kind, sheet=sheet, unreadable=unreadable)
+    preds = load_entries(entries, score_kind=score_kind, sheet=sheet, read=read,
+                         unreadable=unreadable)
     views = list(views or [])
     if not views or views[0].name != "official":
         views = [official_view(truth)] + [v for v in views if v.name != "official"]
@@ -313,8 +337,11 @@ def rescore(
     rep = None
     if reported is not None:
         rep = compare_reported(read_reported(reported), scores)
+    aggregates = view_aggregates(scores, ranks, spearman, verdicts, names, rank_metric,
+                                 entry_bootstrap, seed)
     params = {"path_mode": path_mode, "rank_metric": rank_metric,
               "exclude": sorted(e for e in exclude), "bootstrap": bootstrap, "seed": seed,
+              "entry_bootstrap": entry_bootstrap,
               "truth": truth.origin, "truth_rows": len(truth), "classes": truth.classes,
               "score_kind": score_kind if isinstance(score_kind, str) else dict(score_kind),
               "rank_rule": "1 = best; ties share the lowest rank (min); rank_change = "
@@ -323,21 +350,25 @@ def rescore(
     return RescoreResult(verdicts=verdicts, scores=scores, ranks=ranks, spearman=spearman,
                          reported=rep, views=[v.to_dict() for v in views], params=params,
                          per_source=pd.DataFrame(source_rows) if source_rows else None,
-                         aligned=aligned_by_entry)
+                         aligned=aligned_by_entry, aggregates=aggregates,
+                         final_verdicts=final.verdicts if isinstance(final, RescoreResult)
+                         else None)
 
 
 def rank_table(scores: pd.DataFrame, metric: str = "organizer_score") -> pd.DataFrame:
-    """Per (entry, view): the ranking metric, its delta against the official view, the rank
+    """Per (entry, view): the ranking metric, its official-view value and delta against it
+    (columns ``official_<metric>``, ``delta_<metric>``), the rank
     within the view (1 = best, ties share the lowest rank) and the rank change."""
-    cols = ["entry", "view", metric, "official", "delta", "rank", "official_rank", "rank_change"]
+    cols = ["entry", "view", metric, f"official_{metric}", f"delta_{metric}", "rank",
+            "official_rank", "rank_change"]
     if scores.empty:
         return pd.DataFrame(columns=cols)
     t = scores[["entry", "view", metric]].copy()
     t["rank"] = t.groupby("view", sort=False)[metric].rank(ascending=False, method="min")
     off = t[t["view"] == "official"].set_index("entry")
-    t["official"] = t["entry"].map(off[metric])
+    t[f"official_{metric}"] = t["entry"].map(off[metric])
     t["official_rank"] = t["entry"].map(off["rank"])
-    t["delta"] = t[metric] - t["official"]
+    t[f"delta_{metric}"] = t[metric] - t[f"official_{metric}"]
     t["rank_change"] = t["official_rank"] - t["rank"]
     for c in ("rank", "official_rank", "rank_change"):
         t[c] = t[c].astype("Int64")
@@ -373,13 +404,13 @@ def spearman_table(ranks: pd.DataFrame, final: pd.DataFrame | None,
         keys = [entry_key(e) for e in g["entry"]]
         vals = pd.Series(g[metric].to_numpy(dtype=float), index=keys)
         rec = {"view": view, "metric": metric, "entries": int(vals.notna().sum())}
-        off = pd.Series(g["official"].to_numpy(dtype=float), index=keys)
+        off = pd.Series(g[f"official_{metric}"].to_numpy(dtype=float), index=keys)
         rec["rho_official"], rec["p_official"], _ = _spearman(vals, off)
         if fin is not None:
             rho, p, n = _spearman(vals, fin)
             rec.update(rho_final=rho, p_final=p, entries_with_final=n,
-                       missing_final=", ".join(e for e, k in zip(g["entry"], keys)
-                                               if k not in fin.index or pd.isna(fin.get(k))))
+                       missing_final=[e for e, k in zip(g["entry"], keys)
+                                      if k not in fin.index or pd.isna(fin.get(k))])
         rows.append(rec)
     return pd.DataFrame(rows)
 
@@ -413,11 +444,12 @@ def compare_reported(reported: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
 
 
 def final_ranking(entries, truth: Truth, *, score_kind="score", path_mode: str = "exact",
-                  metric: str = "organizer_score", exclude=()) -> RescoreResult:
+                  metric: str = "organizer_score", exclude=(),
+                  read: ReadOptions | None = None) -> RescoreResult:
     """Score a second folder (e.g. the test submissions) on its official view only, to serve
     as the final ranking of :func:`rescore`."""
     return rescore(entries, truth, None, score_kind=score_kind, path_mode=path_mode,
-                   rank_metric=metric, exclude=exclude, equal_source=False)
+                   rank_metric=metric, exclude=exclude, equal_source=False, read=read)
 
 
 __all__ = ["RescoreResult", "Verdict", "compare_reported", "final_ranking", "load_entries",

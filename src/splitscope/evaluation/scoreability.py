@@ -25,6 +25,21 @@ from splitscope.evaluation.predictions import (
 
 _PREDICTED_CLASS = ("predicted_class", "predicted", "prediction", "pred_class", "predicted_label")
 
+#: every count of a verdict, present in every verdict (0 = checked, none found; None = the file
+#: could not be read, so nothing was checked)
+COUNT_KEYS = ("rows", "truth_rows", "class_columns_found", "missing_values",
+              "non_numeric_values", "infinite_values", "duplicated_paths", "surplus_rows",
+              "paths_not_in_truth", "not_in_truth_basename_unique_match",
+              "not_in_truth_basename_several", "not_in_truth_basename_none",
+              "truth_paths_without_prediction", "truth_keys_ambiguous_rows",
+              "separator_only_matches", "predicted_class_disagreements",
+              "score_rows_outside_unit_interval", "score_rows_not_summing_to_one",
+              "probability_rows_invalid")
+#: how the file was read (see :mod:`splitscope.evaluation.readers`), flattened as ``read_*``
+READ_KEYS = ("sheet", "header_row", "title_rows_skipped", "sep", "decimal", "bom", "engine",
+             "cache")
+_SUM_TOL = 1e-3
+
 
 @dataclass
 class Verdict:
@@ -40,16 +55,23 @@ class Verdict:
     counts: dict = field(default_factory=dict)
     path_mode: str = "exact"
     score_kind: str = "score"
+    read: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        measured = bool(self.counts)
+        self.counts = {k: self.counts.get(k, 0 if measured else None) for k in COUNT_KEYS}
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def row(self) -> dict:
-        """Flat row for a verdict table."""
+        """Flat row for a verdict table: the same keys for every entry; ``reasons`` and
+        ``notes`` are lists."""
         out = {"entry": self.entry, "file": self.file, "scoreable": self.scoreable,
-               "reasons": "; ".join(self.reasons), "notes": "; ".join(self.notes),
+               "reasons": list(self.reasons), "notes": list(self.notes),
                "path_mode": self.path_mode, "score_kind": self.score_kind}
         out.update(self.counts)
+        out.update({f"read_{k}": self.read.get(k) for k in READ_KEYS})
         return out
 
 
@@ -71,7 +93,7 @@ def check_scoreability(pred: Predictions, truth: Truth, path_mode: str = "exact"
     table = pred.table
     classes = truth.classes
     reasons: list[str] = list(pred.problems)
-    notes: list[str] = []
+    notes: list[str] = list(pred.read.get("notes", []))
     counts: dict = {"rows": len(table), "truth_rows": len(truth)}
     if path_mode != "exact":
         notes.append(f"path mode {path_mode!r} (opt-in normalization): rows aligned by "
@@ -174,11 +196,13 @@ def check_scoreability(pred: Predictions, truth: Truth, path_mode: str = "exact"
                 tb = path_keys(truth.paths, "basename")
                 tb_counts = pd.Series(tb).value_counts()
                 match = pd.Series(bkeys).map(tb_counts).fillna(0).to_numpy()
-                unique_hits = int((match == 1).sum())
-                counts["not_in_truth_basename_unique_match"] = unique_hits
-                if unique_hits or (match > 1).any():
-                    msg += (f" ({_fmt(unique_hits)} match exactly one truth row by file name, "
-                            f"{_fmt(int((match > 1).sum()))} match several)")
+                by_name = {"unique_match": int((match == 1).sum()),
+                           "several": int((match > 1).sum()), "none": int((match == 0).sum())}
+                for k, v in by_name.items():
+                    counts[f"not_in_truth_basename_{k}"] = v
+                msg += (f" ({_fmt(by_name['unique_match'])} match exactly one truth row by file "
+                        f"name, {_fmt(by_name['several'])} match several, "
+                        f"{_fmt(by_name['none'])} match none)")
             reasons.append(msg)
         pset = set(kser[~pd.Series(no_path)].tolist())
         unpredicted = ~tser.isin(pset).to_numpy()
@@ -206,22 +230,47 @@ def check_scoreability(pred: Predictions, truth: Truth, path_mode: str = "exact"
             if disagree:
                 notes.append(f"column {pcls!r} disagrees with the argmax of the class scores "
                              f"in {_fmt(disagree)} of {_fmt(len(table))} rows (not used)")
-        if pred.score_kind == "probability":
-            finite = np.isfinite(numeric).all(axis=1)
-            in_range = finite & ((numeric >= 0) & (numeric <= 1)).all(axis=1)
-            sums_ok = in_range & np.isclose(np.nansum(numeric, axis=1), 1.0, atol=1e-3)
-            counts["probability_rows_invalid"] = int((~sums_ok).sum())
-            if (~sums_ok).any():
-                notes.append(f"declared probabilities: {_fmt(int((~sums_ok).sum()))} rows outside "
-                             f"[0, 1] or not summing to 1 (±0.001); probability metrics are "
-                             f"not assessed")
+        notes += plausibility_notes(numeric, pred.score_kind, counts)
 
     scoreable = not reasons
     verdict = Verdict(entry=pred.name, file=pred.source, scoreable=scoreable, reasons=reasons,
                       notes=notes, counts=counts, path_mode=path_mode,
-                      score_kind=pred.score_kind)
+                      score_kind=pred.score_kind, read=pred.read)
     if not scoreable:
         return verdict, None
     lookup = pd.Series(np.arange(len(keys)), index=pd.Index(keys, dtype="object"))
     idx = lookup.loc[list(path_keys(truth.paths, path_mode))].to_numpy()
     return verdict, numeric[idx].astype(np.float64)
+
+
+def plausibility_notes(scores: np.ndarray, score_kind: str, counts: dict) -> list[str]:
+    """Notes on whether the numbers fit their declared kind (declared, never guessed, but
+    never silent): rows outside [0, 1] and in-range rows not summing to 1 (±0.001) are counted
+    in ``counts``; a note when they contradict the kind or the default ``score`` hides
+    probabilities, a warning when declared logits look like probabilities."""
+    n = len(scores)
+    finite = np.isfinite(scores).all(axis=1)
+    outside = finite & ((scores < 0) | (scores > 1)).any(axis=1)
+    off_sum = finite & ~outside & ~np.isclose(scores.sum(axis=1), 1.0, atol=_SUM_TOL)
+    counts["score_rows_outside_unit_interval"] = int(outside.sum())
+    counts["score_rows_not_summing_to_one"] = int(off_sum.sum())
+    bad = int((outside | off_sum | ~finite).sum())
+    shape = (f"{_fmt(int(outside.sum()))} of {_fmt(n)} rows outside [0, 1], "
+             f"{_fmt(int(off_sum.sum()))} not summing to 1 (±{_SUM_TOL})")
+    if score_kind == "probability":
+        counts["probability_rows_invalid"] = bad
+        if bad:
+            return [f"declared probabilities: {_fmt(bad)} rows outside [0, 1] or not summing "
+                    f"to 1 (±{_SUM_TOL}); probability metrics are not assessed"]
+        return []
+    if score_kind == "score":
+        if bad:
+            return [f"scores (the default kind): {shape}; looks like logits / unnormalised "
+                    f"scores; declare --score-kind (logit or score) to say which"]
+        return [f"scores (the default kind): every row is in [0, 1] and sums to 1; if these "
+                f"are probabilities, declare --score-kind probability for ECE, Brier and NLL"]
+    if not bad and n:  # logit
+        return [f"warning: declared logits, but every one of the {_fmt(n)} rows is in [0, 1] "
+                f"and sums to 1: these look like probabilities; a softmax over them distorts "
+                f"ECE, Brier and NLL"]
+    return []

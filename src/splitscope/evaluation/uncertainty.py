@@ -232,10 +232,12 @@ def bootstrap_metrics(
     y, s = check_inputs(y_true, scores)
     if groups is not None:
         gen = cluster_weights(groups, n_boot, seed)
-        kind = f"percentile cluster bootstrap over groups, {n_boot} resamples, seed {seed}"
+        kind = (f"percentile cluster bootstrap over groups, {n_boot} resamples, seed {seed}, "
+                f"{level:.0%} interval")
     else:
         gen = bootstrap_weights(y.size, n_boot, seed)
-        kind = f"percentile bootstrap over cases, {n_boot} resamples, seed {seed}"
+        kind = (f"percentile bootstrap over cases, {n_boot} resamples, seed {seed}, "
+                f"{level:.0%} interval")
     parts: dict[str, list] = {}
     plans = [AurocPlan(y == c, s[:, c]) for c in range(s.shape[1])]
     for w in gen:
@@ -357,7 +359,8 @@ def seed_bootstrap(values, n_boot: int = DEFAULT_BOOT, seed: int = 0, level: flo
     idx = np.random.default_rng(seed).integers(0, v.size, (n_boot, v.size))
     lo, hi = percentile_interval(v[idx].mean(axis=1), level)
     return {"mean": float(v.mean()), "low": lo, "high": hi, "n": int(v.size),
-            "kind": f"percentile bootstrap over seeds, {n_boot} resamples, seed {seed}"}
+            "kind": f"percentile bootstrap over seeds, {n_boot} resamples, seed {seed}, "
+                    f"{level:.0%} interval"}
 
 
 def census_rate_sensitivity(numerators, denominators, m: int | None = None,
