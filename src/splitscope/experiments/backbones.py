@@ -104,7 +104,7 @@ def resolve_backbone(name: str, weights: str | Path | None = None, init_seed: in
         file to supply); a weights file that does not exist; torchvision/timm not importable.
     """
     if needs_download(name) and weights is None:
-        file = KNOWN_CHECKPOINTS.get(name) or KNOWN_CHECKPOINTS.get(f"tv:{name}")
+        file = KNOWN_CHECKPOINTS.get(name.removeprefix("tv:"))
         what = f"the file {file}" if file else f"the checkpoint file of {name}"
         raise InputError(f"backbone {name!r} needs pretrained weights, and splitscope never "
                          f"downloads: supply {what} with --weights PATH (or drop the tag for "

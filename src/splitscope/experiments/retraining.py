@@ -4,7 +4,8 @@
 
     OUT/
       experiment.json            protocol, backbone, pools, holdouts, caches, versions, device
-      runs.csv                   long: backbone, policy, pool, seed, view, device, metric, value
+      runs.csv                   long: model (the backbone), policy, pool, seed, view, device,
+                                 metric, value (``splitscope effects`` reads it as it is)
       truth.csv                  the evaluated rows (path, label, split, source, group)
       views/deduplicated_exclude.csv   test rows removed by the deduplicated view
       pools/                     the pool lists and counts (evaluation.pools)
@@ -201,6 +202,7 @@ def train_experiment(
     workers: int | None = None,
     progress: bool | None = None,
     echo=None,
+    on_epoch=None,
 ) -> ExperimentResult:
     """Train every (policy, pool, seed) run under one protocol and score it on every view.
 
@@ -220,7 +222,10 @@ def train_experiment(
         A finished audit: its contaminated list gives the flagged rows (else the duplicates
         layer runs on the workspace scan).
     echo : callable, optional
-        ``echo(text)`` for progress lines (the CLI passes one; rich bars go to stderr).
+        ``echo(text)`` for progress lines.
+    on_epoch : callable, optional
+        ``on_epoch(run_number, runs, run_id, epoch, epochs)`` after each epoch (progress bars);
+        a reused run reports ``epoch == epochs``.
 
     Returns
     -------
@@ -289,7 +294,8 @@ def train_experiment(
             "views": {"official": "every evaluated test row",
                       "deduplicated": "official minus views/deduplicated_exclude.csv "
                                       f"({len(dedup_list)} rows)"},
-            "versions": _versions(torch, device), "score_kind": "logit", "runs": {}}
+            "versions": _versions(torch, device), "score_kind": "logit",
+            "image_scan": scan_s.params.key(), "runs": {}}
     lookup = {c: i for i, c in enumerate(classes)}
     features, cache_info = None, None
     if "frozen" in policies:
@@ -309,10 +315,13 @@ def train_experiment(
         if done.exists():
             rec = json.loads(done.read_text())
             say(f"[{k}/{len(plan)}] {rid}: finished earlier, reused")
+            if on_epoch:
+                on_epoch(k, len(plan), rid, protocol.epochs, protocol.epochs)
         else:
             rec = _one_run(rid, rdir, spec, policy, pool_name, seed, by_name[pool_name], m,
                            thumb, lookup, classes, protocol, scan_s.thumbnails, eval_index, ev,
-                           features, device, out, train_run, RunData, say, k, len(plan))
+                           features, device, out, train_run, RunData, say, k, len(plan),
+                           on_epoch)
         shutil.copyfile(rdir / "predictions.parquet", pred_dir / f"{rid}.parquet")
         info["runs"][rid] = {key: rec[key] for key in ("policy", "pool", "seed", "best_epoch",
                                                        "updates", "wall_s", "resumed_from")}
@@ -322,7 +331,7 @@ def train_experiment(
                         "updates": rec["updates"], "wall_s": rec["wall_s"],
                         **{f"{v}_ba": rec["metrics"].get(v, {}).get("balanced_accuracy")
                            for v in ("official", "deduplicated")}})
-    runs = pd.DataFrame(records, columns=["backbone", "policy", "pool", "seed", "view",
+    runs = pd.DataFrame(records, columns=["model", "policy", "pool", "seed", "view",
                                           "device", "metric", "value"])
     runs.to_csv(out / "runs.csv", index=False)
     (out / "experiment.json").write_text(json.dumps(_clean(info), indent=2, sort_keys=True))
@@ -331,7 +340,7 @@ def train_experiment(
 
 def _one_run(rid, rdir, spec, policy, pool_name, seed, pool, m, thumb, lookup, classes,
              protocol, images, eval_index, ev, features, device, out, train_run, RunData, say,
-             k, total) -> dict:
+             k, total, on_epoch) -> dict:
     rows = np.asarray(pool.rows, dtype=np.int64)
     tix = np.array([thumb.get(r, -1) for r in rows], dtype=np.int64)
     labels = m.loc[rows, "label"].astype("string")
@@ -347,7 +356,7 @@ def _one_run(rid, rdir, spec, policy, pool_name, seed, pool, m, thumb, lookup, c
     say(f"[{k}/{total}] {rid}: {len(rows)} pool rows ({int((~keep).sum())} left out), "
         f"{int(val.sum())} validation")
     res = train_run(data, spec, policy, protocol, seed, rdir, device=device, features=features,
-                    on_epoch=lambda e, n: say(f"  {rid}: epoch {e}/{n}"))
+                    on_epoch=lambda e, n: on_epoch and on_epoch(k, total, rid, e, n))
     pred = pd.DataFrame({"path": ev["path"].to_numpy(), "split": ev["split"].to_numpy(),
                          "view": "official"})
     for j, c in enumerate(classes):
@@ -405,7 +414,7 @@ def score_run(pred_path: Path, out: Path, classes: list[str]) -> dict:
 
 
 def _run_rows(rec: dict, backbone: str, device: str) -> list[dict]:
-    ident = {"backbone": backbone, "policy": rec["policy"], "pool": rec["pool"],
+    ident = {"model": backbone, "policy": rec["policy"], "pool": rec["pool"],
              "seed": rec["seed"], "device": device}
     out = []
     for view, m in rec["metrics"].items():
