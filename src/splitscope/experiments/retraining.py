@@ -35,6 +35,7 @@ from splitscope.errors import InputError
 from splitscope.experiments.backbones import BackboneSpec, require_torch, resolve_backbone
 from splitscope.experiments.protocol import POLICIES, Protocol, validation_holdout
 
+VIEWS = ("official", "deduplicated")
 VIEW_METRICS = ("balanced_accuracy", "macro_auc", "accuracy", "organizer_score", "ece", "brier",
                 "nll")
 RUN_METRICS = ("epochs", "best_epoch", "optimizer_updates", "wall_seconds",
@@ -417,7 +418,8 @@ def _run_rows(rec: dict, backbone: str, device: str) -> list[dict]:
     ident = {"model": backbone, "policy": rec["policy"], "pool": rec["pool"],
              "seed": rec["seed"], "device": device}
     out = []
-    for view, m in rec["metrics"].items():
+    for view in VIEWS:
+        m = rec["metrics"].get(view, {})
         for k in VIEW_METRICS:
             v = m.get(k)
             if v is not None and np.isfinite(v):

@@ -133,7 +133,7 @@ def set_deterministic(torch) -> None:
 
 def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol, seed: int,
               run_dir: Path, *, device: str = "cpu", features: np.ndarray | None = None,
-              on_epoch=None, stop_after_batches: int | None = None) -> dict:
+              on_epoch=None) -> dict:
     """Train, select and evaluate one run; resume from ``run_dir/checkpoint.pt`` if present.
 
     Parameters
@@ -144,8 +144,6 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
         frozen-feature cache), ``(len(images), d)``.
     on_epoch : callable, optional
         ``on_epoch(epoch, epochs)`` after each epoch (progress).
-    stop_after_batches : int, optional
-        Testing hook: raise ``KeyboardInterrupt`` after this many minibatches of this call.
 
     Returns
     -------
@@ -188,7 +186,6 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
         sched.load_state_dict(saved["schedule"])
         state = saved["state"]
         resumed_from = state["epoch"]
-    batches = 0
     for epoch in range(state["epoch"] + 1, protocol.epochs + 1):
         started = time.perf_counter()
         torch.manual_seed(seed * 100_003 + epoch)
@@ -221,9 +218,6 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
             data_s += t1 - t0
             loss_sum += float(loss.detach()) * len(pick)
             state["updates"] += 1
-            batches += 1
-            if stop_after_batches is not None and batches >= stop_after_batches:
-                raise KeyboardInterrupt("stopped by stop_after_batches")
         t2 = time.perf_counter()
         val_logits = (_logits(model, features[data.val], device, True) if frozen else
                       _logits(model, _ordered(data.images, data.val), device, False))
