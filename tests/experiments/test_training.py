@@ -211,3 +211,12 @@ def test_a_pool_too_small_for_a_holdout_is_an_input_error():
 
     with pytest.raises(InputError, match="too few"):
         validation_holdout(np.array([0, 0, 0, 1]), None, 0.15, seed=0)
+
+
+def test_a_finished_run_under_another_protocol_is_not_reused(experiment, tiny_release):
+    from splitscope.errors import InputError
+
+    other = Protocol(image_size=48, epochs=3, batch_size=16)
+    with pytest.raises(InputError, match="another protocol"):
+        train_experiment(tiny_release, experiment.out_dir, seeds=(0,), pools=("Full",),
+                         policies=("frozen",), protocol=other, workers=1, device="cpu")

@@ -315,6 +315,7 @@ def train_experiment(
         done = rdir / "run.json"
         if done.exists():
             rec = json.loads(done.read_text())
+            same_protocol(rec, protocol, spec, rdir)
             say(f"[{k}/{len(plan)}] {rid}: finished earlier, reused")
             if on_epoch:
                 on_epoch(k, len(plan), rid, protocol.epochs, protocol.epochs)
@@ -337,6 +338,14 @@ def train_experiment(
     runs.to_csv(out / "runs.csv", index=False)
     (out / "experiment.json").write_text(json.dumps(_clean(info), indent=2, sort_keys=True))
     return ExperimentResult(out, runs, pd.DataFrame(summary), info)
+
+
+def same_protocol(rec: dict, protocol: Protocol, spec: BackboneSpec, rdir: Path) -> None:
+    """A finished run is reused only under the same protocol and backbone."""
+    if rec.get("protocol") != _clean(protocol.to_dict()) or rec.get("backbone") != _clean(
+            spec.to_dict()):
+        raise InputError(f"{rdir} was trained under another protocol or backbone; use another "
+                         f"--out (or remove that run folder)")
 
 
 def _one_run(rid, rdir, spec, policy, pool_name, seed, pool, m, thumb, lookup, classes,

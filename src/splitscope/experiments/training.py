@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from splitscope.errors import InputError
 from splitscope.evaluation.metrics import balanced_accuracy
 from splitscope.experiments.backbones import BackboneSpec, build_backbone, require_torch
 from splitscope.experiments.protocol import Protocol
@@ -178,9 +179,14 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
     state = {"epoch": 0, "curve": [], "best_ba": -1.0, "best_epoch": 0, "best": None,
              "updates": 0, "wall_s": 0.0}
     ckpt = run_dir / "checkpoint.pt"
+    identity = {"protocol": protocol.to_dict(), "backbone": spec.to_dict(), "policy": policy,
+                "seed": seed, "train_rows": int(n), "val_rows": int(len(data.val))}
     resumed_from = 0
     if ckpt.exists():
         saved = torch.load(ckpt, map_location="cpu", weights_only=False)
+        if saved.get("identity") != identity:
+            raise InputError(f"{ckpt} belongs to another run (protocol, backbone, policy or "
+                             f"seed differ); remove it or use another folder")
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["optimizer"])
         sched.load_state_dict(saved["schedule"])
@@ -234,7 +240,8 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
         state["epoch"] = epoch
         state["wall_s"] += time.perf_counter() - started
         _save(torch, {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                      "schedule": sched.state_dict(), "state": state}, ckpt)
+                      "schedule": sched.state_dict(), "state": state, "identity": identity},
+              ckpt)
         if on_epoch:
             on_epoch(epoch, protocol.epochs)
     if state["best"] is not None:
