@@ -72,6 +72,9 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--pools", default="Full,Removal,Random")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--removal-predicate", default="hash_screen",
+                    help="Predicates whose flagged training rows Removal drops (Kermany has no "
+                         "copy at NCC ≥ 0.98; the hash screen gives screen-positive rows)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--decode-sample", type=int, default=512)
     ap.add_argument("--out", type=Path, default=None, help="Experiment folder (default: temp)")
@@ -96,6 +99,7 @@ def main() -> None:
                            pools=tuple(args.pools.split(",")), protocol=protocol,
                            workers=args.workers, device="cpu", progress=False,
                            workspace=args.workspace,
+                           removal_predicates=tuple(args.removal_predicate.split(",")),
                            echo=lambda s: print(s, flush=True))
     wall = time.perf_counter() - t
 

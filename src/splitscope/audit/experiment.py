@@ -77,14 +77,15 @@ def run_experiment(result, release, out_dir: Path, *, workspace, group_regex, wo
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def experiment_cmd(release, out_dir, backbone, weights, init_seed, image_size, workspace,
                    device, group_regex, workers, policies, seeds, pools, epochs, batch_size,
-                   lr, val_share, audit_dir, drop_source, pool_seed, n_boot, as_json):
+                   lr, val_share, audit_dir, drop_source, removal_predicates, pool_seed, n_boot,
+                   as_json):
     """Train, score every view, compute the effects, explain and audit: one report
     (OUT/audit/report.html) with the experiment's records."""
     out = Path(out_dir)
     res = train_from_options(release, out, backbone, weights, init_seed, image_size,
                              workspace, device, group_regex, workers, policies, seeds, pools,
                              epochs, batch_size, lr, val_share, audit_dir, drop_source,
-                             pool_seed, quiet=as_json)
+                             removal_predicates, pool_seed, quiet=as_json)
     command = "splitscope " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     audited, effects, explained = run_experiment(
         res, release, out, workspace=workspace, group_regex=group_regex, workers=workers,

@@ -55,6 +55,10 @@ training_options = [
                                     "flagged rows (default: the duplicates layer runs on the "
                                     "workspace scan)."),
     click.option("--drop-source", default=None, help="Source dropped for Source-only."),
+    click.option("--removal-predicate", "removal_predicates", default=None,
+                 help="Comma-separated predicates whose flagged training rows Removal drops "
+                      "(default: sha256, pixel_sha256, ncc_nearest, ncc_nearest_dihedral, the "
+                      "deduplicated view's; e.g. hash_screen for screen-positive rows)."),
     click.option("--pool-seed", default=0, show_default=True, type=int,
                  help="Seed of the Random and class-matched pools."),
 ]
@@ -120,8 +124,8 @@ def print_summary(result) -> None:
 
 def train_from_options(release, out_dir, backbone, weights, init_seed, image_size, workspace,
                        device, group_regex, workers, policies, seeds, pools, epochs,
-                       batch_size, lr, val_share, audit_dir, drop_source, pool_seed,
-                       quiet: bool = False):
+                       batch_size, lr, val_share, audit_dir, drop_source, removal_predicates,
+                       pool_seed, quiet: bool = False):
     """Parse the option values and run :func:`train_experiment` with progress bars."""
     from splitscope.experiments.protocol import Protocol
     from splitscope.experiments.retraining import train_experiment
@@ -134,6 +138,7 @@ def train_from_options(release, out_dir, backbone, weights, init_seed, image_siz
             policies=_csv(policies), seeds=_csv(seeds, int), pools=_csv(pools),
             protocol=protocol, workspace=workspace, audit_dir=audit_dir,
             drop_source=drop_source, pool_seed=pool_seed, device=device,
+            removal_predicates=_csv(removal_predicates) if removal_predicates else None,
             group_regex=group_regex, workers=workers, on_epoch=on_epoch)
 
 
@@ -145,7 +150,7 @@ def train_from_options(release, out_dir, backbone, weights, init_seed, image_siz
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 def train_cmd(release, out_dir, backbone, weights, init_seed, image_size, workspace, device,
               group_regex, workers, policies, seeds, pools, epochs, batch_size, lr, val_share,
-              audit_dir, drop_source, pool_seed, as_json):
+              audit_dir, drop_source, removal_predicates, pool_seed, as_json):
     """Controlled re-training: every policy × pool × seed under one recorded protocol
     (METHODS 5.11); per run predictions.parquet (logits), the selected checkpoint and its
     curve; runs.csv for `splitscope effects`. A rerun skips finished runs and resumes an
@@ -153,7 +158,7 @@ def train_cmd(release, out_dir, backbone, weights, init_seed, image_size, worksp
     res = train_from_options(release, out_dir, backbone, weights, init_seed, image_size,
                              workspace, device, group_regex, workers, policies, seeds, pools,
                              epochs, batch_size, lr, val_share, audit_dir, drop_source,
-                             pool_seed, quiet=as_json)
+                             removal_predicates, pool_seed, quiet=as_json)
     out = Path(out_dir)
     write_artifacts_manifest(out, [out / "runs.csv", out / "experiment.json",
                                    out / "truth.csv"]

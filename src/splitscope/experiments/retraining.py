@@ -15,7 +15,8 @@
 
 Rows, labels, splits and groups come from the scan; images from the scan's S×S thumbnail
 array (decoded once per size and cached in the workspace). The Removal pool drops the
-training rows the duplicates layer flags (train → test, the deduplication predicates), or
+training rows the duplicates layer flags (train → test; by default the deduplication
+predicates, or the named ones, e.g. the hash screen), or
 those named by a finished audit's ``lists/contaminated`` table. Test rows are evaluated, never
 trained on. Rows whose file could not be decoded are left out and counted.
 """
@@ -72,11 +73,20 @@ def run_id(backbone: str, policy: str, pool: str, seed: int) -> str:
 # flagged rows
 
 
-def flagged_from_audit(manifest: pd.DataFrame, audit_dir: str | Path, predicates
+def _hits(table: pd.DataFrame, predicates) -> np.ndarray:
+    hit = np.zeros(len(table), dtype=bool)
+    for p in predicates:
+        if p in table:
+            hit |= table[p].fillna(False).to_numpy(bool)
+    return hit
+
+
+def flagged_from_audit(manifest: pd.DataFrame, audit_dir: str | Path, removal, view
                        ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Training rows to remove and test rows the deduplicated view drops, from a finished
-    audit's ``lists/contaminated`` table (boundary test → train): the flagged test rows and
-    their training counterparts, matched to the manifest by released path."""
+    audit's ``lists/contaminated`` table (boundary test → train): the training counterparts
+    of test rows flagged by the ``removal`` predicates, and the test rows flagged by the
+    ``view`` predicates, matched to the manifest by released path."""
     from splitscope.evaluation.pools import flagged_rows
 
     lists = Path(audit_dir) / "lists"
@@ -86,40 +96,37 @@ def flagged_from_audit(manifest: pd.DataFrame, audit_dir: str | Path, predicates
         raise InputError(f"{audit_dir}: no lists/contaminated.parquet or .csv (an audit folder "
                          f"is expected)")
     table = pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
-    table = table[table["predicate"].isin(predicates)
-                  & table["boundary"].astype(str).str.startswith("test")]
-    test, _ = flagged_rows(manifest, pd.DataFrame({"path": table["path"]}))
-    cp = table["counterpart_path"].dropna()
-    train, unmatched = flagged_rows(manifest, pd.DataFrame({"path": cp}))
+    table = table[table["boundary"].astype(str).str.startswith("test")]
+    vt = table[table["predicate"].isin(view)]
+    test, _ = flagged_rows(manifest, pd.DataFrame({"path": vt["path"].astype(str)}))
+    cp = table.loc[table["predicate"].isin(removal), "counterpart_path"].dropna()
+    train, unmatched = flagged_rows(manifest, pd.DataFrame({"path": cp.astype(str)}))
     train = np.intersect1d(train, manifest.loc[manifest["split"] == "train", "row"])
-    return train, test, {"source": str(src), "predicates": list(predicates),
-                         "rule": "test rows flagged on test → train, and their training "
-                                 "counterparts", "unmatched_entries": unmatched}
+    return train, test, {"source": str(src), "removal_predicates": list(removal),
+                         "view_predicates": list(view),
+                         "rule": "training counterparts of test rows flagged on test → train "
+                                 "(removal); test rows flagged on test → train (view)",
+                         "unmatched_entries": unmatched}
 
 
-def flagged_from_scan(scan, predicates) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Training rows with a test twin (boundary train → test) and test rows with a training
-    twin (test → train) by the deduplication predicates, from the duplicates layer run on the
-    workspace scan (no SSIM, no transform sample)."""
+def flagged_from_scan(scan, removal, view) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Training rows with a test twin (boundary train → test) by the ``removal`` predicates
+    and test rows with a training twin (test → train) by the ``view`` predicates, from the
+    duplicates layer run on the workspace scan (no SSIM, no transform sample)."""
     from splitscope.relations.layer import audit_duplicates
 
     res = audit_duplicates(scan, ["train->test", "test->train"], ssim=False,
                            transform_sample=0)
     flags = res.tables["query_flags"]
-    hit = np.zeros(len(flags), dtype=bool)
-    for p in predicates:
-        if p in flags:
-            hit |= flags[p].fillna(False).to_numpy(bool)
     b = flags["boundary"].astype(str)
-    train = np.unique(flags.loc[hit & b.str.startswith("train").to_numpy(), "row"]
-                      .to_numpy(np.int64))
-    test = np.unique(flags.loc[hit & b.str.startswith("test").to_numpy(), "row"]
-                     .to_numpy(np.int64))
+    on_train = b.str.startswith("train").to_numpy()
+    train = np.unique(flags.loc[_hits(flags, removal) & on_train, "row"].to_numpy(np.int64))
+    test = np.unique(flags.loc[_hits(flags, view) & ~on_train, "row"].to_numpy(np.int64))
     return train, test, {"source": "duplicates layer on the workspace scan",
-                         "predicates": list(predicates),
+                         "removal_predicates": list(removal), "view_predicates": list(view),
                          "boundaries": sorted(b.unique().tolist()),
-                         "rule": "train rows flagged on train → test; test rows flagged on "
-                                 "test → train"}
+                         "rule": "train rows flagged on train → test (removal); test rows "
+                                 "flagged on test → train (view)"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,6 +204,7 @@ def train_experiment(
     workspace: str | Path | None = None,
     audit_dir: str | Path | None = None,
     drop_source: str | None = None,
+    removal_predicates=None,
     pool_seed: int = 0,
     device: str = "auto",
     group_regex: str | None = None,
@@ -219,6 +227,10 @@ def train_experiment(
     pools : sequence of str
         Names of :func:`splitscope.evaluation.pools.training_pools` (``Full``, ``Removal``,
         ``Random``, ``Class-matched``, ``Source-only``, ``Within-class replacement``).
+    removal_predicates : sequence of str, optional
+        Predicates whose flagged training rows the Removal pool drops (default: those of the
+        deduplicated view, ``relations.layer.DEDUP_PREDICATES``; e.g. ``hash_screen`` for the
+        screen-positive rows of METHODS §5.9). The deduplicated view always uses the default.
     audit_dir : path, optional
         A finished audit: its contaminated list gives the flagged rows (else the duplicates
         layer runs on the workspace scan).
@@ -254,11 +266,12 @@ def train_experiment(
     scan_kw = {"workers": workers, "progress": progress, "group_regex": group_regex}
     base = scan(release, ws, **scan_kw)
     manifest = base.manifest
+    removal = tuple(removal_predicates or DEDUP_PREDICATES)
     if audit_dir is not None:
-        train_flag, test_flag, flag_info = flagged_from_audit(manifest, audit_dir,
+        train_flag, test_flag, flag_info = flagged_from_audit(manifest, audit_dir, removal,
                                                               DEDUP_PREDICATES)
     else:
-        train_flag, test_flag, flag_info = flagged_from_scan(base, DEDUP_PREDICATES)
+        train_flag, test_flag, flag_info = flagged_from_scan(base, removal, DEDUP_PREDICATES)
     scan_s = base if protocol.image_size == base.params.thumb_size else scan(
         release, ws, thumb_size=protocol.image_size, interpolation=protocol.interpolation,
         **scan_kw)
@@ -417,9 +430,10 @@ def score_run(pred_path: Path, out: Path, classes: list[str]) -> dict:
     verdict, aligned = check_scoreability(pred, truth)
     if aligned is None:
         raise InputError(f"{pred_path}: not scoreable: {'; '.join(verdict.reasons)}")
+    excluded = pd.read_csv(out / "views" / "deduplicated_exclude.csv")
     views = [official_view(truth),
-             view_from_list(truth, out / "views" / "deduplicated_exclude.csv", "exclude",
-                            name="deduplicated")]
+             view_from_list(truth, excluded, "exclude", name="deduplicated") if len(excluded)
+             else official_view(truth, "deduplicated")]
     return {v.name: score_view(truth, aligned, v, "logit", equal_source=False) for v in views}
 
 
