@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-
 SIDE = 48
 LEAKS = 3
 

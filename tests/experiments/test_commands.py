@@ -15,10 +15,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from experiment_helpers import LEAKS  # noqa: E402
+from experiment_helpers import LEAKS
 
-from splitscope.cli import main  # noqa: E402
-from splitscope.experiments.backbones import (  # noqa: E402
+from splitscope.cli import main
+from splitscope.experiments.backbones import (
     TORCH_HINT,
     build_backbone,
     resolve_backbone,
@@ -44,7 +44,7 @@ def test_without_torch_a_verb_exits_2_with_the_install_hint(verb, tiny_release, 
     args = [str(tiny_release) if a == "REL" else a.replace("OUT", str(tmp_path / "o"))
             for a in verb]
     code = _HIDE_TORCH + f"from splitscope.cli import main\nsys.exit(main({args!r}))"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                           env={**os.environ, "PYTHONPATH": SRC}, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert TORCH_HINT in proc.stderr
@@ -57,7 +57,7 @@ def test_the_core_install_imports_no_torch():
             "from splitscope.audit.protocol import layer_names\n"
             "assert 'experiments' in layer_names(), layer_names()\n"
             "assert 'torch' not in sys.modules")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                           env={**os.environ, "PYTHONPATH": SRC}, timeout=120)
     assert proc.returncode == 0, proc.stderr
 
@@ -101,7 +101,7 @@ def test_local_weights_are_loaded_and_fingerprinted(tmp_path):
 def test_torchvision_backbone_by_name():
     try:
         import torchvision  # noqa: F401
-    except Exception as exc:  # torchvision from PyPI does not import beside a local torch
+    except Exception as exc:  # noqa: BLE001 - torchvision from PyPI does not import beside a local torch
         pytest.skip(f"torchvision does not import here: {type(exc).__name__}: {exc}")
     spec = resolve_backbone("tv:resnet18")
     module, dim, target = build_backbone(spec)
@@ -112,7 +112,7 @@ def test_torchvision_backbone_by_name():
 def test_timm_backbone_by_name():
     try:
         import timm  # noqa: F401
-    except Exception as exc:  # timm needs torchvision
+    except Exception as exc:  # noqa: BLE001 - timm needs torchvision
         pytest.skip(f"timm does not import here: {type(exc).__name__}: {exc}")
     module, dim, _ = build_backbone(resolve_backbone("timm:resnet18"))
     assert module(torch.zeros(2, 1, 64, 64)).shape == (2, dim)

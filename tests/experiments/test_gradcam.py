@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from splitscope.experiments.gradcam import body_mask, grad_cam  # noqa: E402
+from splitscope.experiments.gradcam import body_mask, grad_cam
 
 
 def test_grad_cam_matches_the_hand_computed_case():

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import click
 
+from splitscope.cli_options import with_options
 from splitscope.experiments.commands import (
     backbone_options,
     print_summary,
     train_from_options,
     training_options,
 )
-from splitscope.cli_options import with_options
 
 
 def explained_run(summary) -> str:
@@ -65,6 +65,26 @@ def run_experiment(result, release, out_dir: Path, *, workspace, group_regex, wo
                     attribution_maps=explained["maps"], attribution_masks=explained["masks"],
                     command=command)
     return audited, effects, explained
+
+
+def trained_model_outputs(root, out_dir: Path, *, group_regex: str | None = None,
+                          workers: int | None = None, seed: int = 0, epochs: int = 6,
+                          image_size: int = 64) -> dict:
+    """A real small-cnn for the demo, in place of the simulated outputs: fine-tuned on the
+    Full pool (one seed), its logits and Grad-CAM maps (Otsu masks). Returns what
+    :func:`splitscope.datasets.simulated_model.simulate_model_outputs` returns (paths) plus
+    ``score_kind``."""
+    from splitscope.experiments.explain import explain_run
+    from splitscope.experiments.protocol import Protocol
+    from splitscope.experiments.retraining import run_id, train_experiment
+
+    train_experiment(root, out_dir, policies=("finetune",), seeds=(seed,), pools=("Full",),
+                     protocol=Protocol(image_size=image_size, epochs=epochs, batch_size=32),
+                     group_regex=group_regex, workers=workers, device="cpu")
+    explained = explain_run(out_dir / "runs" / run_id("small-cnn", "finetune", "Full", seed),
+                            out_dir / "explain", seed=seed)
+    return {"predictions": out_dir / "predictions", "attribution_maps": explained["maps"],
+            "attribution_masks": explained["masks"], "score_kind": "logit"}
 
 
 @click.command("experiment")

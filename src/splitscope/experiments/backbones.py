@@ -88,8 +88,7 @@ def needs_download(name: str) -> bool:
     ``.tag``)."""
     if name.startswith("timm:"):
         return "." in name[5:]
-    if name.startswith("tv:"):
-        name = name[3:]
+    name = name.removeprefix("tv:")
     return ":" in name
 
 

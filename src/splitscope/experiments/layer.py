@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -52,7 +53,7 @@ def audit_experiment(folder: Path, inputs=None, n_boot: int = 2000, seed: int = 
     planned = len(info["policies"]) * len(info["pools"]) * len(info["seeds"])
     done = len(info.get("runs", {}))
     b = info["backbone"]
-    records = [AuditRecord(
+    protocol_record = AuditRecord(
         id="experiments.protocol", layer="protocol",
         title=f"Controlled re-training: {b['name']} ({b['init']}), "
               f"{', '.join(info['policies'])} × {', '.join(info['pools'])} × "
@@ -69,7 +70,8 @@ def audit_experiment(folder: Path, inputs=None, n_boot: int = 2000, seed: int = 
         reason=None if done == planned else f"{planned - done} run(s) not finished",
         inputs=inputs or [], details={"runs": info.get("runs", {}),
                                       "versions": info["versions"],
-                                      "evaluated": info["evaluated"]})]
+                                      "evaluated": info["evaluated"]})
+    records = []
     specs = contrasts_for(runs)
     tables = {}
     if specs:
@@ -77,9 +79,11 @@ def audit_experiment(folder: Path, inputs=None, n_boot: int = 2000, seed: int = 
             CONTRAST_METRICS), contrasts=specs, n_boot=n_boot, seed=seed)
         paired = eff.paired
         tables["experiment_contrasts"] = paired.reset_index(drop=True)
-        for row in paired.to_dict(orient="records"):
-            records.append(_contrast_record(row, inputs))
-    return LayerResult(records=records, tables=tables)
+        # the policy contrast first: the score card's training-policy detail shows it
+        rows = sorted(paired.to_dict(orient="records"),
+                      key=lambda r: (r["condition"] != "policy", r["contrast"]))
+        records += [_contrast_record(row, inputs) for row in rows]
+    return LayerResult(records=records + [protocol_record], tables=tables)
 
 
 def _contrast_record(row: dict, inputs) -> AuditRecord:
@@ -116,9 +120,9 @@ class ExperimentsLayer:
     """Controlled re-training records (METHODS §5.11), read from an experiment folder."""
 
     name = "experiments"
-    order = 45
+    order = 38  # before the evaluation layer: its policy contrast leads the score card
     title = "Controlled re-training (training pools × policies × seeds)"
-    needs = {"predictions": "no predictions given: run `splitscope experiment` or audit with "
+    needs: ClassVar[dict[str, str]] = {"predictions": "no predictions given: run `splitscope experiment` or audit with "
                             "--predictions EXPERIMENT/predictions"}
 
     def applies(self, context) -> str | None:

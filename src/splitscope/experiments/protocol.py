@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import pandas as pd
 
 from splitscope.errors import InputError
 
@@ -73,7 +74,7 @@ def validation_holdout(labels: np.ndarray, groups: np.ndarray | None, share: flo
     if n < 4 or counts.min() < 2:
         raise InputError(f"the pool has {n} rows and a class with {counts.min()} row(s): too "
                          f"few to hold out a stratified validation set")
-    known = groups is not None and not any(g is None or g != g for g in groups)
+    known = groups is not None and not pd.isna(pd.Series(groups, dtype=object)).any()
     if known and len(set(groups)) >= round(1 / share):
         k = round(1 / share)
         folds = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)

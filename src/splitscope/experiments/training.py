@@ -180,7 +180,7 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
              "updates": 0, "wall_s": 0.0}
     ckpt = run_dir / "checkpoint.pt"
     identity = {"protocol": protocol.to_dict(), "backbone": spec.to_dict(), "policy": policy,
-                "seed": seed, "train_rows": int(n), "val_rows": int(len(data.val))}
+                "seed": seed, "train_rows": int(n), "val_rows": len(data.val)}
     resumed_from = 0
     if ckpt.exists():
         saved = torch.load(ckpt, map_location="cpu", weights_only=False)
