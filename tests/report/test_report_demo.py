@@ -79,7 +79,8 @@ def test_demo_audit_document(demo):
     # population (the demo's predictions cover the test split only)
     assert statuses == {"duplicates": "completed", "groups": "completed",
                         "provenance": "completed", "evaluation": "partial",
-                        "attribution": "completed", "external": "not applicable"}
+                        "attribution": "completed", "external": "not applicable",
+                        "experiments": "not applicable"}
     assert doc["params"]["dihedral"] is True
     assert re.fullmatch(r"[0-9.]+% of the test split \(\d+ of 50 rows\) has a near-twin in "
                         r"train \(NCC ≥ 0\.98, 96², bicubic\)\.", doc["summary"]["verdicts"][0])
