@@ -170,3 +170,20 @@ def test_protocol_effects_take_named_identity_columns():
         {"external": 0.1, "official": 0.1})
     transfer = [c for c in res.contrasts if c["contrast"] == "external transfer cost"][0]
     assert transfer["summary_mean"] == pytest.approx(0.1) and transfer["runs"] == 6
+
+
+def test_cli_ambiguity_is_exit_2_with_the_candidates(tmp_path, capsys):
+    long = _long()
+    long["arm"] = long["condition"]
+    path = tmp_path / "runs.csv"
+    long.to_csv(path, index=False)
+    assert main(["effects", str(path), "--contrast", "Removal-Full"]) == 2
+    err = capsys.readouterr().err
+    assert "several columns hold both 'Removal' and 'Full': condition, arm" in err
+    assert main(["effects", str(path), "--contrast", "Removal-Full", "--condition", "arm",
+                 "--identity", "arm", "--identity", "seed", "--identity", "view",
+                 "--identity", "metric", "--metric", "value", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {r["condition"] for r in out["paired_contrasts"]} == {"arm"}
+    assert {r["metric"] for r in out["paired_contrasts"]} == {"value"}
+    assert len(out["paired_contrasts"]) == len(VIEWS) * len(METRICS)  # by view and metric name

@@ -344,7 +344,7 @@ def test_rescore_aggregates_match_an_independent_recomputation(cli_rescore):
 def test_calamine_reads_the_workbooks_as_openpyxl_does(cv):
     from splitscope.evaluation.readers import ReadOptions, read_any_table
 
-    for path in sorted((cv["root"] / "submissions" / "validation").glob("*.xlsx"))[:3]:
+    for path in sorted((cv["root"] / "submissions").glob("*/*.xlsx"))[::9]:  # 6 of 54
         a, _ = read_any_table(path, ReadOptions(engine="calamine"))
         b, _ = read_any_table(path, ReadOptions(engine="openpyxl"))
         pd.testing.assert_frame_equal(a, b)

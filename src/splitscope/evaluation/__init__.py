@@ -1,9 +1,12 @@
 """Evaluation sensitivity on saved predictions (METHODS §5).
 
-Readers and scoreability (:mod:`.predictions`, :mod:`.scoreability`), metrics (:mod:`.metrics`),
+Readers and scoreability (:mod:`.readers`, :mod:`.predictions`, :mod:`.scoreability`), metrics
+(:mod:`.metrics`),
 thresholds (:mod:`.thresholds`), temperature scaling (:mod:`.calibration`), uncertainty
 (:mod:`.uncertainty`), evaluation views (:mod:`.views`), re-scoring of entries
-(:mod:`.rescore`), protocol effects (:mod:`.effects`), training-pool controls (:mod:`.pools`),
+(:mod:`.rescore`) and its per-view aggregates (:mod:`.aggregates`), run tables (:mod:`.runs`),
+protocol effects (:mod:`.effects`), paired contrasts (:mod:`.contrasts`), training-pool
+controls (:mod:`.pools`),
 attribution outside anatomy on supplied maps (:mod:`.attribution`) and the layer's audit entry
 point (:mod:`.audit`).
 """
@@ -14,6 +17,8 @@ from splitscope.evaluation.attribution import (
     load_maps,
     outside_mask_share,
 )
+from splitscope.evaluation.aggregates import view_aggregates
+from splitscope.evaluation.contrasts import paired_contrast
 from splitscope.evaluation.layer import audit_predictions
 from splitscope.evaluation.effects import (
     delta_arch,
@@ -28,14 +33,18 @@ from splitscope.evaluation.predictions import (
     read_predictions,
     read_truth,
 )
+from splitscope.evaluation.readers import ReadOptions
 from splitscope.evaluation.rescore import RescoreResult, final_ranking, rescore
+from splitscope.evaluation.runs import RunTable, read_run_table
 from splitscope.evaluation.scoreability import Verdict, check_scoreability
 from splitscope.evaluation.uncertainty import bootstrap_metrics, delong_test
 from splitscope.evaluation.views import View, official_view, view_from_list, view_where
 
 __all__ = [
     "Predictions",
+    "ReadOptions",
     "RescoreResult",
+    "RunTable",
     "Truth",
     "Verdict",
     "View",
@@ -51,12 +60,15 @@ __all__ = [
     "load_maps",
     "official_view",
     "outside_mask_share",
+    "paired_contrast",
     "protocol_effects",
     "read_predictions",
+    "read_run_table",
     "read_truth",
     "rescore",
     "score_predictions",
     "training_pools",
+    "view_aggregates",
     "view_from_list",
     "view_where",
 ]

@@ -392,9 +392,13 @@ def _print_aggregates(con, aggregates: list[dict], metric: str) -> None:
     con.print(_table(f"per view, {metric} against the official view (Δ = view − official, per "
                      f"entry; [low, high] = {kind or 'no interval'})", pd.DataFrame(rows),
                      list(rows[0])))
-    out = aggregates[0]["cohort"]["out"]
-    for o in out:
+    for o in aggregates[0]["cohort"]["out"]:
         con.print(f"  out of the cohort: {o['entry']}: {o['why']}")
+    first = {o["entry"] for o in aggregates[0]["cohort"]["out"]}
+    for a in aggregates[1:]:
+        for o in a["cohort"]["out"]:
+            if o["entry"] not in first:
+                con.print(f"  out of the {a['view']} cohort: {o['entry']}: {o['why']}")
 
 
 @click.command("effects")

@@ -252,45 +252,76 @@ def _read_workbook(path: Path, options: ReadOptions, keys: set[str], info: dict,
                    key_role: str = "key") -> pd.DataFrame:
     sheet = sheet_arg(options.sheet)
     engines = ("calamine", "openpyxl") if options.engine == "auto" else (options.engine,)
-    names, raw, errors = None, None, []
+    names, rows, errors = None, None, []
     for engine in engines:
         try:
             names = _sheet_names(path, engine)
-            raw = pd.read_excel(path, sheet_name=0 if sheet is None else sheet, header=None,
-                                engine=engine)
-        except (ValueError, KeyError, IndexError) as exc:
-            if names is not None and sheet is not None and not _sheet_exists(sheet, names):
+            if sheet is not None and not _sheet_exists(sheet, names):
                 raise InputError(f"sheet {sheet!r} not in {path}; sheets: "
-                                 f"{', '.join(map(repr, names))}") from exc
-            errors.append(f"{engine}: {type(exc).__name__}: {exc}")
-            continue
-        except Exception as exc:
+                                 f"{', '.join(map(repr, names))}")
+            rows = _sheet_rows(path, engine, names.index(sheet) if isinstance(sheet, str)
+                               else sheet or 0)
+        except InputError:
+            raise
+        except Exception as exc:  # what one parser cannot read, the next may
             errors.append(f"{engine}: {type(exc).__name__}: {exc}")
             continue
         info["engine"] = engine
         break
-    if raw is None:
+    if rows is None:
         raise InputError(f"cannot read workbook {path}: {'; '.join(errors)}")
     if errors:
         info["notes"].append(f"read with {info['engine']} ({errors[0]})")
     info["sheet"] = names[sheet or 0] if not isinstance(sheet, str) else sheet
     if sheet is not None:
         info["notes"].append(f"sheet {info['sheet']!r} (declared)")
-    rows = raw.head(SNIFF_LINES).to_numpy(dtype=object).tolist()
-    width = int(raw.notna().sum(axis=1).max()) if len(raw) else 0
-    h = _header_index(rows, options, keys, width, info)
+    head = rows[:SNIFF_LINES * 5]
+    width = max((sum(_filled(c) for c in r) for r in head), default=0)
+    h = _header_index(head, options, keys, width, info)
     header = rows[h] if h < len(rows) else []
     if sheet is None and keys and not any(_fold(c) in keys for c in header if _filled(c)):
-        other = _sheet_with_keys(path, info["engine"], names[1:], keys)
+        other = _sheet_with_keys(path, info["engine"], names, keys)
         if other is not None:
             info["notes"].append(f"first sheet {names[0]!r} has no {key_role} column but sheet "
                                  f"{other!r} has one; read it with --sheet {other!r}")
-    if not len(raw):
-        return raw
-    table = raw.iloc[h + 1:].reset_index(drop=True)
-    table.columns = unique_names(_cell_name(c) if _filled(c) else f"Unnamed: {i}"
-                                 for i, c in enumerate(raw.iloc[h]))
-    return table.infer_objects()
+    return rows_to_frame(rows, h)
+
+
+def rows_to_frame(rows: list[list], h: int) -> pd.DataFrame:
+    """The table below header row ``h`` of a sheet's cell rows, typed as pandas types a sheet:
+    empty cells missing, a numeric column whose values are all whole numbers as integers, other
+    columns by :meth:`DataFrame.infer_objects`. Both engines go through here, so they give the
+    same table."""
+    if h >= len(rows):
+        return pd.DataFrame()
+    names = unique_names(_cell_name(c) if _filled(c) else f"Unnamed: {i}"
+                         for i, c in enumerate(rows[h]))
+    body = pd.DataFrame(rows[h + 1:], columns=range(len(rows[h])))
+    body = body.iloc[:, :len(names)]
+    for c in body.columns:
+        col = body[c]
+        if col.dtype == object or pd.api.types.is_string_dtype(col):
+            blank = col.map(lambda v: isinstance(v, str) and v == "").to_numpy(dtype=bool)
+            if blank.any():
+                body[c] = col.mask(blank)
+        elif pd.api.types.is_float_dtype(col):
+            v = col.to_numpy()
+            if v.size and np.isfinite(v).all() and (v == np.round(v)).all() \
+                    and np.abs(v).max() < 2 ** 53:
+                body[c] = v.astype(np.int64)
+    body.columns = names
+    return body.infer_objects()
+
+
+def _sheet_rows(path: Path, engine: str, index: int) -> list[list]:
+    """Every cell of sheet ``index`` as rows of Python values (calamine read directly: the
+    per-cell conversion of pandas' reader costs as much as the parse)."""
+    if engine == "calamine":
+        from python_calamine import CalamineWorkbook
+
+        return CalamineWorkbook.from_path(str(path)).get_sheet_by_index(index).to_python()
+    raw = pd.read_excel(path, sheet_name=index, header=None, engine=engine)
+    return raw.astype(object).where(raw.notna(), None).to_numpy().tolist()
 
 
 def _cell_name(c) -> str:
@@ -313,10 +344,10 @@ def _sheet_names(path: Path, engine: str) -> list[str]:
 
 
 def _sheet_with_keys(path: Path, engine: str, names, keys: set[str]) -> str | None:
-    for name in names:
-        head = pd.read_excel(path, sheet_name=name, header=None, nrows=SNIFF_LINES,
-                             engine=engine)
-        if any(_fold(c) in keys for c in head.to_numpy(dtype=object).ravel() if _filled(c)):
+    """The first sheet after the first whose top rows name a key column."""
+    for i, name in enumerate(names[1:], start=1):
+        head = _sheet_rows(path, engine, i)[:SNIFF_LINES]
+        if any(_fold(c) in keys for r in head for c in r if _filled(c)):
             return name
     return None
 

@@ -6,7 +6,8 @@ column named exactly as the class, (3) those columns hold no missing, non-numeri
 value, and (4) no path occurs twice. A failing entry gets every reason with its counts; nothing
 is repaired. Notes are facts that do not block scoring (extra columns, a different column order,
 paths that match only after the backslash → slash rule, a ``predicted_class`` column that
-disagrees with the scores' argmax, declared probabilities that do not sum to one).
+disagrees with the scores' argmax, scores that do not look like their declared kind, how the
+file was read when that departs from a plain read). Every verdict carries the same keys.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Verdict:
 
     def __post_init__(self):
         measured = bool(self.counts)
-        self.counts = {k: self.counts.get(k, 0 if measured else None) for k in COUNT_KEYS}
+        self.counts = {**{k: 0 if measured else None for k in COUNT_KEYS}, **self.counts}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -210,8 +211,9 @@ def check_scoreability(pred: Predictions, truth: Truth, path_mode: str = "exact"
         if unpredicted.any():
             reasons.append(f"{_fmt(int(unpredicted.sum()))} truth paths without a prediction")
         if path_mode == "exact":
-            verb = set(pd.Series(truth.paths, dtype="object").tolist())
-            sep_only = (~raw_paths.isin(verb).fillna(False).to_numpy()) & ~not_in & ~no_path
+            verbatim = pd.Series(raw_paths.to_numpy(dtype=object, na_value=None), dtype=object)
+            # object-dtype membership: an Arrow string column's isin boxes every value
+            sep_only = ~verbatim.isin(list(truth.paths)).to_numpy() & ~not_in & ~no_path
             counts["separator_only_matches"] = int(sep_only.sum())
             if sep_only.any():
                 notes.append(f"{_fmt(int(sep_only.sum()))} paths match the truth only after "
