@@ -11,20 +11,20 @@ attribution outside anatomy on supplied maps (:mod:`.attribution`) and the layer
 point (:mod:`.audit`).
 """
 
+from splitscope.evaluation.aggregates import view_aggregates
 from splitscope.evaluation.attribution import (
     attribution_contrast,
     attribution_record,
     load_maps,
     outside_mask_share,
 )
-from splitscope.evaluation.aggregates import view_aggregates
 from splitscope.evaluation.contrasts import paired_contrast
-from splitscope.evaluation.layer import audit_predictions
 from splitscope.evaluation.effects import (
     delta_arch,
     did_true_class_probability,
     protocol_effects,
 )
+from splitscope.evaluation.layer import audit_predictions
 from splitscope.evaluation.metrics import score_predictions
 from splitscope.evaluation.pools import training_pools
 from splitscope.evaluation.predictions import (
