@@ -178,3 +178,20 @@ def test_experiment_explains_and_audits_in_one_report(tiny_release, tmp_path, ca
     att = json.loads(capsys.readouterr().out)
     assert att["contrast"]["exposed"]["assessed"] == LEAKS
     assert att["contrast"]["difference"] == pytest.approx(meta["contrast"]["difference"])
+
+
+def test_demo_with_a_trained_small_cnn(tmp_path):
+    from splitscope.audit.demo import run_demo
+
+    result, check = run_demo(tmp_path / "demo", workers=1, progress=False, trained_model=True)
+    doc = result.document
+    layers = {layer["layer"]: layer["status"] for layer in doc["layers"]}
+    assert layers["experiments"] == "completed" and layers["attribution"] == "completed"
+    run = json.loads(next((tmp_path / "demo" / "model-trained" / "runs").glob("*/run.json"))
+                     .read_text())
+    assert run["policy"] == "finetune" and run["pool"] == "Full"
+    official = next(r for r in doc["records"] if r["id"].startswith("evaluation.metrics.")
+                    and r["id"].endswith(".official"))
+    assert official["estimate"] == pytest.approx(run["metrics"]["official"]["balanced_accuracy"])
+    assert check["ok"] and check["lines"][-3].startswith("Trained small-cnn")
+    assert not (tmp_path / "demo" / "model").exists()  # no simulated outputs
