@@ -39,6 +39,10 @@ VERBS = {
     "attribution": "splitscope.evaluation.commands",
     "audit": "splitscope.audit.commands",
     "demo": "splitscope.audit.commands",
+    "train": "splitscope.experiments.commands",
+    "embed": "splitscope.experiments.commands",
+    "explain": "splitscope.experiments.commands",
+    "experiment": "splitscope.audit.experiment",
 }
 
 

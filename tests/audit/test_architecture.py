@@ -12,7 +12,7 @@ import splitscope
 PACKAGE = Path(splitscope.__file__).parent
 #: packages that hold a layer of the method, or what the layers are built on
 LAYER_PACKAGES = ("manifest", "features", "relations", "groups", "provenance", "evaluation",
-                  "records", "datasets")
+                  "experiments", "records", "datasets")
 
 
 def _module_name(path: Path) -> str:
@@ -121,6 +121,6 @@ def test_cycle_finder_finds_a_cycle():
 
 
 def test_every_layer_package_has_one_entry_module_and_its_verbs():
-    for pkg in ("relations", "groups", "provenance", "evaluation"):
+    for pkg in ("relations", "groups", "provenance", "evaluation", "experiments"):
         assert (PACKAGE / pkg / "layer.py").is_file(), pkg
         assert (PACKAGE / pkg / "commands.py").is_file(), pkg

@@ -79,7 +79,8 @@ def test_demo_audit_document(demo):
     # population (the demo's predictions cover the test split only)
     assert statuses == {"duplicates": "completed", "groups": "completed",
                         "provenance": "completed", "evaluation": "partial",
-                        "attribution": "completed", "external": "not applicable"}
+                        "attribution": "completed", "external": "not applicable",
+                        "experiments": "not applicable"}
     assert doc["params"]["dihedral"] is True
     verdicts = doc["summary"]["verdicts"]
     assert verdicts[0].startswith("LABEL CONFLICT: ")  # the planted twins under two labels

@@ -237,7 +237,10 @@ def audit_command(inputs, control, external, predictions, score_kind, attributio
 @click.option("--workers", default=None, type=int, help="Worker processes (default: all cores).")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION", help=_FAIL_ON_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-def demo_command(directory, seed, workers, fail_on, as_json) -> None:
+@click.option("--trained-model", is_flag=True,
+              help="Train a real small-cnn on the demo ([torch] extra; a few minutes on a CPU) "
+                   "instead of the simulated model outputs.")
+def demo_command(directory, seed, workers, fail_on, as_json, trained_model) -> None:
     """Make the demo benchmark in DIRECTORY (planted leaks listed in planted.csv) and audit it.
 
     Prints what was planted and what the audit found; the report is DIRECTORY/audit/report.html.
@@ -247,7 +250,8 @@ def demo_command(directory, seed, workers, fail_on, as_json) -> None:
 
     conditions = [parse_condition(c) for c in fail_on]
     result, check = run_demo(Path(directory), seed=seed, workers=workers, fail_on=conditions,
-                             progress=None if not as_json else False)
+                             progress=None if not as_json else False,
+                             trained_model=trained_model)
     _finish(result, as_json, extra={"demo": check}, extra_lines=check.get("lines"))
 
 

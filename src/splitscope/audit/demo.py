@@ -215,7 +215,10 @@ def simulated_model_findings(audit_doc: dict) -> dict[str, Any]:
     official = find("evaluation.metrics.", ".official")
     dedup = find("evaluation.metrics.", ".deduplicated")
     attribution = find("evaluation.attribution_outside_mask")
-    lines = ["Simulated model outputs (no model was trained; model/simulated.json):",
+    trained = any(layer.get("layer") == "experiments" and layer.get("status") == "completed"
+                  for layer in audit_doc.get("layers", []))
+    lines = ["Trained small-cnn (model-trained/experiment.json):" if trained else
+             "Simulated model outputs (no model was trained; model/simulated.json):",
              (f"  balanced accuracy, official test split {say(official)}, deduplicated test "
               f"split {say(dedup)} (95% bootstrap intervals)"),
              (f"  share of attribution mass outside the head, leaked minus clean rows "
@@ -228,10 +231,12 @@ def simulated_model_findings(audit_doc: dict) -> dict[str, Any]:
 
 def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
              workers: int | None = None, fail_on=(), progress: bool | None = None,
-             n_train: int | None = None, n_test: int | None = None):
+             n_train: int | None = None, n_test: int | None = None,
+             trained_model: bool = False):
     """Make the demo in ``DIRECTORY/data`` (replacing an earlier demo there) with the
     simulated model outputs of :mod:`splitscope.datasets.simulated_model` in
-    ``DIRECTORY/model``, audit it into ``DIRECTORY/audit`` (workspace
+    ``DIRECTORY/model`` (with ``trained_model``: a small-cnn fine-tuned on the demo in
+    ``DIRECTORY/model-trained``, its logits and Grad-CAM maps), audit it into ``DIRECTORY/audit`` (workspace
     ``DIRECTORY/workspace``) with the demo's group regex, the dihedral option, the saved
     predictions and the attribution maps, and check the audit against ``planted.csv``.
 
@@ -248,11 +253,18 @@ def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
     data = directory / "data"
     sizes = {k: v for k, v in (("n_train", n_train), ("n_test", n_test)) if v is not None}
     root = make_demo(data, seed=seed, overwrite=(data / "planted.json").is_file(), **sizes)
-    model = simulate_model_outputs(root, directory / "model", seed=seed)
+    if trained_model:  # a real small-cnn ([torch] extra) instead of the simulated outputs
+        from splitscope.audit.experiment import trained_model_outputs
+
+        model = trained_model_outputs(root, directory / "model-trained", seed=seed,
+                                      group_regex=DEMO_GROUP_REGEX, workers=workers)
+    else:
+        model = simulate_model_outputs(root, directory / "model", seed=seed)
     result = audit(root, group_regex=DEMO_GROUP_REGEX, dihedral=True,
                    out_dir=directory / "audit", workspace=directory / "workspace",
                    workers=workers, fail_on=fail_on, progress=progress,
-                   predictions=model["predictions"], score_kind="probability",
+                   predictions=model["predictions"],
+                   score_kind=model.get("score_kind", "probability"),
                    attribution_maps=model["attribution_maps"],
                    attribution_masks=model["attribution_masks"],
                    command=f"splitscope demo {directory}")

@@ -1,0 +1,229 @@
+"""One backbone loader for training, embeddings and Grad-CAM.
+
+A backbone is a feature extractor (images ``(n, 1, S, S)`` float → features ``(n, d)``) plus
+the name of its last convolutional block (the Grad-CAM target). Names:
+
+- ``small-cnn``: defined here, four conv–BN–ReLU blocks with max pooling and global average
+  pooling (32, 64, 128, 128 channels), trained from scratch;
+- ``tv:NAME`` (torchvision) or ``timm:NAME`` architectures, built by name with random weights
+  when those packages import;
+- ``NAME:TAG`` or ``timm:NAME.TAG`` asks for published pretrained weights. splitscope never
+  downloads: without ``--weights PATH`` such a name is an input error naming the file to
+  supply.
+
+Weights come only from a local file (a state dict, or a checkpoint holding one under
+``state_dict``/``model``) or from random initialisation with a recorded seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from splitscope.errors import InputError
+
+TORCH_HINT = ("this verb needs PyTorch: pip install 'splitscope[torch]' (CPU wheels: "
+              "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
+
+# published checkpoints of common pretrained names: the file a user supplies with --weights
+KNOWN_CHECKPOINTS = {
+    "resnet18:IMAGENET1K_V1": "resnet18-f37072fd.pth",
+    "resnet50:IMAGENET1K_V1": "resnet50-0676ba61.pth",
+    "resnet50:IMAGENET1K_V2": "resnet50-11ad3fa6.pth",
+    "densenet121:IMAGENET1K_V1": "densenet121-a639ec97.pth",
+    "efficientnet_b0:IMAGENET1K_V1": "efficientnet_b0_rwightman-7f5810bc.pth",
+    "timm:resnet18.a1_in1k": "resnet18.a1_in1k/model.safetensors",
+}
+
+
+def require_torch():
+    """The ``torch`` module, or an :class:`InputError` with the install hint."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise InputError(TORCH_HINT) from exc
+    if torch is None:  # hidden on purpose (sys.modules['torch'] = None)
+        raise InputError(TORCH_HINT)
+    return torch
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    """What a backbone is: its name, where its start weights come from, and the channels it
+    takes (1 for ``small-cnn``; 3 for the library architectures, grey replicated)."""
+
+    name: str
+    weights: str | None  # local file, or None for random init
+    weights_sha256: str | None
+    init_seed: int
+    in_channels: int
+
+    def key(self) -> str:
+        """Cache key part: name and weights identity."""
+        w = self.weights_sha256[:16] if self.weights_sha256 else f"init{self.init_seed}"
+        return f"{_slug(self.name)}-{w}"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "weights": self.weights, "weights_sha256":
+                self.weights_sha256, "init_seed": self.init_seed,
+                "in_channels": self.in_channels,
+                "init": "local file" if self.weights else f"random, seed {self.init_seed}"}
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def needs_download(name: str) -> bool:
+    """True when ``name`` asks for published pretrained weights (a ``:TAG`` or a timm
+    ``.tag``)."""
+    if name.startswith("timm:"):
+        return "." in name[5:]
+    name = name.removeprefix("tv:")
+    return ":" in name
+
+
+def resolve_backbone(name: str, weights: str | Path | None = None, init_seed: int = 0
+                     ) -> BackboneSpec:
+    """Check a backbone name and its weights source before anything is built.
+
+    Raises
+    ------
+    InputError
+        Unknown name; a name that needs pretrained weights without ``weights`` (naming the
+        file to supply); a weights file that does not exist; torchvision/timm not importable.
+    """
+    if needs_download(name) and weights is None:
+        file = KNOWN_CHECKPOINTS.get(name.removeprefix("tv:"))
+        what = f"the file {file}" if file else f"the checkpoint file of {name}"
+        raise InputError(f"backbone {name!r} needs pretrained weights, and splitscope never "
+                         f"downloads: supply {what} with --weights PATH (or drop the tag for "
+                         f"random initialisation)")
+    if weights is not None:
+        p = Path(weights)
+        if not p.is_file():
+            raise InputError(f"weights file not found: {p}")
+        sha = _sha256(p)
+    else:
+        sha = None
+    if name == "small-cnn":
+        channels = 1
+    elif name.startswith(("tv:", "timm:")):
+        _library(name)
+        channels = 3
+    else:
+        raise InputError(f"unknown backbone {name!r}: use small-cnn, tv:NAME (torchvision) or "
+                         f"timm:NAME")
+    return BackboneSpec(name, str(weights) if weights is not None else None, sha,
+                        int(init_seed), channels)
+
+
+def _library(name: str):
+    lib = "torchvision" if name.startswith("tv:") else "timm"
+    try:
+        return __import__(lib)
+    except Exception as exc:  # torchvision from PyPI may fail beside a local torch build
+        raise InputError(f"backbone {name!r} needs {lib}, which does not import here "
+                         f"({type(exc).__name__}: {exc}); pip install {lib}") from exc
+
+
+def small_cnn(in_channels: int = 1, widths=(32, 64, 128, 128)):
+    """The package's own small CNN: ``len(widths)`` blocks conv3×3–BN–ReLU–maxpool2 (the last
+    without pooling), then global average pooling; ``features`` names the blocks."""
+    torch = require_torch()
+    nn = torch.nn
+    layers, c = [], in_channels
+    for i, w in enumerate(widths):
+        layers += [nn.Conv2d(c, w, 3, padding=1, bias=False), nn.BatchNorm2d(w),
+                   nn.ReLU(inplace=False)]
+        if i < len(widths) - 1:
+            layers.append(nn.MaxPool2d(2))
+        c = w
+    return nn.Sequential(nn.Sequential(*layers), nn.AdaptiveAvgPool2d(1), nn.Flatten()), c
+
+
+def build_backbone(spec: BackboneSpec):
+    """``(module, feature_dim, target_layer)``: the feature extractor with its start weights
+    and the module Grad-CAM hooks (the last convolutional block)."""
+    torch = require_torch()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.init_seed)
+        if spec.name == "small-cnn":
+            module, dim = small_cnn(spec.in_channels)
+            target = module[0]
+        elif spec.name.startswith("tv:"):
+            tv = _library(spec.name)
+            arch = spec.name[3:].split(":")[0]
+            model = tv.models.get_model(arch, weights=None)
+            module, dim, target = _headless(torch, model)
+        else:
+            timm = _library(spec.name)
+            model = timm.create_model(spec.name[5:].split(".")[0], pretrained=False,
+                                      num_classes=0)
+            dim = int(model.num_features)
+            module, target = model, _last_conv(torch, model)
+    if spec.weights:
+        _load_weights(torch, module, Path(spec.weights))
+    if spec.in_channels == 3:
+        module = torch.nn.Sequential(_RepeatGrey(torch), module)
+    return module, int(dim), target
+
+
+def _RepeatGrey(torch):
+    class RepeatGrey(torch.nn.Module):
+        def forward(self, x):
+            return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
+    return RepeatGrey()
+
+
+def _headless(torch, model):
+    """A torchvision classifier with its last Linear replaced by identity."""
+    for attr in ("fc", "classifier", "head", "heads"):
+        head = getattr(model, attr, None)
+        if head is None:
+            continue
+        linear = head if isinstance(head, torch.nn.Linear) else next(
+            (m for m in reversed(list(head.modules())) if isinstance(m, torch.nn.Linear)), None)
+        if linear is not None:
+            setattr(model, attr, torch.nn.Identity())
+            return model, linear.in_features, _last_conv(torch, model)
+    raise InputError(f"cannot find the classification head of {type(model).__name__}")
+
+
+def _last_conv(torch, model):
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    if not convs:
+        raise InputError(f"{type(model).__name__} has no convolution for Grad-CAM")
+    return convs[-1]
+
+
+def _load_weights(torch, module, path: Path) -> None:
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+            state = load_file(str(path))
+        else:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise InputError(f"cannot read weights {path}: {type(exc).__name__}: {exc}") from exc
+    for key in ("state_dict", "model", "model_state"):
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+    if not isinstance(state, dict):
+        raise InputError(f"weights {path} hold no state dict")
+    state = {k.removeprefix("module."): v for k, v in state.items()}
+    own = module.state_dict()
+    usable = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
+    if not usable:
+        raise InputError(f"weights {path}: no tensor matches the backbone's parameters "
+                         f"(first keys {list(state)[:3]})")
+    module.load_state_dict(usable, strict=False)

@@ -1,0 +1,139 @@
+"""Audit entry of the experiments layer: the records of a controlled re-training experiment
+(METHODS §5.8, §5.11) in the audit's document.
+
+The layer applies when the audit's predictions folder is an experiment's ``predictions/``
+folder (``splitscope train``/``experiment`` write ``experiment.json`` and ``runs.csv`` beside
+it). It reads those files only (no torch): one record of the protocol and the runs, one per
+paired contrast of training pools (``Removal − Full``, ``Random − Full``: deduplication
+sensitivity under re-training) and of policies (``finetune − frozen``) on each view, with the
+paired-t interval over seeds of :func:`splitscope.evaluation.effects.protocol_effects`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from splitscope.records import AuditRecord, LayerResult, Uncertainty
+from splitscope.records.ids import slug
+
+CONTRAST_METRICS = ("balanced_accuracy", "macro_auc")
+
+
+def experiment_folder(predictions: Path | None) -> Path | None:
+    """The experiment folder above a predictions folder, or ``None``."""
+    if predictions is None or not Path(predictions).is_dir():
+        return None
+    parent = Path(predictions).parent
+    ok = (parent / "experiment.json").is_file() and (parent / "runs.csv").is_file()
+    return parent if ok else None
+
+
+def contrasts_for(runs: pd.DataFrame) -> list[str]:
+    """Paired contrasts the run table allows: pools against Full, finetune against frozen."""
+    pools = set(runs["pool"].astype(str))
+    specs = [f"{p}-Full" for p in ("Removal", "Random", "Class-matched", "Source-only",
+                                   "Within-class replacement") if p in pools and "Full" in pools]
+    if {"finetune", "frozen"} <= set(runs["policy"].astype(str)):
+        specs.append("finetune-frozen")
+    return specs
+
+
+def audit_experiment(folder: Path, inputs=None, n_boot: int = 2000, seed: int = 0
+                     ) -> LayerResult:
+    """Records of the experiment in ``folder`` (see the module docstring)."""
+    from splitscope.evaluation.effects import protocol_effects
+
+    info = json.loads((folder / "experiment.json").read_text())
+    runs = pd.read_csv(folder / "runs.csv")
+    planned = len(info["policies"]) * len(info["pools"]) * len(info["seeds"])
+    done = len(info.get("runs", {}))
+    b = info["backbone"]
+    protocol_record = AuditRecord(
+        id="experiments.protocol", layer="protocol",
+        title=f"Controlled re-training: {b['name']} ({b['init']}), "
+              f"{', '.join(info['policies'])} × {', '.join(info['pools'])} × "
+              f"{len(info['seeds'])} seeds",
+        predicate={"name": "controlled re-training", "params": {
+            "protocol": info["protocol"], "backbone": b, "pools": info["pools"],
+            "seeds": info["seeds"], "flagged": info["flagged"]}},
+        unit="training run", numerator=done, denominator=planned,
+        scope=f"{info['evaluated']['rows']} evaluated test rows; views "
+              f"{', '.join(info['views'])}",
+        conclusion=f"{done} of {planned} runs finished under one recorded protocol "
+                   f"(selection: {info['protocol']['selection']})",
+        status="completed" if done == planned else "partial",
+        reason=None if done == planned else f"{planned - done} run(s) not finished",
+        inputs=inputs or [], details={"runs": info.get("runs", {}),
+                                      "versions": info["versions"],
+                                      "evaluated": info["evaluated"]})
+    records = []
+    specs = contrasts_for(runs)
+    tables = {}
+    if specs:
+        eff = protocol_effects(runs[runs["view"] != "training"], metrics=list(
+            CONTRAST_METRICS), contrasts=specs, n_boot=n_boot, seed=seed)
+        paired = eff.paired
+        tables["experiment_contrasts"] = paired.reset_index(drop=True)
+        # the policy contrast first: the score card's training-policy detail shows it
+        rows = sorted(paired.to_dict(orient="records"),
+                      key=lambda r: (r["condition"] != "policy", r["contrast"]))
+        records += [_contrast_record(row, inputs) for row in rows]
+    return LayerResult(records=records + [protocol_record], tables=tables)
+
+
+def _contrast_record(row: dict, inputs) -> AuditRecord:
+    rest = {k: row[k] for k in ("model", "policy", "pool") if k in row and isinstance(
+        row[k], str)}
+    where = ", ".join(f"{k} {v}" for k, v in rest.items())
+    mean, low, high = (row.get(k) for k in ("mean", "t_low", "t_high"))
+    finite = mean is not None and np.isfinite(mean)
+    parts = [row["contrast"].replace(" − ", "-"), row["metric"], row["view"],
+             *rest.values()]
+    return AuditRecord(
+        id="experiments.contrast." + ".".join(slug(p) for p in parts), layer="protocol",
+        title=f"{row['contrast']}: Δ {row['metric']} on the {row['view']} view"
+              + (f" ({where})" if where else ""),
+        predicate={"name": "paired contrast", "params": {
+            "condition": row["condition"], "paired_on": row.get("paired_on"),
+            "metric": row["metric"], "view": row["view"], **rest}},
+        unit="seed pair", denominator=int(row["pairs"]),
+        estimate=float(mean) if finite else None,
+        uncertainty=Uncertainty(kind=str(row.get("interval")), low=_num(low), high=_num(high)),
+        scope=f"{int(row['pairs'])} pairs matched on {row.get('paired_on')}",
+        conclusion=(f"mean Δ {mean:+.4f} (SD {row['sd']:.4f}) over {int(row['pairs'])} seed "
+                    f"pairs; paired-t 95% [{_num(low)}, {_num(high)}]" if finite else None),
+        status="completed" if finite else "not assessed",
+        reason=None if finite else "no finite paired difference",
+        inputs=inputs or [])
+
+
+def _num(v):
+    return round(float(v), 6) if v is not None and np.isfinite(v) else None
+
+
+class ExperimentsLayer:
+    """Controlled re-training records (METHODS §5.11), read from an experiment folder."""
+
+    name = "experiments"
+    order = 38  # before the evaluation layer: its policy contrast leads the score card
+    title = "Controlled re-training (training pools × policies × seeds)"
+    needs: ClassVar[dict[str, str]] = {"predictions": "no predictions given: run `splitscope experiment` or audit with "
+                            "--predictions EXPERIMENT/predictions"}
+
+    def applies(self, context) -> str | None:
+        if experiment_folder(context.paths.get("predictions")) is None:
+            return ("the predictions folder is not an experiment's (no experiment.json and "
+                    "runs.csv beside it)")
+        return None
+
+    def run(self, context) -> LayerResult:
+        folder = experiment_folder(context.paths.get("predictions"))
+        return audit_experiment(folder, context.record_inputs)
+
+
+LAYERS = [ExperimentsLayer()]

@@ -1,0 +1,469 @@
+"""Controlled re-training over training pools, policies and seeds (METHODS §5.9, §5.11).
+
+:func:`train_experiment` goes from a release to one folder::
+
+    OUT/
+      experiment.json            protocol, backbone, pools, holdouts, caches, versions, device
+      runs.csv                   long: model (the backbone), policy, pool, seed, view, device,
+                                 metric, value (``splitscope effects`` reads it as it is)
+      truth.csv                  the evaluated rows (path, label, split, source, group)
+      views/deduplicated_exclude.csv   test rows removed by the deduplicated view
+      pools/                     the pool lists and counts (evaluation.pools)
+      predictions/<run_id>.parquet     a copy of each run's predictions (a folder the audit reads)
+      runs/<run_id>/             predictions.parquet, curve.csv, run.json, checkpoint.pt,
+                                 selected.pt (the selected epoch's weights)
+
+Rows, labels, splits and groups come from the scan; images from the scan's S×S thumbnail
+array (decoded once per size and cached in the workspace). The Removal pool drops the
+training rows the duplicates layer flags (train → test; by default the deduplication
+predicates, or the named ones, e.g. the hash screen), or
+those named by a finished audit's ``lists/contaminated`` table. Test rows are evaluated, never
+trained on. Rows whose file could not be decoded are left out and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from splitscope.errors import InputError
+from splitscope.experiments.backbones import BackboneSpec, require_torch, resolve_backbone
+from splitscope.experiments.protocol import POLICIES, Protocol, validation_holdout
+
+VIEWS = ("official", "deduplicated")
+VIEW_METRICS = ("balanced_accuracy", "macro_auc", "accuracy", "organizer_score", "ece", "brier",
+                "nll")
+RUN_METRICS = ("epochs", "best_epoch", "optimizer_updates", "wall_seconds",
+               "train_images_per_s", "inference_images_per_s", "data_share")
+
+
+@dataclass
+class ExperimentResult:
+    out_dir: Path
+    runs: pd.DataFrame  # runs.csv
+    summary: pd.DataFrame  # one row per run
+    info: dict = field(default_factory=dict)  # experiment.json
+
+
+def pick_device(device: str) -> str:
+    """``auto`` → ``cuda`` when available, else ``cpu``; ``cuda`` without a GPU is an error."""
+    torch = require_torch()
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device is available")
+    if device not in ("cpu", "cuda"):
+        raise InputError(f"device {device!r} not one of auto, cpu, cuda")
+    return device
+
+
+def run_id(backbone: str, policy: str, pool: str, seed: int) -> str:
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{backbone}__{policy}__"
+                   f"{pool}")
+    return f"{slug}__seed{seed}"
+
+
+# --------------------------------------------------------------------------------------------
+# flagged rows
+
+
+def _hits(table: pd.DataFrame, predicates) -> np.ndarray:
+    hit = np.zeros(len(table), dtype=bool)
+    for p in predicates:
+        if p in table:
+            hit |= table[p].fillna(False).to_numpy(bool)
+    return hit
+
+
+def flagged_from_audit(manifest: pd.DataFrame, audit_dir: str | Path, removal, view
+                       ) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Training rows to remove and test rows the deduplicated view drops, from a finished
+    audit's ``lists/contaminated`` table (boundary test → train): the training counterparts
+    of test rows flagged by the ``removal`` predicates, and the test rows flagged by the
+    ``view`` predicates, matched to the manifest by released path."""
+    from splitscope.evaluation.pools import flagged_rows
+
+    lists = Path(audit_dir) / "lists"
+    src = next((p for p in (lists / "contaminated.parquet", lists / "contaminated.csv")
+                if p.exists()), None)
+    if src is None:
+        raise InputError(f"{audit_dir}: no lists/contaminated.parquet or .csv (an audit folder "
+                         f"is expected)")
+    table = pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
+    table = table[table["boundary"].astype(str).str.startswith("test")]
+    vt = table[table["predicate"].isin(view)]
+    test, _ = flagged_rows(manifest, pd.DataFrame({"path": vt["path"].astype(str)}))
+    cp = table.loc[table["predicate"].isin(removal), "counterpart_path"].dropna()
+    train, unmatched = flagged_rows(manifest, pd.DataFrame({"path": cp.astype(str)}))
+    train = np.intersect1d(train, manifest.loc[manifest["split"] == "train", "row"])
+    return train, test, {"source": str(src), "removal_predicates": list(removal),
+                         "view_predicates": list(view),
+                         "rule": "training counterparts of test rows flagged on test → train "
+                                 "(removal); test rows flagged on test → train (view)",
+                         "unmatched_entries": unmatched}
+
+
+def flagged_from_scan(scan, removal, view) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Training rows with a test twin (boundary train → test) by the ``removal`` predicates
+    and test rows with a training twin (test → train) by the ``view`` predicates, from the
+    duplicates layer run on the workspace scan (no SSIM, no transform sample)."""
+    from splitscope.relations.layer import audit_duplicates
+
+    res = audit_duplicates(scan, ["train->test", "test->train"], ssim=False,
+                           transform_sample=0)
+    flags = res.tables["query_flags"]
+    b = flags["boundary"].astype(str)
+    on_train = b.str.startswith("train").to_numpy()
+    train = np.unique(flags.loc[_hits(flags, removal) & on_train, "row"].to_numpy(np.int64))
+    test = np.unique(flags.loc[_hits(flags, view) & ~on_train, "row"].to_numpy(np.int64))
+    return train, test, {"source": "duplicates layer on the workspace scan",
+                         "removal_predicates": list(removal), "view_predicates": list(view),
+                         "boundaries": sorted(b.unique().tolist()),
+                         "rule": "train rows flagged on train → test (removal); test rows "
+                                 "flagged on test → train (view)"}
+
+
+# --------------------------------------------------------------------------------------------
+# the frozen-feature cache
+
+
+def feature_cache(model, scan_s, spec: BackboneSpec, protocol: Protocol, device: str
+                  ) -> tuple[np.ndarray, dict]:
+    """Backbone features of every thumbnail of ``scan_s``, computed once per (backbone,
+    weights, image size, preprocessing, scan result) and kept in the workspace as ``.npy``."""
+    from splitscope.experiments.training import extract_features
+    from splitscope.features.workspace import write_npy
+
+    result = str(scan_s.meta.get("result", scan_s.meta.get("generation", "")))
+    key = f"{spec.key()}-{protocol.image_size}-{protocol.interpolation}-" \
+          f"{scan_s.params.key()}-{_slug(result)}-n{len(scan_s.thumbnails)}"
+    path = Path(scan_s.workspace) / "experiments" / "features" / f"{key}.npy"
+    if path.exists():
+        return np.load(path, mmap_mode="r"), {"path": str(path), "hit": True, "key": key}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    feats = extract_features(model.to(device), scan_s.thumbnails,
+                             np.arange(len(scan_s.thumbnails)), device)
+    write_npy(feats, path)
+    return np.load(path, mmap_mode="r"), {"path": str(path), "hit": False, "key": key}
+
+
+def _slug(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in s)[:40]
+
+
+# --------------------------------------------------------------------------------------------
+# the experiment
+
+
+def _versions(torch, device: str) -> dict:
+    import splitscope
+
+    out = {"splitscope": splitscope.__version__, "torch": torch.__version__,
+           "numpy": np.__version__, "python": platform.python_version(), "device": device,
+           "threads": torch.get_num_threads()}
+    if device == "cuda":
+        out["cuda_device"] = torch.cuda.get_device_name(0)
+        out["cuda"] = torch.version.cuda
+    else:
+        out["cpu"] = platform.processor() or platform.machine()
+    return out
+
+
+def evaluated_rows(rows: pd.DataFrame, classes: list[str], split: str = "test"
+                   ) -> tuple[pd.DataFrame, dict]:
+    """Rows of ``split`` that are evaluated (a thumbnail, a known class, first row of each
+    path) and the counts of those left out, by reason."""
+    r = rows[rows["split"] == split]
+    skipped = {"no decoded image": int((r["thumb_index"] < 0).sum())}
+    r = r[r["thumb_index"] >= 0]
+    known = r["label"].astype("string").isin(classes).fillna(False).to_numpy(bool)
+    skipped["label outside the training classes"] = int((~known).sum())
+    r = r[known]
+    dup = r["path"].duplicated().to_numpy()
+    skipped["path listed again (first row kept)"] = int(dup.sum())
+    return r[~dup], skipped
+
+
+def train_experiment(
+    release,
+    out_dir: str | Path,
+    *,
+    backbone: str = "small-cnn",
+    weights: str | Path | None = None,
+    init_seed: int = 0,
+    policies=POLICIES,
+    seeds=(0, 1, 2),
+    pools=("Full", "Removal", "Random"),
+    protocol: Protocol | None = None,
+    workspace: str | Path | None = None,
+    audit_dir: str | Path | None = None,
+    drop_source: str | None = None,
+    removal_predicates=None,
+    pool_seed: int = 0,
+    device: str = "auto",
+    group_regex: str | None = None,
+    workers: int | None = None,
+    progress: bool | None = None,
+    echo=None,
+    on_epoch=None,
+) -> ExperimentResult:
+    """Train every (policy, pool, seed) run under one protocol and score it on every view.
+
+    Parameters
+    ----------
+    release : folder, list file or DataFrame manifest
+        What :func:`splitscope.features.scanning.scan` reads.
+    backbone, weights, init_seed
+        See :func:`splitscope.experiments.backbones.resolve_backbone`; the backbone's start
+        weights are the same for every run (the run seed sets the head, holdout, order and
+        augmentation).
+    policies : sequence of {"frozen", "finetune"}
+    pools : sequence of str
+        Names of :func:`splitscope.evaluation.pools.training_pools` (``Full``, ``Removal``,
+        ``Random``, ``Class-matched``, ``Source-only``, ``Within-class replacement``).
+    removal_predicates : sequence of str, optional
+        Predicates whose flagged training rows the Removal pool drops (default: those of the
+        deduplicated view, ``relations.layer.DEDUP_PREDICATES``; e.g. ``hash_screen`` for the
+        screen-positive rows of METHODS §5.9). The deduplicated view always uses the default.
+    audit_dir : path, optional
+        A finished audit: its contaminated list gives the flagged rows (else the duplicates
+        layer runs on the workspace scan).
+    echo : callable, optional
+        ``echo(text)`` for progress lines.
+    on_epoch : callable, optional
+        ``on_epoch(run_number, runs, run_id, epoch, epochs)`` after each epoch (progress bars);
+        a reused run reports ``epoch == epochs``.
+
+    Returns
+    -------
+    ExperimentResult
+    """
+    from splitscope.evaluation.pools import training_pools
+    from splitscope.experiments.training import RunData, classifier, train_run
+    from splitscope.features.scanning import scan
+    from splitscope.relations.layer import DEDUP_PREDICATES
+
+    protocol = protocol or Protocol()
+    bad = [p for p in policies if p not in POLICIES]
+    if bad or not policies:
+        raise InputError(f"policies {bad or '(none)'}: choose from {', '.join(POLICIES)}")
+    if not seeds:
+        raise InputError("no seeds given")
+    spec = resolve_backbone(backbone, weights, init_seed)
+    torch = require_torch()
+    device = pick_device(device)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ws = Path(workspace) if workspace is not None else out / "workspace"
+    say = echo or (lambda text: None)
+
+    scan_kw = {"workers": workers, "progress": progress, "group_regex": group_regex}
+    base = scan(release, ws, **scan_kw)
+    manifest = base.manifest
+    removal = tuple(removal_predicates or DEDUP_PREDICATES)
+    if audit_dir is not None:
+        train_flag, test_flag, flag_info = flagged_from_audit(manifest, audit_dir, removal,
+                                                              DEDUP_PREDICATES)
+    else:
+        train_flag, test_flag, flag_info = flagged_from_scan(base, removal, DEDUP_PREDICATES)
+    scan_s = base if protocol.image_size == base.params.thumb_size else scan(
+        release, ws, thumb_size=protocol.image_size, interpolation=protocol.interpolation,
+        **scan_kw)
+    rows = scan_s.rows()
+    thumb = dict(zip(rows["row"].to_numpy(), rows["thumb_index"].to_numpy()))
+
+    res_pools = training_pools(manifest, drop_source=drop_source, flagged=train_flag,
+                               seed=pool_seed, batch_size=protocol.batch_size, drop_last=False)
+    by_name = {p.name: p for p in res_pools.pools}
+    unknown = [p for p in pools if p not in by_name]
+    if unknown:
+        raise InputError(f"pools {unknown} not available; these are: {', '.join(by_name)}")
+    res_pools.write(out / "pools", manifest)
+
+    m = manifest.set_index("row")
+    classes = sorted(m.loc[by_name["Full"].rows, "label"].dropna().astype(str).unique())
+    if len(classes) < 2:
+        raise InputError(f"the training rows hold {len(classes)} class(es); two are needed")
+    ev, eval_skipped = evaluated_rows(rows, classes)
+    if len(ev) == 0:
+        raise InputError("no test row to evaluate (split 'test' with a decoded image)")
+    truth = ev[["path", "label", "split", "source", "group"]].reset_index(drop=True)
+    truth.to_csv(out / "truth.csv", index=False)
+    (out / "views").mkdir(exist_ok=True)
+    dedup_list = m.loc[np.intersect1d(test_flag, ev["row"]), ["path"]].reset_index()
+    dedup_list.to_csv(out / "views" / "deduplicated_exclude.csv", index=False)
+
+    info = {"release": str(release), "workspace": str(ws), "backbone": spec.to_dict(),
+            "protocol": protocol.to_dict(), "policies": list(policies), "seeds": list(seeds),
+            "pools": list(pools), "pool_seed": pool_seed, "classes": classes,
+            "flagged": {**flag_info, "train_rows": int(train_flag.size),
+                        "test_rows": int(test_flag.size)},
+            "evaluated": {"rows": len(ev), "skipped": eval_skipped},
+            "views": {"official": "every evaluated test row",
+                      "deduplicated": "official minus views/deduplicated_exclude.csv "
+                                      f"({len(dedup_list)} rows)"},
+            "versions": _versions(torch, device), "score_kind": "logit",
+            "image_scan": scan_s.params.key(), "runs": {}}
+    lookup = {c: i for i, c in enumerate(classes)}
+    features, cache_info = None, None
+    if "frozen" in policies:
+        model, _ = classifier(spec, len(classes), 0)
+        features, cache_info = feature_cache(model, scan_s, spec, protocol, device)
+        info["feature_cache"] = cache_info
+    pred_dir = out / "predictions"
+    pred_dir.mkdir(exist_ok=True)
+    eval_index = ev["thumb_index"].to_numpy(np.int64)
+
+    records, summary = [], []
+    plan = [(pol, pool, s) for pol in policies for pool in pools for s in seeds]
+    for k, (policy, pool_name, seed) in enumerate(plan, 1):
+        rid = run_id(backbone, policy, pool_name, seed)
+        rdir = out / "runs" / rid
+        done = rdir / "run.json"
+        if done.exists():
+            rec = json.loads(done.read_text())
+            same_protocol(rec, protocol, spec, rdir)
+            say(f"[{k}/{len(plan)}] {rid}: finished earlier, reused")
+            if on_epoch:
+                on_epoch(k, len(plan), rid, protocol.epochs, protocol.epochs)
+        else:
+            rec = _one_run(rid, rdir, spec, policy, pool_name, seed, by_name[pool_name], m,
+                           thumb, lookup, classes, protocol, scan_s.thumbnails, eval_index, ev,
+                           features, device, out, train_run, RunData, say, k, len(plan),
+                           on_epoch)
+        shutil.copyfile(rdir / "predictions.parquet", pred_dir / f"{rid}.parquet")
+        info["runs"][rid] = {key: rec[key] for key in ("policy", "pool", "seed", "best_epoch",
+                                                       "updates", "wall_s", "resumed_from")}
+        records += _run_rows(rec, backbone, device)
+        summary.append({"run": rid, "policy": policy, "pool": pool_name, "seed": seed,
+                        "train_rows": rec["train_rows"], "best_epoch": rec["best_epoch"],
+                        "updates": rec["updates"], "wall_s": rec["wall_s"],
+                        **{f"{v}_ba": rec["metrics"].get(v, {}).get("balanced_accuracy")
+                           for v in ("official", "deduplicated")}})
+    runs = pd.DataFrame(records, columns=["model", "policy", "pool", "seed", "view",
+                                          "device", "metric", "value"])
+    runs.to_csv(out / "runs.csv", index=False)
+    (out / "experiment.json").write_text(json.dumps(_clean(info), indent=2, sort_keys=True))
+    return ExperimentResult(out, runs, pd.DataFrame(summary), info)
+
+
+def same_protocol(rec: dict, protocol: Protocol, spec: BackboneSpec, rdir: Path) -> None:
+    """A finished run is reused only under the same protocol and backbone."""
+    if rec.get("protocol") != _clean(protocol.to_dict()) or rec.get("backbone") != _clean(
+            spec.to_dict()):
+        raise InputError(f"{rdir} was trained under another protocol or backbone; use another "
+                         f"--out (or remove that run folder)")
+
+
+def _one_run(rid, rdir, spec, policy, pool_name, seed, pool, m, thumb, lookup, classes,
+             protocol, images, eval_index, ev, features, device, out, train_run, RunData, say,
+             k, total, on_epoch) -> dict:
+    rows = np.asarray(pool.rows, dtype=np.int64)
+    tix = np.array([thumb.get(r, -1) for r in rows], dtype=np.int64)
+    labels = m.loc[rows, "label"].astype("string")
+    keep = (tix >= 0) & labels.isin(classes).fillna(False).to_numpy(bool)
+    rows, tix, labels = rows[keep], tix[keep], labels[keep]
+    y = labels.map(lookup).to_numpy(np.int64)
+    groups = m.loc[rows, "group"].to_numpy(dtype=object) if "group" in m else None
+    if groups is not None and pd.isna(pd.Series(groups)).any():
+        groups = None
+    val, holdout = validation_holdout(y, groups, protocol.val_share, seed)
+    data = RunData(images=images, train=tix[~val], val=tix[val], y_train=y[~val],
+                   y_val=y[val], evaluate=eval_index, n_classes=len(classes))
+    say(f"[{k}/{total}] {rid}: {len(rows)} pool rows ({int((~keep).sum())} left out), "
+        f"{int(val.sum())} validation")
+    res = train_run(data, spec, policy, protocol, seed, rdir, device=device, features=features,
+                    on_epoch=lambda e, n: on_epoch and on_epoch(k, total, rid, e, n))
+    pred = pd.DataFrame({"path": ev["path"].to_numpy(), "split": ev["split"].to_numpy(),
+                         "view": "official"})
+    for j, c in enumerate(classes):
+        pred[c] = res["logits"][:, j]
+    write_predictions(pred, rdir / "predictions.parquet", classes)
+    pd.DataFrame(res["curve"]).to_csv(rdir / "curve.csv", index=False)
+    metrics = score_run(rdir / "predictions.parquet", out, classes)
+    curve = res["curve"]
+    later = curve[1:] or curve
+    data_share = float(np.mean([c["data_s"] / max(c["data_s"] + c["compute_s"], 1e-12)
+                                for c in later]))
+    rec = {"run": rid, "backbone": spec.to_dict(), "policy": policy, "pool": pool_name,
+           "seed": seed, "pool_rows": int(pool.rows.size), "left_out_rows": int((~keep).sum()),
+           "train_rows": int((~val).sum()), "holdout": holdout, "protocol": protocol.to_dict(),
+           "best_epoch": res["best_epoch"],
+           "best_val_balanced_accuracy": res["best_val_balanced_accuracy"],
+           "updates": res["updates"], "wall_s": res["wall_s"],
+           "resumed_from": res["resumed_from"], "epochs": len(curve),
+           "train_images_per_s": float(np.median([c["train_images_per_s"] for c in later])),
+           "inference_images_per_s": res["inference_images_per_s"],
+           "data_share": data_share, "device": device, "metrics": metrics,
+           "selection": "epoch of maximum validation balanced accuracy (earliest on ties)"}
+    (rdir / "run.json").write_text(json.dumps(_clean(rec), indent=2, sort_keys=True))
+    return rec
+
+
+def write_predictions(pred: pd.DataFrame, path: Path, classes: list[str]) -> None:
+    """Predictions as Parquet with ``score_kind = logit`` and the class order in the file's
+    metadata (``splitscope metrics FILE --score-kind logit`` reads it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(pred, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[b"splitscope"] = json.dumps({"score_kind": "logit", "classes": classes}).encode()
+    pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+def score_run(pred_path: Path, out: Path, classes: list[str]) -> dict:
+    """Metrics of one run's predictions on every view, read back as ``splitscope metrics``
+    reads them (the same reader, scoreability check and view functions)."""
+    from splitscope.evaluation.predictions import read_predictions, read_truth
+    from splitscope.evaluation.scoreability import check_scoreability
+    from splitscope.evaluation.views import official_view, score_view, view_from_list
+
+    truth = read_truth(out / "truth.csv", classes)
+    pred = read_predictions(pred_path, score_kind="logit")
+    verdict, aligned = check_scoreability(pred, truth)
+    if aligned is None:
+        raise InputError(f"{pred_path}: not scoreable: {'; '.join(verdict.reasons)}")
+    excluded = pd.read_csv(out / "views" / "deduplicated_exclude.csv")
+    views = [official_view(truth),
+             view_from_list(truth, excluded, "exclude", name="deduplicated") if len(excluded)
+             else official_view(truth, "deduplicated")]
+    return {v.name: score_view(truth, aligned, v, "logit", equal_source=False) for v in views}
+
+
+def _run_rows(rec: dict, backbone: str, device: str) -> list[dict]:
+    ident = {"model": backbone, "policy": rec["policy"], "pool": rec["pool"],
+             "seed": rec["seed"], "device": device}
+    out = []
+    for view in VIEWS:
+        m = rec["metrics"].get(view, {})
+        for k in VIEW_METRICS:
+            v = m.get(k)
+            if v is not None and np.isfinite(v):
+                out.append({**ident, "view": view, "metric": k, "value": float(v)})
+    values = {"epochs": rec["epochs"], "best_epoch": rec["best_epoch"],
+              "optimizer_updates": rec["updates"], "wall_seconds": rec["wall_s"],
+              "train_images_per_s": rec["train_images_per_s"],
+              "inference_images_per_s": rec["inference_images_per_s"],
+              "data_share": rec["data_share"]}
+    out += [{**ident, "view": "training", "metric": k, "value": float(values[k])}
+            for k in RUN_METRICS]
+    return out
+
+
+def _clean(v):
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    return v

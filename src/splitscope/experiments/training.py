@@ -1,0 +1,268 @@
+"""One training run under the fixed protocol: resumable, deterministic on the CPU.
+
+A run trains a classifier (backbone → linear head) on pool rows, selects the epoch of maximum
+validation balanced accuracy and stores logits for every evaluated row. Images are read from
+the scan's memory-mapped S×S uint8 array (decoded once per size; never decoded again here).
+
+Resuming: after every epoch the whole state (weights, optimizer, schedule, best weights,
+curve) is written atomically to ``checkpoint.pt``. Each epoch seeds its own generators from
+``(seed, epoch)``, so a run killed mid-epoch and resumed from its last checkpoint repeats the
+interrupted epoch exactly: the result equals an uninterrupted run on the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from splitscope.errors import InputError
+from splitscope.evaluation.metrics import balanced_accuracy
+from splitscope.experiments.backbones import BackboneSpec, build_backbone, require_torch
+from splitscope.experiments.protocol import Protocol
+
+MEAN, SD = 0.5, 0.25  # normalisation of x / 255 (recorded in the protocol)
+_EVAL_BATCH = 256
+
+
+@dataclass
+class RunData:
+    """Inputs of one run, as indices into ``images`` (the scan's thumbnail array)."""
+
+    images: np.ndarray  # (n, S, S) uint8, memory-mapped
+    train: np.ndarray  # image indices trained on
+    val: np.ndarray  # image indices of the validation holdout
+    y_train: np.ndarray
+    y_val: np.ndarray
+    evaluate: np.ndarray  # image indices whose logits are stored
+    n_classes: int
+
+
+def classifier(spec: BackboneSpec, n_classes: int, seed: int, feature_dim_hint=None):
+    """Backbone with start weights, plus a linear head initialised from ``seed``; the module
+    takes ``(n, 1, S, S)`` normalised images. ``shift``/``scale`` buffers standardise the
+    features before the head (identity for ``finetune``, the pool's feature mean/SD for
+    ``frozen``)."""
+    torch = require_torch()
+    nn = torch.nn
+    backbone, dim, target = build_backbone(spec)
+
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = backbone
+            self.register_buffer("shift", torch.zeros(dim))
+            self.register_buffer("scale", torch.ones(dim))
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                self.head = nn.Linear(dim, n_classes)
+
+        def features(self, x):
+            return self.backbone(x)
+
+        def forward(self, x):
+            return self.head((self.backbone(x) - self.shift) / self.scale)
+
+    return Classifier(), target
+
+
+def to_input(torch, batch_u8: np.ndarray):
+    """uint8 ``(n, S, S)`` → normalised float ``(n, 1, S, S)``."""
+    x = torch.from_numpy(np.ascontiguousarray(batch_u8)).float().unsqueeze(1)
+    return (x / 255.0 - MEAN) / SD
+
+
+def augment(torch, x, gen):
+    """Random horizontal flip (p 0.5) and a random shift of up to S/16 pixels per image
+    (reflect padding), drawn from ``gen``."""
+    n, _, s, _ = x.shape
+    pad = max(1, s // 16)
+    flip = torch.rand(n, generator=gen) < 0.5
+    x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+    padded = torch.nn.functional.pad(x, (pad, pad, pad, pad), mode="reflect")
+    oy = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
+    ox = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
+    ar = torch.arange(s)
+    rows = (oy[:, None] + ar)[:, :, None]
+    cols = (ox[:, None] + ar)[:, None, :]
+    return padded[torch.arange(n)[:, None, None], 0, rows, cols].unsqueeze(1)
+
+
+def extract_features(model, images: np.ndarray, index: np.ndarray, device="cpu") -> np.ndarray:
+    """Backbone features of ``images[index]`` in eval mode, ``(len(index), d)`` float32."""
+    torch = require_torch()
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(index), _EVAL_BATCH):
+            x = to_input(torch, _ordered(images, index[i:i + _EVAL_BATCH])).to(device)
+            out.append(model.features(x).cpu().numpy())
+    return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), np.float32)
+
+
+def _logits(model, inputs, device, head_only: bool) -> np.ndarray:
+    torch = require_torch()
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(inputs), _EVAL_BATCH):
+            chunk = inputs[i:i + _EVAL_BATCH]
+            if head_only:
+                x = torch.from_numpy(chunk).to(device)
+                out.append(model.head((x - model.shift) / model.scale).cpu().numpy())
+            else:
+                out.append(model(to_input(torch, chunk).to(device)).cpu().numpy())
+    return np.concatenate(out).astype(np.float64) if out else np.zeros((0, 0))
+
+
+def _save(torch, state: dict, path: Path) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    torch.save(state, tmp)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def set_deterministic(torch) -> None:
+    """Deterministic kernels (the CPU ones are; CUDA needs the cuBLAS workspace setting)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol, seed: int,
+              run_dir: Path, *, device: str = "cpu", features: np.ndarray | None = None,
+              on_epoch=None) -> dict:
+    """Train, select and evaluate one run; resume from ``run_dir/checkpoint.pt`` if present.
+
+    Parameters
+    ----------
+    data : RunData
+    policy : {"frozen", "finetune"}
+        ``frozen`` needs ``features``: the backbone features of every image index (from the
+        frozen-feature cache), ``(len(images), d)``.
+    on_epoch : callable, optional
+        ``on_epoch(epoch, epochs)`` after each epoch (progress).
+
+    Returns
+    -------
+    dict
+        ``logits`` (evaluated rows × classes), ``curve`` (per epoch: train loss, val BA,
+        updates so far, data and compute seconds), ``best_epoch``, ``updates``, ``wall_s``,
+        ``resumed_from``.
+    """
+    torch = require_torch()
+    set_deterministic(torch)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    model, _ = classifier(spec, data.n_classes, seed)
+    frozen = policy == "frozen"
+    if frozen:
+        if features is None:
+            raise ValueError("the frozen policy needs the cached backbone features")
+        f_train = features[data.train]
+        model.shift.copy_(torch.from_numpy(f_train.mean(axis=0)))
+        model.scale.copy_(torch.from_numpy(f_train.std(axis=0) + 1e-6))
+        for p in model.backbone.parameters():
+            p.requires_grad_(False)
+        params = list(model.head.parameters())
+    else:
+        params = list(model.parameters())
+    model.to(device)
+    n = len(data.train)
+    per_epoch = -(-n // protocol.batch_size)
+    total = per_epoch * protocol.epochs
+    opt = torch.optim.AdamW(params, lr=protocol.lr, weight_decay=protocol.weight_decay)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total)
+    y_train = torch.from_numpy(data.y_train.astype(np.int64))
+    state = {"epoch": 0, "curve": [], "best_ba": -1.0, "best_epoch": 0, "best": None,
+             "updates": 0, "wall_s": 0.0}
+    ckpt = run_dir / "checkpoint.pt"
+    identity = {"protocol": protocol.to_dict(), "backbone": spec.to_dict(), "policy": policy,
+                "seed": seed, "train_rows": int(n), "val_rows": len(data.val)}
+    resumed_from = 0
+    if ckpt.exists():
+        saved = torch.load(ckpt, map_location="cpu", weights_only=False)
+        if saved.get("identity") != identity:
+            raise InputError(f"{ckpt} belongs to another run (protocol, backbone, policy or "
+                             f"seed differ); remove it or use another folder")
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["optimizer"])
+        sched.load_state_dict(saved["schedule"])
+        state = saved["state"]
+        resumed_from = state["epoch"]
+    for epoch in range(state["epoch"] + 1, protocol.epochs + 1):
+        started = time.perf_counter()
+        torch.manual_seed(seed * 100_003 + epoch)
+        gen = torch.Generator().manual_seed(seed * 100_003 + epoch)
+        order = torch.randperm(n, generator=gen).numpy()
+        model.train()
+        if frozen:
+            model.backbone.eval()
+        data_s = compute_s = loss_sum = 0.0
+        for b in range(per_epoch):
+            t0 = time.perf_counter()
+            pick = order[b * protocol.batch_size:(b + 1) * protocol.batch_size]
+            if frozen:
+                x = torch.from_numpy(f_train[pick])
+            else:
+                idx = data.train[pick]
+                sort = np.argsort(idx, kind="stable")
+                batch = np.empty((len(idx),) + data.images.shape[1:], np.uint8)
+                batch[sort] = data.images[idx[sort]]
+                x = augment(torch, to_input(torch, batch), gen)
+            x, y = x.to(device), y_train[pick].to(device)
+            t1 = time.perf_counter()
+            logits = (model.head((x - model.shift) / model.scale) if frozen else model(x))
+            loss = torch.nn.functional.cross_entropy(logits, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            compute_s += time.perf_counter() - t1
+            data_s += t1 - t0
+            loss_sum += float(loss.detach()) * len(pick)
+            state["updates"] += 1
+        t2 = time.perf_counter()
+        val_logits = (_logits(model, features[data.val], device, True) if frozen else
+                      _logits(model, _ordered(data.images, data.val), device, False))
+        ba = balanced_accuracy(data.y_val, val_logits.argmax(axis=1), data.n_classes)
+        eval_s = time.perf_counter() - t2
+        state["curve"].append({"epoch": epoch, "train_loss": loss_sum / n,
+                               "val_balanced_accuracy": float(ba),
+                               "updates": state["updates"], "lr": float(sched.get_last_lr()[0]),
+                               "data_s": data_s, "compute_s": compute_s, "eval_s": eval_s,
+                               "train_images_per_s": n / max(data_s + compute_s, 1e-9)})
+        if np.isfinite(ba) and ba > state["best_ba"]:
+            state["best_ba"], state["best_epoch"] = float(ba), epoch
+            state["best"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        state["epoch"] = epoch
+        state["wall_s"] += time.perf_counter() - started
+        _save(torch, {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                      "schedule": sched.state_dict(), "state": state, "identity": identity},
+              ckpt)
+        if on_epoch:
+            on_epoch(epoch, protocol.epochs)
+    if state["best"] is not None:
+        model.load_state_dict(state["best"])
+    _save(torch, {"model": model.state_dict(), "backbone": spec.to_dict(), "policy": policy,
+                  "n_classes": data.n_classes, "seed": seed,
+                  "best_epoch": state["best_epoch"]}, run_dir / "selected.pt")
+    t3 = time.perf_counter()
+    logits = (_logits(model, features[data.evaluate], device, True) if frozen else
+              _logits(model, _ordered(data.images, data.evaluate), device, False))
+    infer_s = time.perf_counter() - t3
+    return {"logits": logits, "curve": state["curve"], "best_epoch": state["best_epoch"],
+            "best_val_balanced_accuracy": state["best_ba"], "updates": state["updates"],
+            "wall_s": state["wall_s"], "resumed_from": resumed_from,
+            "inference_images_per_s": len(data.evaluate) / max(infer_s, 1e-9)}
+
+
+def _ordered(images: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``images[index]`` read from the memory map in ascending order, returned in ``index``
+    order."""
+    sort = np.argsort(index, kind="stable")
+    out = np.empty((len(index),) + images.shape[1:], np.uint8)
+    out[sort] = images[index[sort]]
+    return out
