@@ -23,8 +23,8 @@ from pathlib import Path
 
 from splitscope.errors import InputError
 
-TORCH_HINT = ("this verb needs PyTorch: pip install 'splitscope[torch]' (CPU wheels: "
-              "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
+TORCH_HINT = ("this verb needs PyTorch: pip install 'splitscope[torch]' (install a torch "
+              "build of your choice first, >= 2.1; a CPU build is enough)")
 
 # published checkpoints of common pretrained names: the file a user supplies with --weights
 KNOWN_CHECKPOINTS = {
