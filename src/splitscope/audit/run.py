@@ -227,21 +227,8 @@ def audit(
          "follow_links": follow_links,
          **({"max_file_bytes": int(max_file_bytes)} if max_file_bytes is not None else {})})
 
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    for i, layer in enumerate(registry, 1):
-        if wanted is None or layer.name in wanted:
-            if show:
-                print(f"splitscope audit: layer {i}/{len(registry)} {layer.name} …",
-                      file=sys.stderr, flush=True)
-            outcome = run_layer(layer, context)
-            if show:
-                print(f"splitscope audit: layer {i}/{len(registry)} {layer.name}: "
-                      f"{outcome.status} ({outcome.duration_s:.1f} s)", file=sys.stderr,
-                      flush=True)
-        else:
-            outcome = not_run(layer, context, NotRun("not requested (layers= option)",
-                                                     status="not assessed"))
-        context.outcomes[layer.name] = outcome
+    _run_layers(registry, wanted, context,
+                sys.stderr.isatty() if progress is None else bool(progress))
     outcomes = list(context.outcomes.values())
 
     doc, export_problems = _document(context, outcomes, max_pairs, out_dir)
@@ -270,6 +257,25 @@ def audit(
     doc["run"]["duration_s"] = round(time.perf_counter() - started, 3)
     doc["run"]["exit_code"] = exit_code
     return _write(doc, out_dir, max_pairs, exit_code)
+
+
+def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: bool) -> None:
+    """Every registered layer in order through the one guarded call (a layer left out by
+    ``layers=`` is recorded ``not assessed``), each outcome kept in ``context.outcomes``;
+    with ``show``, one progress line per layer on stderr."""
+    for i, layer in enumerate(registry, 1):
+        step = f"splitscope audit: layer {i}/{len(registry)} {layer.name}"
+        if wanted is not None and layer.name not in wanted:
+            outcome = not_run(layer, context, NotRun("not requested (layers= option)",
+                                                     status="not assessed"))
+        else:
+            if show:
+                print(f"{step} …", file=sys.stderr, flush=True)
+            outcome = run_layer(layer, context)
+            if show:
+                print(f"{step}: {outcome.status} ({outcome.duration_s:.1f} s)",
+                      file=sys.stderr, flush=True)
+        context.outcomes[layer.name] = outcome
 
 
 def _context(inputs_list, given, workspace: Path, lists_dir: Path, params: dict,
