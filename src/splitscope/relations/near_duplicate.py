@@ -43,7 +43,7 @@ HASH_PREDICATES = tuple(f"hash_{r}" for r in RULES)
 NCC_PREDICATES = ("ncc_nearest", "ncc_first_candidate", "ncc_any_candidate")
 DIHEDRAL_PREDICATES = tuple(f"{p}_dihedral" for p in (*HASH_PREDICATES, "ncc_nearest"))
 #: Default bound on the pairs listed and measured per query row (see :func:`cap_pairs`).
-MAX_PAIRS_PER_QUERY = 20
+MAX_PAIRS_PER_QUERY = 5
 
 
 @dataclass
