@@ -8,9 +8,11 @@ store, exactly the parts ``audit_duplicates`` reads. Two kinds of population:
              capsule-endoscopy frames or near-constant scans do) plus a few faint blobs and
              grain of its own, so that many unrelated pairs pass τ (the homogeneous case); hashes
              are pHash/dHash of the thumbnails themselves.
-``varied``   random smooth content per image (an 8×8 grid of levels, upsampled, plus noise)
-             with 1% planted copies (small noise on a reference image), random hashes with the
-             planted copies' hashes a few bits away.
+``varied``   random smooth content per image (a 6×6 grid of levels, bilinearly upsampled,
+             plus grain) with 1% planted copies (small noise on an earlier image), random
+             hashes with the planted copies' hashes one bit away. Smooth content is what makes
+             the pruned search pay (most energy in few directions); on white noise it falls
+             back to the brute force.
 
 What runs, each in a fresh interpreter (so peak memory is the call's own):
 
@@ -95,17 +97,17 @@ def smooth_background(n: int, size: int = 96, seed: int = 0, out=None, grain: fl
 
 
 def varied(n: int, size: int = 96, seed: int = 0, out=None, copies: float = 0.01) -> np.ndarray:
-    """``n`` thumbnails of random smooth content; the last ``copies`` share are noisy copies of
-    earlier ones."""
+    """``n`` thumbnails of random smooth content (a 6×6 grid of levels, bilinearly upsampled,
+    plus Gaussian grain of sd 3); the last ``copies`` share are noisy copies of earlier ones."""
+    from scipy.ndimage import zoom
+
     rng = np.random.default_rng(seed)
     out = np.empty((n, size, size), np.uint8) if out is None else out
-    cell = size // 8
     for s in range(0, n, 2048):
         m = min(2048, n - s)
-        low = rng.integers(0, 200, (m, 8, 8)).astype(np.int16)
-        img = np.repeat(np.repeat(low, cell, axis=1), cell, axis=2)
-        img = img + rng.integers(0, 56, (m, size, size), dtype=np.int16)
-        out[s:s + m] = img.astype(np.uint8)
+        low = rng.uniform(0, 220, (m, 6, 6))
+        img = zoom(low, (1, size / 6, size / 6), order=1) + rng.normal(0, 3, (m, size, size))
+        out[s:s + m] = np.clip(np.rint(img), 0, 255).astype(np.uint8)
     k = int(round(copies * n))
     if k:
         src = rng.choice(n - k, size=k, replace=False)

@@ -184,6 +184,9 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: floa
                           method=search)
         best_rho, best_idx, q_flat = nres.best_rho, nres.best_index, nres.query_flat
         ncc_pairs = nres.pairs
+        notes["ncc_search"] = {k: nres.params[k] for k in (
+            "search", "rank", "margin", "scored_pairs", "flops", "brute_flops")
+            if k in nres.params}
         if nres.params.get("pairs_truncated"):
             notes["ncc_pairs"] = (f"{nres.params['pairs_total']} pairs reached tau; only "
                                   f"{len(ncc_pairs)} were stored in the pair table")
