@@ -18,9 +18,14 @@ Sets:
              2% of the test files are byte copies or re-encodes of training files (planted
              near-duplicates). Seeded; the same files on every machine.
 
+With ``--baseline-src DIR`` the same audits also run with another source tree first on the
+path (e.g. the previous release's ``src/``), interleaved, and the report gives the wall and
+CPU ratios and which records' estimates differ.
+
 Usage::
 
     python benchmarks/bench_audit.py --workers 2 --json bench-audit.json
+    python benchmarks/bench_audit.py --baseline-src ../main/src --repeats 2
     python benchmarks/bench_audit.py --sets mixed7k --repeats 1
 """
 
@@ -134,17 +139,27 @@ def make_mixed_set(cache: Path, n: int = 7000, seed: int = 0, workers: int = 1) 
     return folder
 
 
-def run_audit(folder: Path, workers: int, group_regex: str | None) -> dict:
-    """One cold audit of ``folder`` in a fresh interpreter: wall seconds and seconds per layer."""
+def run_audit(folder: Path, workers: int, group_regex: str | None,
+              src: Path | None = None) -> dict:
+    """One cold audit of ``folder`` in a fresh interpreter: wall seconds, CPU seconds of the
+    process tree and seconds per layer. ``src`` puts another source tree first on the path
+    (the baseline's code)."""
     with tempfile.TemporaryDirectory(prefix="bench-audit-") as tmp:
         out = Path(tmp) / "out"
         argv = [sys.executable, "-m", "splitscope.cli", "audit", str(folder), "--out", str(out),
                 "--workspace", str(Path(tmp) / "ws"), "--workers", str(workers), "--json"]
         if group_regex:
             argv += ["--group-regex", group_regex]
+        env = dict(os.environ)
+        if src is not None:
+            env["PYTHONPATH"] = str(src)
+        before = os.times()
         t = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, text=True)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env)
         seconds = time.perf_counter() - t
+        after = os.times()
+        cpu = (after.children_user - before.children_user
+               + after.children_system - before.children_system)
         if proc.returncode not in (0, 1):
             raise RuntimeError(f"audit failed ({proc.returncode}): {proc.stderr[-2000:]}")
         doc = json.loads((out / "audit.json").read_text())
@@ -152,7 +167,7 @@ def run_audit(folder: Path, workers: int, group_regex: str | None) -> dict:
     for layer in doc.get("layers", []):
         layers[layer["layer"]] = layer.get("duration_s")
     records = {r["id"]: r.get("estimate") for r in doc.get("records", [])}
-    return {"seconds": seconds, "layers": layers, "records": records}
+    return {"seconds": seconds, "cpu_seconds": cpu, "layers": layers, "records": records}
 
 
 def main(argv=None) -> dict:
@@ -164,6 +179,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--generate-only", action="store_true")
+    ap.add_argument("--baseline-src", type=Path, default=None,
+                    help="another source tree (e.g. a previous release's src/) audited "
+                         "side by side, interleaved, as the baseline")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     sets = {}
@@ -182,20 +200,34 @@ def main(argv=None) -> dict:
     if args.generate_only:
         print(json.dumps({k: str(v[0]) for k, v in sets.items()}))
         return report
-    runs: dict[str, list[dict]] = {k: [] for k in sets}
-    for _ in range(args.repeats):  # alternating sets, so both see the same machine load
+    codes = {"current": None} if args.baseline_src is None else {
+        "current": None, "baseline": args.baseline_src}
+    runs: dict[str, list[dict]] = {f"{k}/{c}": [] for k in sets for c in codes}
+    for _ in range(args.repeats):  # alternating sets and code, so all see the same load
         for name, (folder, regex) in sets.items():
-            runs[name].append(run_audit(folder, args.workers, regex))
-    for name, rs in runs.items():
+            for code, src in codes.items():
+                runs[f"{name}/{code}"].append(run_audit(folder, args.workers, regex, src))
+    for key, rs in runs.items():
+        name = key.split("/")[0]
         layer_names = sorted({k for r in rs for k in r["layers"]})
-        report["sets"][name] = {
+        report["sets"][key] = {
             "folder": str(sets[name][0]), "repeats": len(rs),
             "seconds_median": statistics.median(r["seconds"] for r in rs),
             "seconds_all": [round(r["seconds"], 2) for r in rs],
+            "cpu_seconds_median": statistics.median(r["cpu_seconds"] for r in rs),
             "layer_seconds_median": {
                 k: statistics.median(r["layers"][k] for r in rs if r["layers"].get(k) is not None)
                 for k in layer_names if any(r["layers"].get(k) is not None for r in rs)},
             "records": rs[-1]["records"]}
+    if args.baseline_src is not None:
+        for name in sets:
+            cur, base = report["sets"][f"{name}/current"], report["sets"][f"{name}/baseline"]
+            same = {k for k, v in cur["records"].items() if base["records"].get(k) == v}
+            report["sets"][f"{name}/current"]["vs_baseline"] = {
+                "wall_ratio": base["seconds_median"] / cur["seconds_median"],
+                "cpu_ratio": base["cpu_seconds_median"] / cur["cpu_seconds_median"],
+                "records_with_equal_estimate": len(same),
+                "records_differing": sorted(set(cur["records"]) - same)}
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:

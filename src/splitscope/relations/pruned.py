@@ -118,13 +118,16 @@ def pruned_search(query_vectors, reference_vectors, query_undefined: np.ndarray,
     best_idx = np.full(nq, -1, np.int64)
     found: list[tuple] = []
     n_pairs = stored = 0
-    basis, ref_sample = principal_basis(reference_vectors, r_keep, rank, seed)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):  # small products: threads cost more than they save
+        basis, ref_sample = principal_basis(reference_vectors, r_keep, rank, seed)
+        q_keep = np.flatnonzero(~query_undefined)
+        q_sample = np.sort(np.random.default_rng(seed).choice(
+            q_keep, size=min(q_keep.size, len(ref_sample)), replace=False))
+        share = surviving_share(query_vectors(q_sample), ref_sample, basis, tau, collect_pairs)
     d, k = basis.shape
     nr = r_keep.size
-    q_keep = np.flatnonzero(~query_undefined)
-    q_sample = np.sort(np.random.default_rng(seed).choice(
-        q_keep, size=min(q_keep.size, len(ref_sample)), replace=False))
-    share = surviving_share(query_vectors(q_sample), ref_sample, basis, tau, collect_pairs)
     if fall_back and share * GATHER_COST >= 1:
         # most blocks would be scored densely anyway: the bound would only add its cost
         out = _blocked_search(query_vectors, reference_vectors, query_undefined,
