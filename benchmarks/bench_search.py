@@ -15,8 +15,10 @@ mixed 7k release of ``bench_audit.py`` when present): each folder is scanned onc
 ``--cache``, then the test thumbnails are searched against the train thumbnails by both
 methods, interleaved, ``--repeat`` times (medians): end to end (``ncc_search`` from uint8
 thumbnails, normalisation included) and the kernel alone (both searches given the same
-precomputed unit vectors). The outputs must be identical (best reference per query, every
-pair ≥ τ); the FLOP reduction is the pruned search's own count against 2·Q·R·d.
+precomputed unit vectors), in wall and CPU seconds (the steadier measure on a shared machine;
+run with ``OMP_NUM_THREADS=1`` to compare the work of one core). The outputs must be identical
+(best reference per query, every pair ≥ τ); the FLOP reduction is the pruned search's own count
+against 2·Q·R·d.
 
 Run::
 
@@ -111,29 +113,32 @@ def pruned_vs_brute(q: np.ndarray, r: np.ndarray, tau: float, repeat: int) -> di
     qv, rv = centred_unit_vectors(q)[0], centred_unit_vectors(r)[0]
     kw = dict(tau=tau, block=2048, exclude=None, query_chunk=8192, collect_pairs=True,
               max_pairs=5_000_000, value="rho")
-    times: dict[str, list[float]] = {"brute": [], "pruned": [], "brute_kernel": [],
-                                     "pruned_kernel": []}
+    times: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     same = True
     stats = {}
-    for _ in range(repeat):
-        t = time.perf_counter()
-        b = ncc_search(q, r, tau=tau, method="brute")
-        times["brute"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        p = ncc_search(q, r, tau=tau, method="pruned")
-        times["pruned"].append(time.perf_counter() - t)
+
+    def timed(name, fn):
+        t, c = time.perf_counter(), time.process_time()
+        out = fn()
+        times.setdefault(name, []).append(time.perf_counter() - t)
+        cpu.setdefault(name, []).append(time.process_time() - c)
+        return out
+
+    for _ in range(repeat):  # interleaved, so both see the same machine load
+        b = timed("brute", lambda: ncc_search(q, r, tau=tau, method="brute"))
+        p = timed("pruned", lambda: ncc_search(q, r, tau=tau, method="pruned"))
         same &= bool(np.array_equal(b.best_index, p.best_index)
                      and b.pairs[["query", "reference"]].equals(p.pairs[["query", "reference"]]))
-        t = time.perf_counter()
-        bk = _blocked_search(lambda pos: qv[pos], lambda pos: rv[pos], qf, rf, **kw)
-        times["brute_kernel"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        pk = pruned.pruned_search(lambda pos: qv[pos], lambda pos: rv[pos], qf, rf, **kw)
-        times["pruned_kernel"].append(time.perf_counter() - t)
+        bk = timed("brute_kernel", lambda: _blocked_search(
+            lambda pos: qv[pos], lambda pos: rv[pos], qf, rf, **kw))
+        pk = timed("pruned_kernel", lambda: pruned.pruned_search(
+            lambda pos: qv[pos], lambda pos: rv[pos], qf, rf, **kw))
         same &= bool(np.array_equal(bk[0], pk[0]) and bk[2][["query", "reference"]].equals(
             pk[2][["query", "reference"]]))
         stats = pk[4]
     med = {k: float(np.median(v)) for k, v in times.items()}
+    med_cpu = {k: float(np.median(v)) for k, v in cpu.items()}
     return {"queries": int(len(q)), "references": int(len(r)), "tau": tau,
             "identical_outputs": same, "pairs": int(len(p.pairs)),
             "search_used_by_ncc_search": p.params.get("search"),
@@ -142,7 +147,10 @@ def pruned_vs_brute(q: np.ndarray, r: np.ndarray, tau: float, repeat: int) -> di
             "kernel_search": stats.get("search", "pruned"),
             "seconds_median": med, "seconds_all": times,
             "wall_ratio_end_to_end": med["brute"] / med["pruned"],
-            "wall_ratio_kernel": med["brute_kernel"] / med["pruned_kernel"]}
+            "wall_ratio_kernel": med["brute_kernel"] / med["pruned_kernel"],
+            "cpu_seconds_median": med_cpu,
+            "cpu_ratio_end_to_end": med_cpu["brute"] / med_cpu["pruned"],
+            "cpu_ratio_kernel": med_cpu["brute_kernel"] / med_cpu["pruned_kernel"]}
 
 
 def hamming_rates(nq: int, nr: int, workers: int, seed: int) -> dict:

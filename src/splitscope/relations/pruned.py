@@ -110,35 +110,47 @@ def pruned_search(query_vectors, reference_vectors, query_undefined: np.ndarray,
     ``brute_flops`` (what scoring every pair costs).
 
     With ``fall_back`` (default) the brute force runs instead when a seeded sample says that
-    too many pairs would survive the bound for it to pay (:func:`surviving_share`).
+    too many pairs would survive the bound for it to pay (:func:`surviving_share`). The pruned
+    passes run on one BLAS thread: their products are small, and threads cost more than
+    they save there.
     """
+    from threadpoolctl import threadpool_limits
+
+    args = (query_vectors, reference_vectors, query_undefined, reference_undefined)
+    kwargs = dict(tau=tau, block=block, exclude=exclude, query_chunk=query_chunk,
+                  collect_pairs=collect_pairs, max_pairs=max_pairs, value=value)
+    with threadpool_limits(1):
+        out = _pruned(*args, **kwargs, rank=rank, seed=seed, fall_back=fall_back)
+    if not isinstance(out, float):
+        return out
+    # most blocks would be scored densely anyway: the bound would only add its cost
+    n_dense = 2 * int((~query_undefined).sum()) * int((~reference_undefined).sum())
+    d = int(np.asarray(reference_vectors(np.flatnonzero(~reference_undefined)[:1])).shape[1])
+    return (*_blocked_search(*args, **kwargs), {
+        "search": "brute (projection bound would keep too many pairs)", "rank": int(rank),
+        "estimated_surviving_share": out, "flops": float(n_dense * d),
+        "brute_flops": float(n_dense * d)})
+
+
+def _pruned(query_vectors, reference_vectors, query_undefined, reference_undefined, *, tau,
+            block, exclude, query_chunk, collect_pairs, max_pairs, value, rank, seed, fall_back):
+    """The pruned search, or, when ``fall_back`` and the bound would not pay, the estimated
+    surviving share alone."""
     nq = query_undefined.size
     r_keep = np.flatnonzero(~reference_undefined)
     best_val = np.full(nq, -np.inf, np.float32)
     best_idx = np.full(nq, -1, np.int64)
     found: list[tuple] = []
     n_pairs = stored = 0
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1):  # small products: threads cost more than they save
-        basis, ref_sample = principal_basis(reference_vectors, r_keep, rank, seed)
-        q_keep = np.flatnonzero(~query_undefined)
-        q_sample = np.sort(np.random.default_rng(seed).choice(
-            q_keep, size=min(q_keep.size, len(ref_sample)), replace=False))
-        share = surviving_share(query_vectors(q_sample), ref_sample, basis, tau, collect_pairs)
+    basis, ref_sample = principal_basis(reference_vectors, r_keep, rank, seed)
+    q_keep = np.flatnonzero(~query_undefined)
+    q_sample = np.sort(np.random.default_rng(seed).choice(
+        q_keep, size=min(q_keep.size, len(ref_sample)), replace=False))
+    share = surviving_share(query_vectors(q_sample), ref_sample, basis, tau, collect_pairs)
+    if fall_back and share * GATHER_COST >= 1:
+        return share
     d, k = basis.shape
     nr = r_keep.size
-    if fall_back and share * GATHER_COST >= 1:
-        # most blocks would be scored densely anyway: the bound would only add its cost
-        out = _blocked_search(query_vectors, reference_vectors, query_undefined,
-                              reference_undefined, tau=tau, block=block, exclude=exclude,
-                              query_chunk=query_chunk, collect_pairs=collect_pairs,
-                              max_pairs=max_pairs, value=value)
-        d = int(ref_sample.shape[1])
-        brute = float(2 * q_keep.size * nr * d)
-        return (*out, {"search": "brute (projection bound would keep too many pairs)",
-                       "rank": int(k), "estimated_surviving_share": share,
-                       "flops": brute, "brute_flops": brute})
     ref_p = np.empty((nr, k), np.float32)
     ref_e = np.empty(nr, np.float64)
     for b0 in range(0, nr, block):
