@@ -12,7 +12,12 @@ counterparts of each other, since a repeated entry is a copy inside the split.
 
 In the pair table, ``d_p`` and ``d_d`` are the distances between the plain (untransformed)
 images, also for dihedral pairs; ``rho`` and ``ssim`` of a dihedral pair are measured after
-applying its variant to the reference thumbnail.
+applying its variant to the reference thumbnail. The table lists at most
+``max_pairs_per_query`` pairs per query row besides those that decide a rule
+(:func:`cap_pairs`), so that homogeneous data (many unrelated pairs above τ) cannot make the
+measurements explode; flags, counterparts and the counts in ``notes["pairs"]`` are exact.
+Thumbnails are read through the scan's store a block at a time
+(:class:`splitscope.relations.ncc.ThumbnailRows`), never for the whole population at once.
 """
 
 from __future__ import annotations
