@@ -95,6 +95,15 @@ def test_pruned_equals_brute_force_with_exclusions_and_ties():
     _same(*_both(r, r, exclude=np.arange(700)))  # a population against itself
 
 
+def test_nothing_to_compare():
+    q, r = _inputs("background")
+    r[:] = 128  # every reference flat
+    (b_idx, b_val, b_pairs, _), (p_idx, p_val, p_pairs, _, stats) = _both(q, r)
+    assert (p_idx == -1).all() and np.isnan(p_val).all() and len(p_pairs) == 0
+    np.testing.assert_array_equal(p_idx, b_idx)
+    assert stats["search"].startswith("brute")
+
+
 def test_bound_prunes_on_one_modality_and_falls_back_on_noise():
     q, r = _inputs("smooth")
     *_, stats = _both(q, r, rank=32, fall_back=True)[1]

@@ -26,6 +26,7 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.probes.stats import (
+    PARALLEL_CELLS_LINEAR,
     bootstrap_auc,
     fold_jobs,
     map_folds,
@@ -208,8 +209,9 @@ def _oof_prob(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None, *, folds:
         splits = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(X, y))
     prob = np.full(len(y), np.nan)
     fold = np.full(len(y), -1, dtype=np.int64)
+    min_cells = PARALLEL_CELLS_LINEAR if classifier == "logistic" else None
     done = map_folds(_fold_prob, [(X, y, tr, te, classifier, seed) for tr, te in splits],
-                     fold_jobs(X.size, len(splits), jobs))
+                     fold_jobs(X.size, len(splits), jobs, min_cells))
     for i, ((_, te), p) in enumerate(zip(splits, done)):
         if p is not None:
             prob[te] = p

@@ -42,18 +42,21 @@ def single_threaded(threads: int | None = 1):
     return threadpool_limits(limits=threads)
 
 
-#: Rows × features from which cross-validation folds run in worker processes by default: below
-#: it, starting the workers costs more than the fits.
+#: Rows × features from which cross-validation folds of gradient-boosted trees run in worker
+#: processes by default: below it, starting the workers costs more than the fits.
 PARALLEL_CELLS = 200_000
+#: The same for the (much cheaper) logistic-regression fits of the partition classifier.
+PARALLEL_CELLS_LINEAR = 10_000_000
 
 
-def fold_jobs(cells: int, folds: int, jobs: int | None = None) -> int:
+def fold_jobs(cells: int, folds: int, jobs: int | None = None,
+              min_cells: int | None = None) -> int:
     """Worker processes for the folds of one cross-validation: ``jobs`` when given, else one
     per available core (at most one per fold) once ``cells`` (rows × features) reaches
-    :data:`PARALLEL_CELLS`, else 1."""
+    ``min_cells`` (default :data:`PARALLEL_CELLS`), else 1."""
     if jobs is not None:
         return max(1, int(jobs))
-    if cells < PARALLEL_CELLS:
+    if cells < (PARALLEL_CELLS if min_cells is None else min_cells):
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(int(cores or 1), int(folds)))

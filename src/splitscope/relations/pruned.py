@@ -119,6 +119,9 @@ def pruned_search(query_vectors, reference_vectors, query_undefined: np.ndarray,
     args = (query_vectors, reference_vectors, query_undefined, reference_undefined)
     kwargs = dict(tau=tau, block=block, exclude=exclude, query_chunk=query_chunk,
                   collect_pairs=collect_pairs, max_pairs=max_pairs, value=value)
+    if query_undefined.all() or reference_undefined.all():  # nothing to compare
+        return (*_blocked_search(*args, **kwargs), {"search": "brute (nothing to compare)",
+                                                    "flops": 0.0, "brute_flops": 0.0})
     with threadpool_limits(1):
         out = _pruned(*args, **kwargs, rank=rank, seed=seed, fall_back=fall_back)
     if not isinstance(out, float):
