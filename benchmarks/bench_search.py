@@ -10,10 +10,21 @@ R and 2·R references: it is bounded by the query chunk and the block, not by R.
 Hamming: ``hamming_search`` (one 64-bit hash) and ``hash_search`` (pHash and dHash, all four
 rules) over packed ``uint64`` hashes, in query × reference pairs per second.
 
+Pruned vs brute force (``--real NAME=FOLDER,...``; default the Kermany set and the generated
+mixed 7k release of ``bench_audit.py`` when present): each folder is scanned once into
+``--cache``, then the test thumbnails are searched against the train thumbnails by both
+methods, interleaved, ``--repeat`` times (medians): end to end (``ncc_search`` from uint8
+thumbnails, normalisation included) and the kernel alone (both searches given the same
+precomputed unit vectors), in wall and CPU seconds (the steadier measure on a shared machine;
+run with ``OMP_NUM_THREADS=1`` to compare the work of one core). The outputs must be identical
+(best reference per query, every pair ≥ τ); the FLOP reduction is the pruned search's own count
+against 2·Q·R·d.
+
 Run::
 
     python benchmarks/bench_search.py                      # the full configuration
     python benchmarks/bench_search.py --queries 500 --references 2000   # a quick look
+    python benchmarks/bench_search.py --only-real --repeat 3   # pruned vs brute force only
     OMP_NUM_THREADS=2 python benchmarks/bench_search.py --workers 2 --json bench.json
 """
 
@@ -81,6 +92,67 @@ def peak_memory(q: np.ndarray, r: np.ndarray, block: int, tau: float) -> int:
     return peak
 
 
+def real_thumbnails(folder: Path, cache: Path, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Test and train thumbnails of a release folder (scanned once into ``cache``)."""
+    from splitscope.features.scanning import scan
+
+    sc = scan(folder, cache / f"ws-{name}", progress=False)
+    rows = sc.rows()
+    ok = rows["thumb_index"] >= 0
+    q = sc.thumbs(rows.loc[ok & (rows["split"] == "test"), "row"].to_numpy())
+    r = sc.thumbs(rows.loc[ok & (rows["split"] == "train"), "row"].to_numpy())
+    return q, r
+
+
+def pruned_vs_brute(q: np.ndarray, r: np.ndarray, tau: float, repeat: int) -> dict:
+    """Both methods interleaved, end to end and kernel only; identical outputs checked."""
+    from splitscope.relations import pruned
+    from splitscope.relations.ncc import _blocked_search, _flat
+
+    qf, rf = _flat(q), _flat(r)
+    qv, rv = centred_unit_vectors(q)[0], centred_unit_vectors(r)[0]
+    kw = {"tau": tau, "block": 2048, "exclude": None, "query_chunk": 8192, "collect_pairs": True,
+              "max_pairs": 5_000_000, "value": "rho"}
+    times: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+    same = True
+    stats = {}
+
+    def timed(name, fn):
+        t, c = time.perf_counter(), time.process_time()
+        out = fn()
+        times.setdefault(name, []).append(time.perf_counter() - t)
+        cpu.setdefault(name, []).append(time.process_time() - c)
+        return out
+
+    for _ in range(repeat):  # interleaved, so both see the same machine load
+        b = timed("brute", lambda: ncc_search(q, r, tau=tau, method="brute"))
+        p = timed("pruned", lambda: ncc_search(q, r, tau=tau, method="pruned"))
+        same &= bool(np.array_equal(b.best_index, p.best_index)
+                     and b.pairs[["query", "reference"]].equals(p.pairs[["query", "reference"]]))
+        bk = timed("brute_kernel", lambda: _blocked_search(
+            lambda pos: qv[pos], lambda pos: rv[pos], qf, rf, **kw))
+        pk = timed("pruned_kernel", lambda: pruned.pruned_search(
+            lambda pos: qv[pos], lambda pos: rv[pos], qf, rf, **kw))
+        same &= bool(np.array_equal(bk[0], pk[0]) and bk[2][["query", "reference"]].equals(
+            pk[2][["query", "reference"]]))
+        stats = pk[4]
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    med_cpu = {k: float(np.median(v)) for k, v in cpu.items()}
+    return {"queries": len(q), "references": len(r), "tau": tau,
+            "identical_outputs": same, "pairs": len(p.pairs),
+            "search_used_by_ncc_search": p.params.get("search"),
+            "flop_reduction": stats["brute_flops"] / stats["flops"],
+            "scored_pairs": stats.get("scored_pairs"), "rank": stats["rank"],
+            "kernel_search": stats.get("search", "pruned"),
+            "seconds_median": med, "seconds_all": times,
+            "wall_ratio_end_to_end": med["brute"] / med["pruned"],
+            "wall_ratio_kernel": med["brute_kernel"] / med["pruned_kernel"],
+            "cpu_seconds_median": med_cpu,
+            "cpu_ratio_end_to_end": med_cpu["brute"] / med_cpu["pruned"],
+            "cpu_ratio_kernel": med_cpu["brute_kernel"] / med_cpu["pruned_kernel"]}
+
+
 def hamming_rates(nq: int, nr: int, workers: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     qp, qd = rng.integers(0, 2**63, (2, nq), dtype=np.uint64)
@@ -113,12 +185,35 @@ def main(argv=None) -> dict:
     ap.add_argument("--hamming-references", type=int, default=200000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--real", default=None,
+                    help="NAME=FOLDER,... releases for pruned vs brute force (see above)")
+    ap.add_argument("--cache", type=Path, default=Path(os.environ.get(
+        "XDG_CACHE_HOME", Path.home() / ".cache")) / "splitscope-bench")
+    ap.add_argument("--only-real", action="store_true", help="only pruned vs brute force")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
 
     report: dict = {"machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
                                 "numpy": np.__version__,
                                 "omp_threads": os.environ.get("OMP_NUM_THREADS")}}
+    if args.real is None:
+        here = Path(__file__).resolve().parents[1]
+        candidates = {"kermany": here.parent / "shared" / "data" / "kermany-chest-xray-224",
+                      "mixed7k": args.cache / "mixed-n7000-seed0"}
+        real = {k: v for k, v in candidates.items() if v.exists()}
+    else:
+        real = {k: Path(v) for k, v in (x.split("=", 1) for x in args.real.split(",") if x)}
+    report["pruned_vs_brute"] = {}
+    for name, folder in real.items():
+        q, r = real_thumbnails(folder, args.cache, name)
+        report["pruned_vs_brute"][name] = pruned_vs_brute(q, r, args.tau, args.repeat)
+        print(json.dumps({name: report["pruned_vs_brute"][name]}), flush=True)
+    if args.only_real:
+        text = json.dumps(report, indent=2)
+        print(text)
+        if args.json:
+            args.json.write_text(text)
+        return report
     with tempfile.TemporaryDirectory() as tmp:
         q = thumbnails(args.queries, args.size, 1)
         r = thumbnails(args.references, args.size, 2, Path(tmp) / "r.npy")

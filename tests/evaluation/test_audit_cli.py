@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from artifacts_check import assert_artifacts_cover
 from eval_helpers import CLASSES, make_predictions, make_truth
-from splitscope.evaluation.audit import audit_predictions
 
 from splitscope.cli import main
+from splitscope.evaluation.layer import audit_predictions
 from splitscope.manifest import build_manifest
 from splitscope.records import LayerResult
 

@@ -9,8 +9,8 @@ from PIL import Image
 from relations_helpers import mini_scan, smooth_image
 
 from splitscope.errors import InputError
-from splitscope.relations.audit import audit_duplicates
 from splitscope.relations.controls import comparison_pairs, median_difference
+from splitscope.relations.layer import audit_duplicates
 from splitscope.relations.transforms import TRANSFORMS, transform_sensitivity
 
 

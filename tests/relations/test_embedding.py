@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from splitscope.boundary import Boundary, Population
 from splitscope.errors import InputError
-from splitscope.relations.audit import audit_duplicates
+from splitscope.relations.layer import audit_duplicates
 from splitscope.relations.ncc import (
     EMBEDDING_SWEEP,
     centred_unit_vectors,

@@ -35,6 +35,8 @@ from splitscope.errors import InputError
 from splitscope.provenance.stats import (
     balanced_accuracy_rows,
     bootstrap_balanced_accuracy,
+    fold_jobs,
+    map_folds,
     single_threaded,
 )
 
@@ -228,16 +230,108 @@ def field_of(feature: str) -> str:
     return feature.split("[", 1)[0]
 
 
+class _TreeOutputs:
+    """A fitted ``HistGradientBoostingClassifier`` evaluated tree by tree.
+
+    Each tree is scored with scikit-learn's own tree predictor (the one ``predict`` loops
+    over), and each tree's raw output is kept, so class predictions are the model's own
+    (tested). A permuted field is then scored by re-evaluating only the trees that split on
+    one of its columns: the other trees' outputs cannot change. The model's column-wise
+    preprocessing (categorical columns encoded and moved first) is applied once;
+    :meth:`permuted_raw` takes raw column positions and maps them.
+    """
+
+    def __init__(self, model, X: np.ndarray, threads: int):
+        self.model = model
+        self.threads = max(1, int(threads))
+        self.X = np.ascontiguousarray(model._preprocess_X(X, reset=False))
+        self.bitsets, self.index_map = model._bin_mapper.make_known_categories_bitsets()
+        self.position = _preprocessed_positions(model, X.shape[1])
+        self.trees = [(k, t) for it in model._predictors for k, t in enumerate(it)]
+        self.columns = [frozenset(t.nodes["feature_idx"][~t.nodes["is_leaf"].astype(bool)]
+                                  .tolist()) for _, t in self.trees]
+        self.per_tree = np.stack([self._tree(t, self.X) for _, t in self.trees]) \
+            if self.trees else np.zeros((0, len(X)))
+        self.base_raw = self._sum(self.per_tree, range(len(self.trees)), len(X))
+
+    def _tree(self, tree, X: np.ndarray) -> np.ndarray:
+        return tree.predict(X, known_cat_bitsets=self.bitsets, f_idx_map=self.index_map,
+                            n_threads=self.threads)
+
+    def _sum(self, outputs, which, n: int) -> np.ndarray:
+        k = self.model.n_trees_per_iteration_
+        raw = np.zeros((n, k)) + self.model._baseline_prediction
+        for row, t in zip(outputs, which):
+            raw[:, self.trees[t][0]] += row
+        return raw
+
+    def predict_from_raw(self, raw: np.ndarray) -> np.ndarray:
+        classes = self.model.classes_
+        if raw.shape[1] == 1:  # binary log loss: class 1 when the raw score is positive
+            return classes[(raw[:, 0] > 0).astype(np.intp)]
+        return classes[np.argmax(raw, axis=1)]
+
+    def trees_using(self, columns, raw: bool = False) -> list[int]:
+        """Trees that split on one of ``columns`` (preprocessed positions, or raw ones)."""
+        if raw:
+            columns = self.position[np.asarray(columns, dtype=np.intp)]
+        cols = set(np.asarray(columns).tolist())
+        return [t for t, used in enumerate(self.columns) if used & cols]
+
+    def permuted_raw(self, columns: list[int], perms: np.ndarray) -> np.ndarray:
+        """Raw scores (len(perms), n, k) with ``columns`` permuted together by each row
+        permutation in ``perms``; only the trees that split on those columns are evaluated."""
+        n = self.X.shape[0]
+        columns = self.position[np.asarray(columns, dtype=np.intp)]
+        which = self.trees_using(columns)
+        raw = np.broadcast_to(self.base_raw, (len(perms), n, self.base_raw.shape[1])).copy()
+        if not which:
+            return raw
+        stacked = np.tile(self.X, (len(perms), 1))
+        for b, perm in enumerate(perms):
+            stacked[b * n:(b + 1) * n, columns] = self.X[perm][:, columns]
+        for t in which:
+            k, tree = self.trees[t]
+            raw[:, :, k] += (self._tree(tree, stacked) - np.tile(self.per_tree[t], len(perms))
+                             ).reshape(len(perms), n)
+        return raw
+
+
+def _preprocessed_positions(model, n_columns: int) -> np.ndarray:
+    """Position of each raw column in the model's preprocessed matrix (its column
+    transformer concatenates the outputs of its transformers in order)."""
+    pre = getattr(model, "_preprocessor", None)
+    if pre is None:
+        return np.arange(n_columns)
+    order = []
+    for _, trans, cols in pre.transformers_:
+        if isinstance(trans, str) and trans == "drop":
+            continue
+        cols = np.asarray(cols)
+        order.extend((np.flatnonzero(cols) if cols.dtype == bool else cols).tolist())
+    if sorted(order) != list(range(n_columns)):
+        raise AttributeError("unexpected column layout of the model's preprocessing")
+    position = np.empty(n_columns, dtype=np.intp)
+    position[np.asarray(order, dtype=np.intp)] = np.arange(n_columns)
+    return position
+
+
 def permutation_importances(model, X: np.ndarray, y: np.ndarray, names: list[str], *,
                             repeats: int = 5, seed: int = 0, max_rows: int = 2000,
-                            chunk_rows: int = 200_000) -> pd.DataFrame:
+                            chunk_rows: int = 200_000, threads: int = 1) -> pd.DataFrame:
     """Permutation importance per header *field*, on held-out rows.
 
     For each field (all columns of a field, e.g. the 64 coefficients of one quantization table,
     are permuted together with one row permutation) and each of ``repeats`` seeded
     permutations, the drop in balanced accuracy from the unpermuted score; mean and standard
-    deviation over repeats. All permuted copies are scored in a few large ``predict`` calls.
-    Rows beyond ``max_rows`` are left out by a seeded sample.
+    deviation over repeats. Rows beyond ``max_rows`` are left out by a seeded sample.
+
+    Each tree's output on the rows is kept and each permuted copy is scored by
+    re-evaluating only the trees that split on the field (see :class:`_TreeOutputs`): the
+    predictions, hence the importances, are those of scoring every tree on the permuted raw
+    rows. A field that no tree splits on has importance exactly 0. The permutations drawn
+    are the same as scoring every field in turn, so the result does not depend on that
+    shortcut. ``threads`` is the OpenMP thread count of the tree evaluation.
     """
     rng = np.random.default_rng(seed)
     if len(y) > max_rows:
@@ -248,22 +342,34 @@ def permutation_importances(model, X: np.ndarray, y: np.ndarray, names: list[str
     if not fields or np.unique(y).size < 2:
         return pd.DataFrame({"field": pd.array(fields, dtype="string"),
                              "importance": np.nan, "std": np.nan})
-    base = float(balanced_accuracy_rows(y, model.predict(X))[0])
     n = len(y)
     perms = np.stack([rng.permutation(n) for _ in range(len(fields) * repeats)])
-    scores = np.empty(len(fields) * repeats)
+    try:
+        trees = _TreeOutputs(model, X, threads)
+    except AttributeError:  # a model without scikit-learn's tree internals: score it whole
+        trees = None
+    if trees is None:
+        base = float(balanced_accuracy_rows(y, model.predict(X))[0])
+    else:
+        base = float(balanced_accuracy_rows(y, trees.predict_from_raw(trees.base_raw))[0])
+    scores = np.full(len(fields) * repeats, base)
     per_call = max(1, chunk_rows // max(n, 1))
-    jobs = [(fi, r) for fi in range(len(fields)) for r in range(repeats)]
-    for start in range(0, len(jobs), per_call):
-        batch = jobs[start:start + per_call]
-        stacked = np.tile(X, (len(batch), 1))
-        for b, (fi, r) in enumerate(batch):
-            c = cols[fields[fi]]
-            stacked[b * n:(b + 1) * n, c] = X[perms[fi * repeats + r]][:, c]
-        pred = model.predict(stacked).reshape(len(batch), n)
-        ba = balanced_accuracy_rows(y, pred)
-        for b, (fi, r) in enumerate(batch):
-            scores[fi * repeats + r] = ba[b]
+    for fi, f in enumerate(fields):
+        c = cols[f]
+        if trees is not None and not trees.trees_using(c, raw=True):
+            continue  # no tree reads this field: permuting it changes nothing
+        for start in range(0, repeats, per_call):
+            reps = range(start, min(start + per_call, repeats))
+            batch = perms[[fi * repeats + r for r in reps]]
+            if trees is not None:
+                raw = trees.permuted_raw(c, batch)
+                pred = np.stack([trees.predict_from_raw(r) for r in raw])
+            else:
+                stacked = np.tile(X, (len(batch), 1))
+                for b, perm in enumerate(batch):
+                    stacked[b * n:(b + 1) * n, c] = X[perm][:, c]
+                pred = model.predict(stacked).reshape(len(batch), n)
+            scores[[fi * repeats + r for r in reps]] = balanced_accuracy_rows(y, pred)
     drops = base - scores.reshape(len(fields), repeats)
     return pd.DataFrame({"field": pd.array(fields, dtype="string"),
                          "importance": drops.mean(axis=1), "std": drops.std(axis=1)})
@@ -340,6 +446,7 @@ def header_probe_within_pool(
     columns: list[str] | None = None,
     include_name_fields: bool = False,
     threads: int | None = 1,
+    jobs: int | None = None,
 ) -> ProbeResult:
     """(a) Within pool: out-of-fold balanced accuracy of the header-only model (METHODS §4.2).
 
@@ -348,16 +455,32 @@ def header_probe_within_pool(
     Permutation importances are computed on each fold's held-out rows (at most
     ``importance_max_rows``, a seeded sample) and averaged over folds. ``threads`` bounds
     the OpenMP/BLAS pools during the fits (see :func:`splitscope.provenance.stats.single_threaded`).
+    The folds run in ``jobs`` worker processes (default: one per core once the pool is large
+    enough to pay for them, see :func:`splitscope.provenance.stats.fold_jobs`); every fold is
+    seeded on its own, so the result does not depend on ``jobs``.
     """
     with single_threaded(threads):
         return _within_pool(table, label=label, group=group, folds=folds, seed=seed,
                             n_resamples=n_resamples, importance_repeats=importance_repeats,
                             importance_max_rows=importance_max_rows, columns=columns,
-                            include_name_fields=include_name_fields)
+                            include_name_fields=include_name_fields, jobs=jobs)
+
+
+def _fit_fold(X, y, train, test, names, categorical, seed, importance_seed, repeats,
+              max_rows) -> tuple[np.ndarray, pd.DataFrame]:
+    """One within-pool fold: fit on ``train``, predict ``test``, permutation importances on
+    ``test``."""
+    model = _model(seed, categorical)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X[train], y[train])
+    return model.predict(X[test]), permutation_importances(
+        model, X[test], y[test], names, repeats=repeats, seed=importance_seed,
+        max_rows=max_rows)
 
 
 def _within_pool(table, *, label, group, folds, seed, n_resamples, importance_repeats,
-                 importance_max_rows, columns, include_name_fields) -> ProbeResult:
+                 importance_max_rows, columns, include_name_fields, jobs) -> ProbeResult:
     from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
     y = _labels(table, label)
@@ -384,19 +507,18 @@ def _within_pool(table, *, label, group, folds, seed, n_resamples, importance_re
     pred = np.empty(len(yv), dtype=object)
     fold_of = np.empty(len(yv), dtype=np.int64)
     imp_parts: list[pd.DataFrame] = []
+    if names:
+        n_jobs = fold_jobs(Xv.size, len(splits), jobs)
+        tasks = [(Xv, yv, tr, te, names, info["categorical"], seed, seed + i,
+                  importance_repeats, importance_max_rows) for i, (tr, te) in enumerate(splits)]
+        done = map_folds(_fit_fold, tasks, n_jobs)
     for i, (tr, te) in enumerate(splits):
         fold_of[te] = i
         if not names:
             pred[te] = pd.Series(yv[tr]).mode().iloc[0]
             continue
-        model = _model(seed, info["categorical"])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model.fit(Xv[tr], yv[tr])
-        pred[te] = model.predict(Xv[te])
-        imp_parts.append(permutation_importances(
-            model, Xv[te], yv[te], names, repeats=importance_repeats, seed=seed + i,
-            max_rows=importance_max_rows))
+        pred[te], part = done[i]
+        imp_parts.append(part)
     ba = bootstrap_balanced_accuracy(yv, pred.astype(str), n_resamples=n_resamples, seed=seed)
     imp = _importance_table(imp_parts)
     single = single_field_accuracy(Xv, yv, names, splits, seed) if names else None

@@ -25,7 +25,14 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.features.embeddings import load_embeddings
-from splitscope.provenance.stats import bootstrap_auc, single_threaded, weighted_auc
+from splitscope.provenance.stats import (
+    PARALLEL_CELLS_LINEAR,
+    bootstrap_auc,
+    fold_jobs,
+    map_folds,
+    single_threaded,
+    weighted_auc,
+)
 
 __all__ = ["PartitionResult", "content_features", "internal_split", "load_embeddings",
            "partition_classifier", "proxy_a_distance"]
@@ -94,41 +101,52 @@ class PartitionResult:
     params: dict[str, Any] = field(default_factory=dict)
 
 
-def _oof_prob(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None, *, folds: int, seed: int,
-              classifier: str) -> tuple[np.ndarray, np.ndarray]:
+def _classifier(classifier: str, seed: int):
     from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     if classifier == "logistic":
-        def make():
-            return make_pipeline(StandardScaler(), LogisticRegression(
-                C=1.0, class_weight="balanced", max_iter=2000))
-    elif classifier == "hgb":
+        return make_pipeline(StandardScaler(), LogisticRegression(
+            C=1.0, class_weight="balanced", max_iter=2000))
+    if classifier == "hgb":
         from sklearn.ensemble import HistGradientBoostingClassifier
 
-        def make():
-            return HistGradientBoostingClassifier(random_state=seed, class_weight="balanced")
-    else:
-        raise InputError(f"classifier must be 'logistic' or 'hgb'; got {classifier!r}")
+        return HistGradientBoostingClassifier(random_state=seed, class_weight="balanced")
+    raise InputError(f"classifier must be 'logistic' or 'hgb'; got {classifier!r}")
+
+
+def _fold_prob(X, y, train, test, classifier: str, seed: int) -> np.ndarray | None:
+    """Held-out probabilities of one fold (None when its training part lacks a partition)."""
+    if y[train].all() or (~y[train]).all():
+        return None  # a fold without both partitions cannot be fitted; left as NaN
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = _classifier(classifier, seed).fit(X[train], y[train])
+        return model.predict_proba(X[test])[:, 1]
+
+
+def _oof_prob(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None, *, folds: int, seed: int,
+              classifier: str, jobs: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+
+    _classifier(classifier, seed)  # an unknown classifier is an error before any split
     k = int(min(folds, y.sum(), (~y).sum()))
     if k < 2:
         raise InputError("each partition needs at least 2 rows for cross-validation")
     if groups is not None:
         cv = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
-        splits = cv.split(X, y, groups)
+        splits = list(cv.split(X, y, groups))
     else:
-        splits = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(X, y)
+        splits = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(X, y))
     prob = np.full(len(y), np.nan)
     fold = np.full(len(y), -1, dtype=np.int64)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for i, (tr, te) in enumerate(splits):
-            if y[tr].all() or (~y[tr]).all():
-                continue  # a fold without both partitions cannot be fitted; left as NaN
-            model = make().fit(X[tr], y[tr])
-            prob[te] = model.predict_proba(X[te])[:, 1]
+    min_cells = PARALLEL_CELLS_LINEAR if classifier == "logistic" else None
+    done = map_folds(_fold_prob, [(X, y, tr, te, classifier, seed) for tr, te in splits],
+                     fold_jobs(X.size, len(splits), jobs, min_cells))
+    for i, ((_, te), p) in enumerate(zip(splits, done)):
+        if p is not None:
+            prob[te] = p
             fold[te] = i
     return prob, fold
 

@@ -12,6 +12,7 @@ seed) scored by its weighted AUROC (ties count one half).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,9 @@ __all__ = [
     "balanced_accuracy_rows",
     "bootstrap_auc",
     "bootstrap_balanced_accuracy",
+    "fold_jobs",
     "interval_kind",
+    "map_folds",
     "single_threaded",
     "weighted_auc",
 ]
@@ -37,6 +40,38 @@ def single_threaded(threads: int | None = 1):
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=threads)
+
+
+#: Rows × features from which cross-validation folds of gradient-boosted trees run in worker
+#: processes by default: below it, starting the workers costs more than the fits.
+PARALLEL_CELLS = 200_000
+#: The same for the (much cheaper) logistic-regression fits of the partition classifier.
+PARALLEL_CELLS_LINEAR = 10_000_000
+
+
+def fold_jobs(cells: int, folds: int, jobs: int | None = None,
+              min_cells: int | None = None) -> int:
+    """Worker processes for the folds of one cross-validation: ``jobs`` when given, else one
+    per available core (at most one per fold) once ``cells`` (rows × features) reaches
+    ``min_cells`` (default :data:`PARALLEL_CELLS`), else 1."""
+    if jobs is not None:
+        return max(1, int(jobs))
+    if cells < (PARALLEL_CELLS if min_cells is None else min_cells):
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(int(cores or 1), int(folds)))
+
+
+def map_folds(func, tasks: list[tuple], jobs: int = 1) -> list:
+    """``[func(*t) for t in tasks]``, in order; with ``jobs`` > 1 in that many worker processes
+    (joblib's loky backend, one BLAS/OpenMP thread per worker). Each fold is seeded on its
+    own, so the results do not depend on ``jobs``."""
+    if jobs <= 1 or len(tasks) <= 1:
+        return [func(*t) for t in tasks]
+    from joblib import Parallel, delayed
+
+    return Parallel(n_jobs=min(jobs, len(tasks)), backend="loky",
+                    inner_max_num_threads=1)(delayed(func)(*t) for t in tasks)
 
 
 def balanced_accuracy_rows(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:

@@ -8,8 +8,12 @@ A flat image (zero variance) has no defined rho: it is flagged, its rho is NaN a
 anyone's counterpart.
 
 The search is exact: every query is compared with every reference by blocked matrix products
-(BLAS sgemm) ``Q_chunk @ R_block.T``. A running maximum (lowest reference position wins ties)
-gives each query's best reference, and every pair with rho >= tau is collected block by block.
+(BLAS sgemm) ``Q_chunk @ R_block.T``. A running maximum gives each query's best reference, and
+every pair with rho >= tau is collected block by block; near-ties of the best and pairs at τ
+are settled on a value that does not depend on the blocking (:func:`canonical_values`), so
+copies tie and the lowest reference position wins. The pruned search
+(:mod:`splitscope.relations.pruned`) discards pairs by a projection bound first and gives the
+same result.
 Memory is bounded by the query chunk and the reference block (``query_chunk × S²`` floats,
 ``block × S²`` floats and a ``query_chunk × block`` product), never by the full
 query × reference matrix and never by the reference count.
@@ -38,7 +42,38 @@ SWEEP = (0.90, 0.95, 0.98, 0.99, 0.995, 0.999)
 COUNTERPART_RULES = ("nearest", "first_candidate", "any_candidate")
 
 
+class ThumbnailRows:
+    """Thumbnails of some manifest rows, read on demand.
+
+    ``read(row_ids)`` returns ``(len(row_ids), S, S)`` uint8 thumbnails (e.g. ``Scan.thumbs``
+    over the workspace's memory-mapped store). Indexing with a slice or an array of positions
+    reads only those rows, so a search over it holds one block at a time, never the whole
+    population.
+    """
+
+    ndim = 3
+    dtype = np.dtype(np.uint8)
+
+    def __init__(self, read, rows, size: int):
+        self.read = read
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.shape = (int(self.rows.size), int(size), int(size))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key) -> np.ndarray:
+        ids = self.rows[key]
+        if np.ndim(ids) == 0:
+            return self[[key]][0]
+        if ids.size == 0:
+            return np.zeros((0, *self.shape[1:]), np.uint8)
+        return np.asarray(self.read(ids), dtype=np.uint8)
+
+
 def _check_thumbs(thumbs, name: str) -> np.ndarray:
+    if isinstance(thumbs, ThumbnailRows):
+        return thumbs
     arr = np.asarray(thumbs)
     if arr.ndim == 2 and arr.shape[0] == 0:
         arr = arr.reshape(0, 1, 1)
@@ -109,7 +144,8 @@ class NCCResult:
 
 def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
                exclude_self: bool = False, exclude=None, query_chunk: int = 8192,
-               collect_pairs: bool = True, max_pairs: int = 5_000_000) -> NCCResult:
+               collect_pairs: bool = True, max_pairs: int = 5_000_000,
+               method: str = "pruned", rank: int = 32) -> NCCResult:
     """Exact NCC search: best reference per query and every pair with rho >= tau.
 
     Parameters
@@ -132,6 +168,14 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
     max_pairs : int
         Bound on the stored pairs; beyond it pairs are counted (``params["pairs_total"]``)
         but not stored and ``params["pairs_truncated"]`` is True. Best references stay exact.
+    method : {"pruned", "brute"}
+        ``"brute"`` scores every pair; ``"pruned"`` (default) discards pairs by a projection
+        bound first and scores only the survivors (:mod:`splitscope.relations.pruned`), with
+        the same result. Below :data:`splitscope.relations.pruned.MIN_PAIRS` query–reference
+        pairs the brute force runs (the bound would cost more than it saves).
+        ``params["search"]`` says which ran, with its FLOP count.
+    rank : int
+        Dimension of the projection of the pruned search.
 
     Returns
     -------
@@ -156,15 +200,37 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
     exclude = _check_exclude(exclude, exclude_self, nq, nr)
     q_flat = _flat(q)
     r_flat = _flat(r)
-    best_idx, best_rho, pairs, n_pairs = _blocked_search(
+    best_idx, best_rho, pairs, n_pairs, search = search_vectors(
         lambda pos: centred_unit_vectors(q[pos])[0],
         lambda pos: centred_unit_vectors(r[pos])[0],
         q_flat, r_flat, tau=tau, block=block, exclude=exclude, query_chunk=query_chunk,
-        collect_pairs=collect_pairs, max_pairs=max_pairs, value="rho")
+        collect_pairs=collect_pairs, max_pairs=max_pairs, value="rho", method=method,
+        rank=rank)
     return NCCResult(tau, best_idx, best_rho, pairs, q_flat, r_flat,
                      params={"tau": tau, "thumb_size": int(q.shape[1]) if nq else
                              (int(r.shape[1]) if nr else None),
-                             "pairs_total": int(n_pairs), "pairs_truncated": n_pairs > len(pairs)})
+                             "pairs_total": int(n_pairs), "pairs_truncated": n_pairs > len(pairs),
+                             **search})
+
+
+def search_vectors(query_vectors, reference_vectors, query_undefined: np.ndarray,
+                   reference_undefined: np.ndarray, *, method: str = "pruned", rank: int = 32,
+                   **kwargs) -> tuple[np.ndarray, np.ndarray, pd.DataFrame, int, dict]:
+    """The exact search by ``method`` (``"pruned"`` or ``"brute"``; arguments as
+    :func:`_blocked_search`); also returns what ran: ``search``, ``flops`` and
+    ``brute_flops`` (2·d per scored pair), and the pruned search's statistics."""
+    from splitscope.relations import pruned
+
+    if method not in ("pruned", "brute"):
+        raise InputError(f"method must be 'pruned' or 'brute'; got {method!r}")
+    n_pairs = int((~query_undefined).sum()) * int((~reference_undefined).sum())
+    if method == "pruned" and n_pairs >= pruned.MIN_PAIRS:
+        *out, stats = pruned.pruned_search(query_vectors, reference_vectors, query_undefined,
+                                           reference_undefined, rank=rank, **kwargs)
+        return (*out, {"search": "pruned", **stats})
+    out = _blocked_search(query_vectors, reference_vectors, query_undefined,
+                          reference_undefined, **kwargs)
+    return (*out, {"search": "brute"})
 
 
 def _check_tau(tau) -> float:
@@ -234,7 +300,7 @@ def _blocked_search(query_vectors, reference_vectors, query_undefined: np.ndarra
         qv = query_vectors(qpos)
         ex = exclude[qpos] if exclude is not None else None
         c_best = np.full(qpos.size, -np.inf, np.float32)
-        c_idx = np.full(qpos.size, -1, np.int64)
+        near = NearBest(qpos.size)
         for b0 in range(0, r_keep.size, block):
             rpos = r_keep[b0:b0 + block]
             rv = reference_vectors(rpos)
@@ -245,22 +311,19 @@ def _blocked_search(query_vectors, reference_vectors, query_undefined: np.ndarra
                 loc_c = np.minimum(loc, rpos.size - 1)
                 hit = np.flatnonzero((ex >= 0) & (rpos[loc_c] == ex))
                 prod[hit, loc_c[hit]] = -np.inf
-            a = prod.argmax(axis=1)
-            v = prod[np.arange(qpos.size), a]
-            better = v > c_best  # strict: earlier (lower) positions win ties
-            c_best[better] = v[better]
-            c_idx[better] = rpos[a[better]]
+            np.maximum(c_best, prod.max(axis=1), out=c_best)
+            qi, ri = np.nonzero((prod >= (c_best - SETTLE)[:, None]) & (prod > -np.inf))
+            near.add(qi, rpos[ri], canonical_values(qv, qi, rv, ri))
             if collect_pairs:
-                qi, ri = np.nonzero(prod >= tau)
+                qi, ri = np.nonzero(prod >= tau - SETTLE)
+                qi, ri, vals = settled_pairs(qv, qi, rv, ri, prod[qi, ri], tau)
                 n_pairs += qi.size
                 keep = max(0, min(qi.size, max_pairs - stored))
                 if keep:
-                    qi, ri = qi[:keep], ri[:keep]
-                    found.append((qpos[qi], rpos[ri], prod[qi, ri]))
+                    found.append((qpos[qi[:keep]], rpos[ri[:keep]], vals[:keep]))
                     stored += keep
             del prod, rv  # free this block before the next one is built
-        best_val[qpos] = c_best
-        best_idx[qpos] = c_idx
+        best_val[qpos], best_idx[qpos] = near.best()
     best_val[~np.isfinite(best_val)] = np.nan
     best_idx[np.isnan(best_val)] = -1
     best_val = np.clip(best_val, -1.0, 1.0)
@@ -274,6 +337,68 @@ def _blocked_search(query_vectors, reference_vectors, query_undefined: np.ndarra
         pairs = pd.DataFrame({"query": np.empty(0, np.int64), "reference": np.empty(0, np.int64),
                               value: np.empty(0, np.float32)})
     return best_idx, best_val, pairs, int(n_pairs)
+
+
+#: Similarities this close to a query's best, or to τ, are settled by :func:`canonical_values`.
+SETTLE = 1e-5
+
+
+def canonical_values(qv: np.ndarray, qi: np.ndarray, rv: np.ndarray, ri: np.ndarray,
+                     chunk: int = 1024) -> np.ndarray:
+    """``⟨qv[qi[k]], rv[ri[k]]⟩`` in float64, one pair at a time.
+
+    A blocked float32 matrix product may round one pair differently depending on where the
+    pair sits in the block (two copies of one image need not get equal values). Where the
+    outcome hangs on such rounding — which of nearly equal references is a query's best, and
+    whether a pair within :data:`SETTLE` of τ reaches it — the searches decide on this value
+    instead, which depends only on the two vectors; so ties between copies go to the lowest
+    position, and every search (blocked, pruned) gives the same answer.
+    """
+    out = np.empty(qi.size, np.float64)
+    for s in range(0, qi.size, chunk):
+        out[s:s + chunk] = np.einsum("ij,ij->i", qv[qi[s:s + chunk]], rv[ri[s:s + chunk]],
+                                     dtype=np.float64)
+    return out
+
+
+def settled_pairs(qv, qi, rv, ri, vals, tau: float):
+    """The pairs ``(qi, ri)`` with values ``vals`` (all ≥ τ − :data:`SETTLE`) that reach τ;
+    those within :data:`SETTLE` of τ are decided on :func:`canonical_values`."""
+    vals = np.asarray(vals, np.float32).copy()
+    border = np.flatnonzero(vals < tau + SETTLE)
+    keep = np.ones(vals.size, bool)
+    if border.size:
+        canon = canonical_values(qv, qi[border], rv, ri[border])
+        keep[border] = canon >= tau
+        vals[border] = canon.astype(np.float32)
+    return qi[keep], ri[keep], vals[keep]
+
+
+class NearBest:
+    """The references within :data:`SETTLE` of each query's running best, with their
+    :func:`canonical_values`; :meth:`best` picks the highest canonical value, lowest position
+    on ties."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add(self, qi: np.ndarray, rpos: np.ndarray, canon: np.ndarray) -> None:
+        if qi.size:
+            self.parts.append((qi, rpos, canon))
+
+    def best(self) -> tuple[np.ndarray, np.ndarray]:
+        """(value float32, reference position) per query; -inf and -1 where none."""
+        val = np.full(self.n, -np.inf, np.float32)
+        idx = np.full(self.n, -1, np.int64)
+        if not self.parts:
+            return val, idx
+        qi, rpos, canon = (np.concatenate(x) for x in zip(*self.parts))
+        order = np.lexsort((rpos, -canon, qi))
+        first = order[np.r_[True, qi[order][1:] != qi[order][:-1]]]
+        val[qi[first]] = canon[first].astype(np.float32)
+        idx[qi[first]] = rpos[first]
+        return val, idx
 
 
 def _flat(thumbs: np.ndarray) -> np.ndarray:

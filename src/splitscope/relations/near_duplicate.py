@@ -12,7 +12,12 @@ counterparts of each other, since a repeated entry is a copy inside the split.
 
 In the pair table, ``d_p`` and ``d_d`` are the distances between the plain (untransformed)
 images, also for dihedral pairs; ``rho`` and ``ssim`` of a dihedral pair are measured after
-applying its variant to the reference thumbnail.
+applying its variant to the reference thumbnail. The table lists at most
+``max_pairs_per_query`` pairs per query row besides those that decide a rule
+(:func:`cap_pairs`), so that homogeneous data (many unrelated pairs above τ) cannot make the
+measurements explode; flags, counterparts and the counts in ``notes["pairs"]`` are exact.
+Thumbnails are read through the scan's store a block at a time
+(:class:`splitscope.relations.ncc.ThumbnailRows`), never for the whole population at once.
 """
 
 from __future__ import annotations
@@ -23,23 +28,27 @@ import numpy as np
 import pandas as pd
 
 from splitscope.boundary import Boundary
+from splitscope.errors import InputError
 from splitscope.relations import dihedral as dih
 from splitscope.relations.hashes import DEFAULT_RADIUS, RULES, hamming_distance, hash_search
 from splitscope.relations.identity import side
 from splitscope.relations.ncc import (
     DEFAULT_TAU,
     SWEEP,
+    ThumbnailRows,
     any_candidate,
     first_candidate,
     ncc_search,
     ncc_sweep,
     pair_rho,
 )
-from splitscope.relations.ssim import ssim_for_pairs
+from splitscope.relations.ssim import ssim_pairs
 
 HASH_PREDICATES = tuple(f"hash_{r}" for r in RULES)
 NCC_PREDICATES = ("ncc_nearest", "ncc_first_candidate", "ncc_any_candidate")
 DIHEDRAL_PREDICATES = tuple(f"{p}_dihedral" for p in (*HASH_PREDICATES, "ncc_nearest"))
+#: Default bound on the pairs listed and measured per query row (see :func:`cap_pairs`).
+MAX_PAIRS_PER_QUERY = 5
 
 
 @dataclass
@@ -89,7 +98,9 @@ def _exclude_positions(q_rows: np.ndarray, r_rows: np.ndarray) -> np.ndarray:
 def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: float = DEFAULT_TAU,
                     radius: int = DEFAULT_RADIUS, geometry: dict | None = None,
                     dihedral: bool = False, ssim: bool = True, max_ssim_pairs: int = 200_000,
-                    workers: int | None = None, block: int = 2048) -> NearDuplicates:
+                    workers: int | None = None, block: int = 2048,
+                    max_pairs_per_query: int = MAX_PAIRS_PER_QUERY,
+                    search: str = "pruned") -> NearDuplicates:
     """Run the hash rules and NCC (with counterpart rules) on one boundary.
 
     Parameters
@@ -110,6 +121,13 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: floa
         (needs the image files; see :mod:`splitscope.relations.dihedral`).
     ssim : bool
         SSIM on the selected pairs (the pair table), up to ``max_ssim_pairs``.
+    max_pairs_per_query : int
+        Pairs listed in the pair table, and measured there (ρ, SSIM, hash distances), per query
+        row (see :func:`cap_pairs`); the pair and row counts stay exact and are recorded in
+        ``notes["pairs"]``.
+    search : {"pruned", "brute"}
+        NCC search method (:func:`splitscope.relations.ncc.ncc_search`); both give the same
+        result.
     """
     geometry = dict(geometry or {})
     q = side(rows, boundary.query)
@@ -159,15 +177,21 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: floa
     # ---- NCC ----------------------------------------------------------------------------------
     qt, rt = _valid_thumb(q), _valid_thumb(r)
     qt_rows, rt_rows = q_rows[qt], r["row"].to_numpy(np.int64)[rt]
-    qthumbs = np.asarray(thumbs(qt_rows)) if qt_rows.size else None
-    rthumbs = (qthumbs if boundary.within else np.asarray(thumbs(rt_rows))) if rt_rows.size \
-        else None
+    # read block by block from the thumbnail store, never the whole population at once
+    size = int(geometry.get("thumb_size") or 96)
+    qthumbs = ThumbnailRows(thumbs, qt_rows, size) if qt_rows.size else None
+    rthumbs = (qthumbs if boundary.within else ThumbnailRows(thumbs, rt_rows, size)) \
+        if rt_rows.size else None
     tpos = np.flatnonzero(qt)
     if qthumbs is not None and rthumbs is not None:
         exclude = _exclude_positions(qt_rows, rt_rows) if boundary.within else None
-        nres = ncc_search(qthumbs, rthumbs, tau=tau, exclude=exclude, block=block)
+        nres = ncc_search(qthumbs, rthumbs, tau=tau, exclude=exclude, block=block,
+                          method=search)
         best_rho, best_idx, q_flat = nres.best_rho, nres.best_index, nres.query_flat
         ncc_pairs = nres.pairs
+        notes["ncc_search"] = {k: nres.params[k] for k in (
+            "search", "rank", "margin", "scored_pairs", "flops", "brute_flops")
+            if k in nres.params}
         if nres.params.get("pairs_truncated"):
             notes["ncc_pairs"] = (f"{nres.params['pairs_total']} pairs reached tau; only "
                                   f"{len(ncc_pairs)} were stored in the pair table")
@@ -202,7 +226,7 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: floa
         pair_parts.append(pd.DataFrame({
             "query_row": qt_rows[ncc_pairs["query"].to_numpy(np.int64)],
             "reference_row": rt_rows[ncc_pairs["reference"].to_numpy(np.int64)],
-            "variant": "identity"}))
+            "variant": "identity", "search_rho": ncc_pairs["rho"].to_numpy(np.float32)}))
 
     # ---- counterpart rules over the exact-pHash screen -----------------------------------
     cand = hs.pairs[hs.pairs["d_p"] == 0]
@@ -246,14 +270,16 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: floa
         pair_parts.append(pd.DataFrame({"query_row": cand_df["query"],
                                         "reference_row": cand_df["reference"],
                                         "variant": "identity"}))
-    # the nearest reference of every flagged query under any rule is a selected pair
-    for name in ("ncc_nearest", *HASH_PREDICATES):
-        hit = flags[name].fillna(False).to_numpy(bool)
+    # the pair deciding each counterpart rule, and the nearest reference of every flagged
+    # query under any rule, are selected pairs (always listed and measured)
+    for name in ("ncc_nearest", *HASH_PREDICATES, "ncc_first_candidate", "ncc_any_candidate"):
         cpn = flags[f"{name}_counterpart"].to_numpy()
-        hit &= cpn >= 0
+        hit = cpn >= 0  # a candidate rule's deciding pair is one of the screened candidates
+        if not name.endswith("_candidate"):
+            hit &= flags[name].fillna(False).to_numpy(bool)
         if hit.any():
             pair_parts.append(pd.DataFrame({"query_row": q_rows[hit], "reference_row": cpn[hit],
-                                            "variant": "identity"}))
+                                            "variant": "identity", "decides": True}))
 
     # ---- dihedral variants (optional) -------------------------------------------------------
     if dihedral:
@@ -262,9 +288,25 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: floa
 
     # ---- pair table with every measurement --------------------------------------------------
     pairs = _pair_table(pair_parts, rows, thumbs, boundary, geometry, tau, radius, flags,
-                        ssim, max_ssim_pairs, notes)
-    params = {"tau": tau, "radius": radius, **geometry, "dihedral": dihedral}
+                        ssim, max_ssim_pairs, notes, max_pairs_per_query)
+    params = {"tau": tau, "radius": radius, **geometry, "dihedral": dihedral,
+              "max_pairs_per_query": max_pairs_per_query, "search": search}
     return NearDuplicates(boundary, params, flags, pairs, sweep, assessed, notes)
+
+
+def _hash_distances(by_row: pd.DataFrame, qr: np.ndarray, rr: np.ndarray):
+    """d_p and d_d of pairs of manifest rows (-1 where a side has no hash)."""
+    dp = np.full(qr.size, -1, np.int16)
+    dd = np.full(qr.size, -1, np.int16)
+    if "phash" in by_row:
+        hp_q, hp_r = by_row["phash"].reindex(qr), by_row["phash"].reindex(rr)
+        hd_q, hd_r = by_row["dhash"].reindex(qr), by_row["dhash"].reindex(rr)
+        okh = (hp_q.notna().to_numpy() & hp_r.notna().to_numpy() & hd_q.notna().to_numpy()
+               & hd_r.notna().to_numpy())
+        if okh.any():
+            dp[okh] = hamming_distance(hp_q.to_numpy()[okh], hp_r.to_numpy()[okh])
+            dd[okh] = hamming_distance(hd_q.to_numpy()[okh], hd_r.to_numpy()[okh])
+    return dp, dd
 
 
 def _positions(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -349,67 +391,115 @@ def _dihedral(q, r, q_rows, qh, rh, rh_rows, qt, rt_rows, rthumbs, boundary, tau
             pair_parts.append(pd.DataFrame({
                 "query_row": q_rows[sel],
                 "reference_row": flags[f"{p}_counterpart"].to_numpy()[sel],
-                "variant": flags[f"{p}_variant"].to_numpy()[sel]}))
+                "variant": flags[f"{p}_variant"].to_numpy()[sel], "decides": True}))
+
+
+def cap_pairs(pairs: pd.DataFrame, max_per_query: int) -> tuple[pd.DataFrame, dict]:
+    """The pairs listed (and measured) per query row, and the exact counts behind them.
+
+    Rule: every pair that decides a rule for its query (``decides``: a flagged query's
+    counterpart under a predicate, a counterpart rule's chosen candidate, a dihedral match)
+    is kept; the others follow in order of ρ found by the search (highest first), then
+    ``d_p + d_d`` (lowest first), then reference row, until the query has ``max_per_query``
+    pairs. Counts of pairs and of affected rows never depend on it: they come from the search.
+
+    Parameters
+    ----------
+    pairs : DataFrame
+        ``query_row, reference_row, variant, decides, search_rho, d_sum`` (one line per pair).
+    max_per_query : int
+
+    Returns
+    -------
+    listed : DataFrame
+        The kept pairs, sorted by query row, reference row, variant.
+    counts : dict
+        ``pairs_total``, ``pairs_listed``, ``max_pairs_per_query``, ``query_rows_capped`` and
+        the ``rule``.
+    """
+    if max_per_query < 1:
+        raise InputError(f"max_pairs_per_query must be at least 1; got {max_per_query}")
+    order = pairs.assign(_rho=-pairs["search_rho"].fillna(-np.inf),
+                         _d=pairs["d_sum"].fillna(999)).sort_values(
+        ["query_row", "decides", "_rho", "_d", "reference_row", "variant"],
+        ascending=[True, False, True, True, True, True], kind="stable")
+    rank = order.groupby("query_row", sort=False).cumcount().to_numpy()
+    keep = order["decides"].to_numpy(bool) | (rank < max_per_query)
+    listed = (order[keep].drop(columns=["_rho", "_d"])
+              .sort_values(["query_row", "reference_row", "variant"], kind="stable")
+              .reset_index(drop=True))
+    per_query = order.groupby("query_row", sort=False).size()
+    kept = listed.groupby("query_row", sort=False).size().reindex(per_query.index)
+    counts = {"pairs_total": len(pairs), "pairs_listed": len(listed),
+              "max_pairs_per_query": int(max_per_query),
+              "query_rows_capped": int((kept < per_query).sum()),
+              "rule": ("per query row: every pair deciding a rule, then the others by ρ from "
+                       "the search (highest first), d_p + d_d (lowest first), reference row; "
+                       "ρ, SSIM and hash distances are measured on the listed pairs only")}
+    return listed, counts
 
 
 def _pair_table(parts, rows, thumbs, boundary, geometry, tau, radius, flags, ssim,
-                max_ssim_pairs, notes) -> pd.DataFrame:
+                max_ssim_pairs, notes, max_per_query, chunk: int = 2048) -> pd.DataFrame:
     cols = ["query_row", "query_path", "reference_row", "reference_path", "variant", "d_p", "d_d",
             "rho", "ssim", "rules", "counterpart_rules", "boundary", "thumb_size",
             "interpolation", "mode", "tau", "radius"]
     if not parts:
+        notes["pairs"] = {"pairs_total": 0, "pairs_listed": 0,
+                          "max_pairs_per_query": int(max_per_query), "query_rows_capped": 0}
         return pd.DataFrame(columns=cols)
-    pairs = (pd.concat(parts, ignore_index=True)
-             .drop_duplicates(["query_row", "reference_row", "variant"])
-             .sort_values(["query_row", "reference_row", "variant"], kind="stable")
-             .reset_index(drop=True))
+    allp = pd.concat(parts, ignore_index=True)
+    allp["decides"] = allp["decides"].fillna(False).astype(bool) if "decides" in allp \
+        else False
+    if "search_rho" not in allp:
+        allp["search_rho"] = np.nan
+    allp = (allp.groupby(["query_row", "reference_row", "variant"], sort=True)
+            .agg(decides=("decides", "max"), search_rho=("search_rho", "max")).reset_index())
     by_row = rows.set_index("row")
+    # hash distances (plain pairs; dihedral pairs keep the plain-image distances too)
+    dp, dd = _hash_distances(by_row, allp["query_row"].to_numpy(np.int64),
+                             allp["reference_row"].to_numpy(np.int64))
+    allp["d_sum"] = np.where((dp >= 0) & (dd >= 0), dp.astype(np.int64) + dd, np.nan)
+    pairs, counts = cap_pairs(allp, max_per_query)
+    notes["pairs"] = counts
+    del allp
+    dp, dd = _hash_distances(by_row, pairs["query_row"].to_numpy(np.int64),
+                             pairs["reference_row"].to_numpy(np.int64))
+    pairs = pairs.drop(columns=["decides", "search_rho", "d_sum"])
     qr = pairs["query_row"].to_numpy(np.int64)
     rr = pairs["reference_row"].to_numpy(np.int64)
     pairs["query_path"] = by_row["path"].reindex(qr).to_numpy()
     pairs["reference_path"] = by_row["path"].reindex(rr).to_numpy()
     ident = (pairs["variant"] == "identity").to_numpy()
-    # hash distances (plain pairs; dihedral pairs keep the plain-image distances too)
-    dp = np.full(len(pairs), -1, np.int16)
-    dd = np.full(len(pairs), -1, np.int16)
-    if "phash" in by_row:
-        hp_q, hp_r = by_row["phash"].reindex(qr), by_row["phash"].reindex(rr)
-        hd_q, hd_r = by_row["dhash"].reindex(qr), by_row["dhash"].reindex(rr)
-        okh = (hp_q.notna().to_numpy() & hp_r.notna().to_numpy() & hd_q.notna().to_numpy()
-               & hd_r.notna().to_numpy())
-        if okh.any():
-            dp[okh] = hamming_distance(hp_q.to_numpy()[okh], hp_r.to_numpy()[okh])
-            dd[okh] = hamming_distance(hd_q.to_numpy()[okh], hd_r.to_numpy()[okh])
     pairs["d_p"] = pd.array(np.where(dp >= 0, dp, 0), dtype="Int16")
     pairs.loc[dp < 0, "d_p"] = pd.NA
     pairs["d_d"] = pd.array(np.where(dd >= 0, dd, 0), dtype="Int16")
     pairs.loc[dd < 0, "d_d"] = pd.NA
-    # rho and SSIM on the plain thumbnails (dihedral pairs: reference transformed by variant)
-    ti = pd.to_numeric(by_row["thumb_index"], errors="coerce").reindex(qr).fillna(-1).to_numpy() \
-        if "thumb_index" in by_row else np.full(len(pairs), -1)
-    tr = pd.to_numeric(by_row["thumb_index"], errors="coerce").reindex(rr).fillna(-1).to_numpy() \
-        if "thumb_index" in by_row else np.full(len(pairs), -1)
-    okt = (ti >= 0) & (tr >= 0)
+    # rho and SSIM on the plain thumbnails (dihedral pairs: reference transformed by variant),
+    # read and measured a chunk of pairs at a time
+    thumb_index = (pd.to_numeric(by_row["thumb_index"], errors="coerce")
+                   if "thumb_index" in by_row else pd.Series(-1, index=by_row.index))
+    okt = (thumb_index.reindex(qr).fillna(-1).to_numpy() >= 0) & \
+        (thumb_index.reindex(rr).fillna(-1).to_numpy() >= 0)
     rho = np.full(len(pairs), np.nan, np.float32)
     ss = np.full(len(pairs), np.nan, np.float64)
-    if okt.any():
-        sel = np.flatnonzero(okt)
-        uq, inv_q = np.unique(qr[sel], return_inverse=True)
-        ur, inv_r = np.unique(rr[sel], return_inverse=True)
-        qa = np.asarray(thumbs(uq))
-        ra = np.asarray(thumbs(ur))
-        variants = pairs["variant"].to_numpy()[sel]
-        for v in np.unique(variants):
-            m = variants == v
-            rv = ra if v == "identity" else dih.apply_array(ra, v)
-            rho[sel[m]] = pair_rho(qa, rv, inv_q[m], inv_r[m])
-            if ssim:
-                take = np.flatnonzero(m)
-                take = take[: max(0, max_ssim_pairs - int(np.isfinite(ss).sum()))]
-                if take.size:
-                    ss[sel[take]] = ssim_for_pairs(qa, rv, inv_q[take], inv_r[take])
-        if ssim and okt.sum() > max_ssim_pairs:
-            notes["ssim"] = f"SSIM computed on the first {max_ssim_pairs} pairs only"
+    sel = np.flatnonzero(okt)
+    with_ssim = sel[:max_ssim_pairs] if ssim else sel[:0]
+    variants = pairs["variant"].to_numpy()
+    for c0 in range(0, sel.size, chunk):
+        idx = sel[c0:c0 + chunk]
+        qa = np.asarray(thumbs(qr[idx]))
+        ra = np.asarray(thumbs(rr[idx]))
+        for v in np.unique(variants[idx]):
+            m = variants[idx] == v
+            rv = ra[m] if v == "identity" else dih.apply_array(ra[m], v)
+            pos = np.arange(int(m.sum()))
+            rho[idx[m]] = pair_rho(qa[m], rv, pos, pos)
+            sm = np.isin(idx[m], with_ssim)
+            if sm.any():
+                ss[idx[m][sm]] = ssim_pairs(qa[m][sm], rv[sm])
+    if ssim and okt.sum() > max_ssim_pairs:
+        notes["ssim"] = f"SSIM computed on the first {max_ssim_pairs} pairs only"
     pairs["rho"] = rho
     pairs["ssim"] = ss
     # rules each pair satisfies

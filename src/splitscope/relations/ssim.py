@@ -22,7 +22,7 @@ DATA_RANGE = 255.0
 K1, K2 = 0.01, 0.03
 
 
-def ssim_pairs(a, b, *, chunk: int = 512) -> np.ndarray:
+def ssim_pairs(a, b, *, chunk: int = 64) -> np.ndarray:
     """SSIM of ``a[i]`` with ``b[i]`` for every i.
 
     Parameters
@@ -78,7 +78,7 @@ def ssim_pairs(a, b, *, chunk: int = 512) -> np.ndarray:
 
 
 def ssim_for_pairs(query_thumbs, reference_thumbs, query_index, reference_index,
-                   *, chunk: int = 512) -> np.ndarray:
+                   *, chunk: int = 64) -> np.ndarray:
     """SSIM for selected pairs given by positions into two thumbnail stacks."""
     qi = np.asarray(query_index, dtype=np.int64)
     ri = np.asarray(reference_index, dtype=np.int64)

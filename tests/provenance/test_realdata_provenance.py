@@ -41,7 +41,10 @@ def kermany(shared_data):
 
 @pytest.mark.slow
 def test_kermany_header_probe_within_pool_vs_cross_split(kermany):
-    from splitscope.probes.header_probe import header_probe_cross_split, header_probe_within_pool
+    from splitscope.provenance.header_probe import (
+        header_probe_cross_split,
+        header_probe_within_pool,
+    )
 
     wp = header_probe_within_pool(kermany, n_resamples=500, importance_repeats=2)
     cs = header_probe_cross_split(kermany[kermany.split == "train"],
@@ -63,7 +66,7 @@ def test_kermany_partition_classifier_subsample(kermany):
     from PIL import Image
 
     from splitscope.features.imaging import thumbnail, to_gray8
-    from splitscope.probes.partition import content_features, partition_classifier
+    from splitscope.provenance.partition import content_features, partition_classifier
 
     rng = np.random.default_rng(0)
     test = np.flatnonzero(kermany["split"].to_numpy() == "test")
@@ -80,7 +83,7 @@ def test_kermany_partition_classifier_subsample(kermany):
 
 
 def test_c3_header_probe_names_separating_fields(shared_data):
-    from splitscope.probes.header_probe import header_probe_within_pool
+    from splitscope.provenance.header_probe import header_probe_within_pool
 
     m = splitscope.read_folder(shared_data / "c3-brain-mri-yes-no")
     t = _with_headers(m)
@@ -92,3 +95,25 @@ def test_c3_header_probe_names_separating_fields(shared_data):
     assert best_alone["feature"] in C3_SEPARATING and best_alone["balanced_accuracy"] > 0.7
     # name-derived fields are left out unless asked for
     assert "extension" in r.dropped and "extension" not in r.features
+
+
+@pytest.mark.slow
+def test_kermany_header_probe_unchanged_at_defaults(kermany):
+    """The estimates, intervals and importances measured before the importances and folds
+    were made faster, at the defaults (5 folds, 5 repeats, 2,000 resamples)."""
+    from splitscope.provenance.header_probe import (
+        header_probe_cross_split,
+        header_probe_within_pool,
+    )
+
+    wp = header_probe_within_pool(kermany)
+    cs = header_probe_cross_split(kermany[kermany.split == "train"],
+                                  kermany[kermany.split == "test"])
+    for r, want, top in ((wp, (0.8217365414317348, 0.8117577697384484, 0.8317156086100956),
+                          0.32262959861553064),
+                         (cs, (0.7401709401709402, 0.7048184058920833, 0.7774128560275204),
+                          0.24205128205128212)):
+        b = r.balanced_accuracy
+        assert (b["estimate"], b["low"], b["high"]) == pytest.approx(want, abs=1e-12)
+        assert r.importances.iloc[0]["feature"] == "file_size"
+        assert r.importances.iloc[0]["importance"] == pytest.approx(top, abs=1e-12)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from splitscope.errors import InputError
-from splitscope.probes.header_probe import (
+from splitscope.provenance.header_probe import (
     header_feature_matrix,
     header_probe_cross_split,
     header_probe_within_pool,
@@ -87,3 +87,61 @@ def test_single_class_is_input_error():
     t["label"] = "a"
     with pytest.raises(InputError, match="two classes"):
         header_probe_within_pool(t)
+
+
+def _importances_scoring_every_tree(model, X, y, names, repeats, seed, max_rows):
+    """Permutation importances the plain way: every permuted copy scored with
+    ``model.predict`` (the same sample and permutations as the probe draws)."""
+    from splitscope.provenance.header_probe import field_of
+    from splitscope.provenance.stats import balanced_accuracy_rows
+
+    rng = np.random.default_rng(seed)
+    if len(y) > max_rows:
+        take = np.sort(rng.choice(len(y), size=max_rows, replace=False))
+        X, y = X[take], y[take]
+    fields = list(dict.fromkeys(field_of(n) for n in names))
+    perms = [rng.permutation(len(y)) for _ in range(len(fields) * repeats)]
+    base = balanced_accuracy_rows(y, model.predict(X))[0]
+    out = []
+    for fi, f in enumerate(fields):
+        cols = [i for i, n in enumerate(names) if field_of(n) == f]
+        drops = []
+        for r in range(repeats):
+            Xp = X.copy()
+            Xp[:, cols] = X[perms[fi * repeats + r]][:, cols]
+            drops.append(base - balanced_accuracy_rows(y, model.predict(Xp))[0])
+        out.append((f, np.mean(drops), np.std(drops)))
+    return pd.DataFrame(out, columns=["field", "importance", "std"])
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_importances_equal_scoring_every_tree(classes):
+    """Re-evaluating only the trees that use a field gives the importances of scoring every
+    tree, with categorical columns (which the model moves first) and NaN present."""
+    from splitscope.provenance.header_probe import _model, permutation_importances
+
+    rng = np.random.default_rng(3)
+    t = _table(n=600, seed=3)
+    t["label"] = pd.array(rng.choice(list("abc")[:classes], 600), dtype="string")
+    t["quality"] = pd.array(np.where(t["label"] == "a", 90, 75) + rng.integers(0, 3, 600),
+                            dtype="Int64")
+    t.loc[rng.random(600) < 0.1, "width"] = pd.NA
+    X, info = header_feature_matrix(t)
+    assert any(info["categorical"]) and not all(info["categorical"])
+    Xv, y = X.to_numpy(np.float64), t["label"].to_numpy(str)
+    model = _model(0, info["categorical"]).fit(Xv[:400], y[:400])
+    fast = permutation_importances(model, Xv[400:], y[400:], info["features"], repeats=4,
+                                   seed=5, max_rows=150)
+    plain = _importances_scoring_every_tree(model, Xv[400:], y[400:], info["features"], 4, 5,
+                                            150)
+    pd.testing.assert_frame_equal(fast, plain.astype({"field": "string"}), check_exact=True)
+    assert (fast["importance"] != 0).any()
+
+
+def test_folds_in_worker_processes_give_the_same_probe():
+    a = header_probe_within_pool(_table(), n_resamples=200, importance_repeats=2, jobs=1)
+    b = header_probe_within_pool(_table(), n_resamples=200, importance_repeats=2, jobs=2)
+    assert a.balanced_accuracy == b.balanced_accuracy
+    pd.testing.assert_frame_equal(a.importances, b.importances)
+    pd.testing.assert_frame_equal(a.predictions, b.predictions)
+    pd.testing.assert_frame_equal(a.single_field, b.single_field)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
-from splitscope.probes.stats import (
+from splitscope.provenance.stats import (
     balanced_accuracy_rows,
     bootstrap_auc,
     bootstrap_balanced_accuracy,

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from splitscope.probes.audit import audit_groups, audit_provenance
+from splitscope.groups.layer import audit_groups
+from splitscope.provenance.layer import audit_provenance
 
 
 def _manifest(groups=True):
@@ -113,8 +114,8 @@ def test_demo_format_shortcut_detected(demo_scan):
 def test_demo_identity_recovery_and_schema(demo_scan):
     """Test rows inherit the patient id of their training counterpart: byte copies by bytes,
     re-encoded/resized/intensity-changed copies by NCC; every record validates."""
+    from splitscope.groups.recovery import recover_from_scans
     from splitscope.records.schema import validate_record
-    from splitscope.relations.recovery import recover_from_scans
 
     sc, planted, _ = demo_scan
     m = sc.manifest
@@ -136,3 +137,31 @@ def test_demo_identity_recovery_and_schema(demo_scan):
     assert "group_mapping" in res.tables
     for r in res.records:
         validate_record(r.to_dict())
+
+
+#: The demo's provenance records as measured before the importances and folds were made
+#: faster (estimate, interval low, interval high), at the defaults.
+DEMO_PROVENANCE = {
+    "provenance.header_probe.within_pool": (0.7822716747125084, 0.736274169914499,
+                                            0.8289201202414013),
+    "provenance.header_probe.cross_split[test_train]": (0.7447916666666667, 0.6489739427239428,
+                                                        0.8420212634553265),
+    "provenance.partition[test_train]": (0.4290364583333333, 0.35500982283258004,
+                                         0.5054054882398237),
+    "provenance.partition.internal[train]": (0.4560260586319218, 0.35950939446556474,
+                                             0.54903250836152),
+}
+
+
+@pytest.mark.slow
+def test_demo_provenance_records_unchanged(demo_scan):
+    sc, _, _ = demo_scan
+    res = audit_provenance(sc)
+    by_id = {r.id: r for r in res.records}
+    for rid, (est, low, high) in DEMO_PROVENANCE.items():
+        r = by_id[rid]
+        assert (r.estimate, r.uncertainty.low, r.uncertainty.high) == pytest.approx(
+            (est, low, high), abs=1e-12), rid
+    top = by_id["provenance.header_probe.within_pool"].details["importances"][0]
+    assert top["feature"] == "bytes_per_pixel"
+    assert top["importance"] == pytest.approx(0.16681580218294215, abs=1e-12)

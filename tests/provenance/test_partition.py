@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from splitscope.errors import InputError
-from splitscope.probes.partition import (
+from splitscope.provenance.partition import (
     content_features,
     internal_split,
     load_embeddings,
@@ -87,3 +87,16 @@ def test_embeddings_by_path(tmp_path):
 def test_bad_features():
     with pytest.raises(InputError):
         partition_classifier(np.full((4, 2), np.nan), np.array([0, 0, 1, 1], bool))
+
+
+def test_partition_folds_in_worker_processes_give_the_same_probabilities():
+    from splitscope.provenance.partition import _oof_prob
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 6))
+    y = rng.random(300) < 0.3
+    X[y, 0] += 0.8
+    p1, f1 = _oof_prob(X, y, None, folds=5, seed=0, classifier="logistic", jobs=1)
+    p2, f2 = _oof_prob(X, y, None, folds=5, seed=0, classifier="logistic", jobs=2)
+    np.testing.assert_array_equal(p1, p2)
+    np.testing.assert_array_equal(f1, f2)

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats.contingency import association
 
 from splitscope.errors import InputError
-from splitscope.probes.association import cramers_v, source_label_association
+from splitscope.provenance.association import cramers_v, source_label_association
 
 
 def test_table_v_and_dominant_source():

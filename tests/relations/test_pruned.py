@@ -1,0 +1,149 @@
+"""The pruned NCC search returns exactly what the brute force returns (best reference per query
+with its tie rule, every pair with ρ ≥ τ) on inputs chosen to defeat the bound: white noise,
+one shared background, many duplicates and ties, flat images, excluded pairs; and on real
+thumbnails."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from splitscope.relations import pruned
+from splitscope.relations.ncc import (
+    ThumbnailRows,
+    _blocked_search,
+    _flat,
+    centred_unit_vectors,
+    ncc_search,
+)
+
+
+def _background(n, rng, size=32, own=6.0):
+    yy, xx = np.mgrid[0:size, 0:size] / (size - 1) - 0.5
+    base = 60 + 120 * np.exp(-(xx ** 2 + yy ** 2) / 0.08) + 30 * xx
+    img = base + rng.normal(0, own, (n, size, size))
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
+def _smooth(n, rng, size=32):
+    """Low-frequency content (a 4×4 grid of levels, bilinearly upsampled) plus faint grain."""
+    from scipy.ndimage import zoom
+
+    low = rng.uniform(0, 200, (n, 4, 4))
+    img = zoom(low, (1, size / 4, size / 4), order=1) + rng.normal(0, 1.0, (n, size, size))
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
+def _inputs(kind: str, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    if kind == "random":
+        r = rng.integers(0, 256, (700, 32, 32), dtype=np.uint8)
+        q = rng.integers(0, 256, (300, 32, 32), dtype=np.uint8)
+        q[:20] = r[rng.choice(700, 20, replace=False)]
+    elif kind == "background":
+        r, q = _background(700, rng), _background(300, rng)
+    elif kind == "duplicates":  # every reference four times, queries copies: ties everywhere
+        base = _background(175, rng, own=12.0)
+        r = np.concatenate([base] * 4)[rng.permutation(700)]
+        q = np.concatenate([base[:150], _background(150, rng, own=12.0)])
+    elif kind == "smooth":
+        r, q = _smooth(700, rng), _smooth(300, rng)
+        q[:30] = np.clip(r[:30].astype(int) + rng.integers(-2, 3, (30, 32, 32)), 0, 255)
+    elif kind == "flat":
+        r, q = _background(700, rng), _background(300, rng)
+        r[::7] = 128
+        q[::11] = 40
+    else:
+        raise ValueError(kind)
+    return q, r
+
+
+def _both(q, r, *, tau=0.98, exclude=None, fall_back=False, rank=16):
+    qf, rf = _flat(q), _flat(r)
+    qv = lambda pos: centred_unit_vectors(q[pos])[0]
+    rv = lambda pos: centred_unit_vectors(r[pos])[0]
+    kw = {"tau": tau, "block": 128, "exclude": exclude, "query_chunk": 100, "collect_pairs": True,
+              "max_pairs": 10 ** 7, "value": "rho"}
+    brute = _blocked_search(qv, rv, qf, rf, **kw)
+    fast = pruned.pruned_search(qv, rv, qf, rf, rank=rank, fall_back=fall_back, **kw)
+    return brute, fast
+
+
+def _same(brute, fast):
+    b_idx, b_val, b_pairs, b_n = brute
+    p_idx, p_val, p_pairs, p_n, stats = fast
+    np.testing.assert_array_equal(p_idx, b_idx)  # best reference, lowest position on ties
+    np.testing.assert_allclose(p_val, b_val, atol=2e-6, equal_nan=True)
+    assert p_n == b_n
+    assert p_pairs[["query", "reference"]].equals(b_pairs[["query", "reference"]])
+    return stats
+
+
+@pytest.mark.parametrize("kind", ["random", "background", "duplicates", "smooth", "flat"])
+@pytest.mark.parametrize("tau", [0.9, 0.98])
+def test_pruned_equals_brute_force(kind, tau):
+    q, r = _inputs(kind)
+    stats = _same(*_both(q, r, tau=tau))
+    assert 0 < stats["scored_pairs"] and stats["flops"] > 0
+    assert stats["brute_flops"] == 2 * (~_flat(q)).sum() * (~_flat(r)).sum() * 32 * 32
+
+
+def test_pruned_equals_brute_force_with_exclusions_and_ties():
+    q, r = _inputs("duplicates", 1)
+    ex = np.arange(300) % 7 - 1  # some queries exclude a reference, others none (-1)
+    _same(*_both(q, r, exclude=ex))
+    _same(*_both(r, r, exclude=np.arange(700)))  # a population against itself
+
+
+def test_nothing_to_compare():
+    q, r = _inputs("background")
+    r[:] = 128  # every reference flat
+    (b_idx, _b_val, _b_pairs, _), (p_idx, p_val, p_pairs, _, stats) = _both(q, r)
+    assert (p_idx == -1).all() and np.isnan(p_val).all() and len(p_pairs) == 0
+    np.testing.assert_array_equal(p_idx, b_idx)
+    assert stats["search"].startswith("brute")
+
+
+def test_bound_prunes_on_one_modality_and_falls_back_on_noise():
+    q, r = _inputs("smooth")
+    *_, stats = _both(q, r, rank=32, fall_back=True)[1]
+    assert "search" not in stats  # the pruned search ran
+    assert stats["scored_pairs"] < 0.05 * 300 * 700  # most pairs discarded by the bound
+    # (at this small size the fixed cost of the basis is most of the rest)
+    assert stats["flops"] < stats["brute_flops"]
+    q, r = _inputs("random")
+    *_, noise = _both(q, r, fall_back=True)[1]
+    assert noise["search"].startswith("brute")  # nothing to prune in white noise
+    assert noise["estimated_surviving_share"] * pruned.GATHER_COST >= 1
+
+
+def test_ncc_search_methods_agree_on_lazy_thumbnails():
+    q, r = _inputs("background", 2)
+    store = np.concatenate([q, r])
+    reads = []
+
+    def read(ids):
+        reads.append(len(ids))
+        return store[ids]
+
+    lazy_q = ThumbnailRows(read, np.arange(300), 32)
+    lazy_r = ThumbnailRows(read, np.arange(300, 1000), 32)
+    a = ncc_search(lazy_q, lazy_r, method="brute", block=128, query_chunk=100)
+    b = ncc_search(lazy_q, lazy_r, method="pruned", block=128, query_chunk=100)
+    assert b.params["search"] == "brute"  # 210,000 pairs: below pruned.MIN_PAIRS
+    np.testing.assert_array_equal(a.best_index, b.best_index)
+    assert a.pairs[["query", "reference"]].equals(b.pairs[["query", "reference"]])
+    assert max(reads) <= 700  # read in blocks, never all 1,000 thumbnails at once
+    with pytest.raises(Exception, match="method"):
+        ncc_search(q, r, method="annoy")
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_pruned_equals_brute_force_on_kermany(kermany_scan):
+    rows = kermany_scan.rows()
+    te = rows[(rows["split"] == "test") & (rows["thumb_index"] >= 0)]["row"].to_numpy()
+    tr = rows[(rows["split"] == "train") & (rows["thumb_index"] >= 0)]["row"].to_numpy()
+    q, r = kermany_scan.thumbs(te), kermany_scan.thumbs(tr)
+    stats = _same(*_both(q, r, tau=0.95, rank=32))
+    assert stats["scored_pairs"] < len(te) * len(tr)
