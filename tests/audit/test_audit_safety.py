@@ -65,3 +65,31 @@ def test_a_closed_pipe_ends_the_audit_quietly_and_not_as_a_held_condition(tmp_pa
                           check=False)
     assert done.stdout.strip().splitlines()[-1] == "rc=141", done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
+def test_audit_reads_predictions_from_the_sheet_it_is_told(tmp_path):
+    rel = _release(tmp_path / "rel")
+    rng = np.random.default_rng(0)
+    (rel / "test" / "z").mkdir()  # a second class, so that the task has two
+    Image.fromarray(rng.integers(0, 256, (32, 32), dtype=np.uint8)).save(rel / "test" / "z" /
+                                                                        "z0.png")
+    rows = sorted(p.relative_to(rel).as_posix() for p in (rel / "test").rglob("*.png"))
+    p = rng.dirichlet([1, 1], len(rows))
+    workbook = tmp_path / "preds.xlsx"
+    with pd.ExcelWriter(workbook) as xl:
+        pd.DataFrame({"note": ["scores of run 1"]}).to_excel(xl, sheet_name="about", index=False)
+        pd.DataFrame({"path": rows, "a": p[:, 0], "z": p[:, 1]}).to_excel(
+            xl, sheet_name="scores", index=False)
+    told = audit(rel, predictions=workbook, out_dir=tmp_path / "told", workers=1,
+                 progress=False, layers=["evaluation"], score_kind="probability",
+                 prediction_reading={"sheet": "scores"})
+    untold = audit(rel, predictions=workbook, out_dir=tmp_path / "untold", workers=1,
+                   progress=False, layers=["evaluation"], score_kind="probability")
+
+    def scoreability(res):
+        return next(r for r in res.document["records"] if r["id"] == "evaluation.scoreability")
+
+    assert scoreability(told)["numerator"] == 1
+    assert scoreability(untold)["numerator"] == 0
+    assert "sheet" in json.dumps(scoreability(untold)).lower()
+    assert told.document["params"]["prediction_reading"] == {"sheet": "scores"}

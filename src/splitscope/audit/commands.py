@@ -160,6 +160,16 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
               help="Another corpus: audit external → audited training rows (containment).")
 @click.option("--predictions", type=click.Path(exists=True), default=None,
               help="Saved predictions (file or folder) for the evaluation layer.")
+@click.option("--sheet", default=None,
+              help="Workbook sheet of the prediction files: NAME or 0-based INDEX (default: "
+                   "the first; a note says when another sheet holds the paths).")
+@click.option("--header-row", type=click.IntRange(min=1), default=None,
+              help="Row number (1 = first) of the prediction files' header (default: "
+                   "detected).")
+@click.option("--sep", default=None,
+              help="CSV delimiter of the prediction files (default: sniffed).")
+@click.option("--decimal", type=click.Choice([".", ","]), default=None,
+              help="CSV decimal mark of the prediction files (default: detected).")
 @click.option("--score-kind", type=click.Choice(["score", "probability", "logit"]),
               default="score", show_default=True,
               help="What the saved prediction scores are (declared, never guessed); "
@@ -196,7 +206,8 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 @with_options(LIST_FILE_OPTIONS)
 @with_options(SAFETY_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-def audit_command(inputs, control, external, predictions, score_kind, attribution_maps,
+def audit_command(inputs, control, external, predictions, sheet, header_row, sep, decimal,
+                  score_kind, attribution_maps,
                   attribution_masks, group_regex, out_dir, workspace, tau, radius, thumb_size,
                   dihedral, transforms, workers, max_pairs, layers, fail_on, label_map,
                   path_column, label_column, split_column, source_column, group_column,
@@ -226,6 +237,10 @@ def audit_command(inputs, control, external, predictions, score_kind, attributio
                                              source_column, group_column, list_root,
                                              constant_split),
                    **safety_options(allow_outside_root, follow_links, max_file_size),
+                   prediction_reading={k: v for k, v in (
+                       ("sheet", sheet), ("header_row", header_row),
+                       ("sep", {"\\t": "\t", "tab": "\t"}.get(sep, sep)),
+                       ("decimal", decimal)) if v is not None},
                    progress=None if not as_json else False)
     _finish(result, as_json)
 

@@ -124,6 +124,7 @@ def audit(
     allow_outside_root: bool = False,
     follow_links: bool = False,
     max_file_bytes: int | None = None,
+    prediction_reading: Mapping[str, Any] | None = None,
 ) -> AuditResult:
     """Audit a release with every applicable layer and write the audit's outputs.
 
@@ -181,6 +182,10 @@ def audit(
     list_options : mapping, optional
         How list files are read (``columns`` by role, ``root``, ``split``; see
         :func:`splitscope.manifest.read_list`).
+    prediction_reading : mapping, optional
+        How the prediction files are read: ``sheet`` (name or 0-based index), ``header_row``
+        (1-based), ``sep``, ``decimal``; default detected (what was found is in the verdicts).
+        Parsed workbooks are cached in the workspace.
     allow_outside_root, follow_links, max_file_bytes : optional
         What the scans may read (:func:`splitscope.features.scanning.scan`): rows outside
         their release root are not read unless allowed (and stay marked), links to folders
@@ -219,7 +224,8 @@ def audit(
 
     params = {"tau": float(tau), "radius": int(radius), "dihedral": bool(dihedral),
               "transforms": transforms, "score_kind": score_kind, "group_regex": group_regex,
-              "label_map": label_map, "list_options": dict(list_options or {})}
+              "label_map": label_map, "list_options": dict(list_options or {}),
+              "prediction_reading": dict(prediction_reading or {}), "workspace": workspace}
     context, scan_seconds, input_fps = _context(
         inputs_list, given, workspace, out_dir / "lists", params,
         {"thumb_size": thumb_size, "mode": mode, "interpolation": interpolation,
@@ -244,7 +250,8 @@ def audit(
                      "label_map": context.manifest.attrs.get("label_map"),
                      "allow_outside_root": bool(allow_outside_root),
                      "follow_links": bool(follow_links), "max_file_bytes": max_file_bytes,
-                     "list_options": dict(list_options or {})}
+                     "list_options": dict(list_options or {}),
+                     "prediction_reading": dict(prediction_reading or {})}
     doc = _ordered(doc)
     doc["fail_on"] = evaluate_conditions(conditions, doc["records"], doc["layers"],
                                          [b["name"] for b in doc["boundaries"]])

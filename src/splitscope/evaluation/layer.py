@@ -102,6 +102,7 @@ def audit_predictions(
     reported=None,
     final=None,
     exclude=(),
+    read=None,
 ) -> LayerResult:
     """Audit saved predictions against a truth list.
 
@@ -133,6 +134,9 @@ def audit_predictions(
         when the truth holds both splits, else these records are "not assessed".
     reported, final, exclude
         Passed to :func:`splitscope.evaluation.rescore.rescore`.
+    read : ReadOptions, optional
+        How the prediction files are read (sheet, header row, CSV dialect, parsed-workbook
+        cache; :class:`splitscope.evaluation.readers.ReadOptions`); default: detected.
 
     Returns
     -------
@@ -141,7 +145,7 @@ def audit_predictions(
         membership), ``evaluation_verdicts``, ``evaluation_scores``, ``evaluation_ranks``.
     """
     unreadable: list = []
-    preds = load_entries(predictions, score_kind=score_kind, unreadable=unreadable) \
+    preds = load_entries(predictions, score_kind=score_kind, unreadable=unreadable, read=read) \
         if not isinstance(predictions, Predictions) else [predictions]
     query_note = None
     if query == "auto":
@@ -347,8 +351,15 @@ class EvaluationLayer:
         removed = context.lists_dir / "dedup" / "test_removed.csv"
         if removed.is_file():  # the duplicates layer's deduplicated test split
             views.append(f"deduplicated=exclude:{removed}")
+        from splitscope.evaluation.readers import ReadOptions, sheet_arg
+
+        how = dict(context.params.get("prediction_reading") or {})
+        read = ReadOptions(sheet=sheet_arg(how.get("sheet")), header_row=how.get("header_row"),
+                           sep=how.get("sep"), decimal=how.get("decimal"),
+                           cache=context.params.get("workspace") / "parsed-tables"
+                           if context.params.get("workspace") else None)
         return audit_predictions(context.manifest, context.paths["predictions"], views=views,
-                                 score_kind=context.params["score_kind"])
+                                 score_kind=context.params["score_kind"], read=read)
 
 
 class AttributionLayer:
