@@ -220,3 +220,13 @@ def test_a_finished_run_under_another_protocol_is_not_reused(experiment, tiny_re
     with pytest.raises(InputError, match="another protocol"):
         train_experiment(tiny_release, experiment.out_dir, seeds=(0,), pools=("Full",),
                          policies=("frozen",), protocol=other, workers=1, device="cpu")
+
+
+def test_a_label_map_sets_the_trained_classes(tiny_release, tmp_path):
+    res = train_experiment(tiny_release, tmp_path / "out", seeds=(0,), pools=("Full",),
+                           policies=("frozen",), protocol=PROTOCOL, workers=1, device="cpu",
+                           label_map="a=x,b=y")
+    assert res.info["classes"] == ["x", "y"]
+    assert res.info["label_map"]["map"] == {"a": "x", "b": "y"}
+    logits = pd.read_parquet(next((tmp_path / "out" / "predictions").glob("*.parquet")))
+    assert {"x", "y"} <= set(logits.columns) and not {"a", "b"} & set(logits.columns)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from splitscope.cli_options import with_options
+from splitscope.cli_options import LABEL_MAP_OPTION, with_options
 from splitscope.errors import InputError
 from splitscope.records.exports import write_artifacts_manifest
 
@@ -61,6 +61,7 @@ training_options = [
                       "deduplicated view's; e.g. hash_screen for screen-positive rows)."),
     click.option("--pool-seed", default=0, show_default=True, type=int,
                  help="Seed of the Random and class-matched pools."),
+    LABEL_MAP_OPTION,
 ]
 
 
@@ -100,10 +101,11 @@ def run_progress(enabled: bool):
 
 
 def print_summary(result) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(width=160, markup=False, highlight=False)
+    from splitscope.cli_common import rich_console
+
+    con = rich_console(width=160, markup=False, soft_wrap=False)
     s = result.summary
     table = Table(title=f"{len(s)} runs (BA = balanced accuracy of the selected epoch's "
                         f"logits; official and deduplicated test views)")
@@ -125,7 +127,7 @@ def print_summary(result) -> None:
 def train_from_options(release, out_dir, backbone, weights, init_seed, image_size, workspace,
                        device, group_regex, workers, policies, seeds, pools, epochs,
                        batch_size, lr, val_share, audit_dir, drop_source, removal_predicates,
-                       pool_seed, quiet: bool = False):
+                       pool_seed, label_map=None, quiet: bool = False):
     """Parse the option values and run :func:`train_experiment` with progress bars."""
     from splitscope.experiments.protocol import Protocol
     from splitscope.experiments.retraining import train_experiment
@@ -139,7 +141,7 @@ def train_from_options(release, out_dir, backbone, weights, init_seed, image_siz
             protocol=protocol, workspace=workspace, audit_dir=audit_dir,
             drop_source=drop_source, pool_seed=pool_seed, device=device,
             removal_predicates=_csv(removal_predicates) if removal_predicates else None,
-            group_regex=group_regex, workers=workers, on_epoch=on_epoch)
+            group_regex=group_regex, label_map=label_map, workers=workers, on_epoch=on_epoch)
 
 
 @click.command("train")
@@ -150,7 +152,7 @@ def train_from_options(release, out_dir, backbone, weights, init_seed, image_siz
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 def train_cmd(release, out_dir, backbone, weights, init_seed, image_size, workspace, device,
               group_regex, workers, policies, seeds, pools, epochs, batch_size, lr, val_share,
-              audit_dir, drop_source, removal_predicates, pool_seed, as_json):
+              audit_dir, drop_source, removal_predicates, pool_seed, label_map, as_json):
     """Controlled re-training: every policy × pool × seed under one recorded protocol
     (METHODS 5.11); per run predictions.parquet (logits), the selected checkpoint and its
     curve; runs.csv for `splitscope effects`. A rerun skips finished runs and resumes an
@@ -158,7 +160,7 @@ def train_cmd(release, out_dir, backbone, weights, init_seed, image_size, worksp
     res = train_from_options(release, out_dir, backbone, weights, init_seed, image_size,
                              workspace, device, group_regex, workers, policies, seeds, pools,
                              epochs, batch_size, lr, val_share, audit_dir, drop_source,
-                             removal_predicates, pool_seed, quiet=as_json)
+                             removal_predicates, pool_seed, label_map=label_map, quiet=as_json)
     out = Path(out_dir)
     write_artifacts_manifest(out, [out / "runs.csv", out / "experiment.json",
                                    out / "truth.csv"]

@@ -208,6 +208,7 @@ def train_experiment(
     pool_seed: int = 0,
     device: str = "auto",
     group_regex: str | None = None,
+    label_map=None,
     workers: int | None = None,
     progress: bool | None = None,
     echo=None,
@@ -234,6 +235,9 @@ def train_experiment(
     audit_dir : path, optional
         A finished audit: its contaminated list gives the flagged rows (else the duplicates
         layer runs on the workspace scan).
+    label_map : str, path or mapping, optional
+        Released labels → trained labels, applied once to the manifest of every scan
+        (:func:`splitscope.manifest.labels.apply_label_map`) and recorded in experiment.json.
     echo : callable, optional
         ``echo(text)`` for progress lines.
     on_epoch : callable, optional
@@ -263,7 +267,8 @@ def train_experiment(
     ws = Path(workspace) if workspace is not None else out / "workspace"
     say = echo or (lambda text: None)
 
-    scan_kw = {"workers": workers, "progress": progress, "group_regex": group_regex}
+    scan_kw = {"workers": workers, "progress": progress, "group_regex": group_regex,
+               "label_map": label_map}
     base = scan(release, ws, **scan_kw)
     manifest = base.manifest
     removal = tuple(removal_predicates or DEDUP_PREDICATES)
@@ -302,6 +307,7 @@ def train_experiment(
     info = {"release": str(release), "workspace": str(ws), "backbone": spec.to_dict(),
             "protocol": protocol.to_dict(), "policies": list(policies), "seeds": list(seeds),
             "pools": list(pools), "pool_seed": pool_seed, "classes": classes,
+            "label_map": manifest.attrs.get("label_map"),
             "flagged": {**flag_info, "train_rows": int(train_flag.size),
                         "test_rows": int(test_flag.size)},
             "evaluated": {"rows": len(ev), "skipped": eval_skipped},
