@@ -35,6 +35,7 @@ import pandas as pd
 from splitscope.errors import InputError
 from splitscope.experiments.backbones import BackboneSpec, require_torch, resolve_backbone
 from splitscope.experiments.protocol import POLICIES, Protocol, validation_holdout
+from splitscope.records.model import _clean
 
 VIEWS = ("official", "deduplicated")
 VIEW_METRICS = ("balanced_accuracy", "macro_auc", "accuracy", "organizer_score", "ece", "brier",
@@ -463,13 +464,3 @@ def _run_rows(rec: dict, backbone: str, device: str) -> list[dict]:
     return out
 
 
-def _clean(v):
-    if isinstance(v, dict):
-        return {str(k): _clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not np.isfinite(v):
-        return None
-    return v

@@ -324,6 +324,15 @@ def _blocked_search(query_vectors, reference_vectors, query_undefined: np.ndarra
                     stored += keep
             del prod, rv  # free this block before the next one is built
         best_val[qpos], best_idx[qpos] = near.best()
+    return (*search_result(best_val, best_idx, found, value), int(n_pairs))
+
+
+def search_result(best_val: np.ndarray, best_idx: np.ndarray, found: list, value: str
+                  ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    """A search's outputs in their final form: the best index (-1 where no similarity is
+    defined), the best value clipped to [-1, 1] (NaN where undefined) and the stored pairs
+    ``(query positions, reference positions, values)`` as one table sorted by query and
+    reference."""
     best_val[~np.isfinite(best_val)] = np.nan
     best_idx[np.isnan(best_val)] = -1
     best_val = np.clip(best_val, -1.0, 1.0)
@@ -336,7 +345,7 @@ def _blocked_search(query_vectors, reference_vectors, query_undefined: np.ndarra
     else:
         pairs = pd.DataFrame({"query": np.empty(0, np.int64), "reference": np.empty(0, np.int64),
                               value: np.empty(0, np.float32)})
-    return best_idx, best_val, pairs, int(n_pairs)
+    return best_idx, best_val, pairs
 
 
 #: Similarities this close to a query's best, or to τ, are settled by :func:`canonical_values`.

@@ -39,6 +39,7 @@ from splitscope.relations.ncc import (
     NearBest,
     _blocked_search,
     canonical_values,
+    search_result,
     settled_pairs,
 )
 
@@ -235,24 +236,14 @@ def _pruned(query_vectors, reference_vectors, query_undefined, reference_undefin
                     found.append((qpos[hq[:keep]], r_keep[b0 + ur[hr[:keep]]], hv[:keep]))
                     stored += keep
         best_val[qpos], best_idx[qpos] = near.best()
-    best_val[~np.isfinite(best_val)] = np.nan
-    best_idx[np.isnan(best_val)] = -1
-    best_val = np.clip(best_val, -1.0, 1.0)
-    if found:
-        pairs = pd.DataFrame({
-            "query": np.concatenate([f[0] for f in found]).astype(np.int64),
-            "reference": np.concatenate([f[1] for f in found]).astype(np.int64),
-            value: np.clip(np.concatenate([f[2] for f in found]), -1, 1).astype(np.float32),
-        }).sort_values(["query", "reference"], kind="stable").reset_index(drop=True)
-    else:
-        pairs = pd.DataFrame({"query": np.empty(0, np.int64), "reference": np.empty(0, np.int64),
-                              value: np.empty(0, np.float32)})
+    best_idx, best_val, pairs = search_result(best_val, best_idx, found, value)
     m = min(nr, BASIS_SAMPLE_PER_RANK * rank)
     flops = (2 * 2 * m * m * d + 2 * m * d * k  # basis and the survivor estimate
              + 2 * (nr + n_defined_q) * d * k  # projections
              + 2 * 2 * n_defined_q * nr * k  # bounds, two passes
              + 2 * d * scored)  # pairs scored at full dimension
-    stats = {"rank": int(k), "margin": MARGIN, "estimated_surviving_share": share, "basis_sample": int(m), "seed": seed,
+    stats = {"rank": int(k), "margin": MARGIN, "estimated_surviving_share": share,
+             "basis_sample": int(m), "seed": seed,
              "scored_pairs": int(scored), "flops": float(flops),
              "brute_flops": float(2 * n_defined_q * nr * d)}
     return best_idx, best_val, pairs, int(n_pairs), stats
