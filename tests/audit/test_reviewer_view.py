@@ -424,3 +424,13 @@ def test_hash_only_label_conflicts_are_not_called_label_noise():
     assert not any("label noise that no model" in line for line in meaning(doc))
     trusted = {**hashed, "details": {"calibration": "reliable", "trusted": True}}
     assert verdicts({**doc, "records": [trusted]})[0].startswith("LABEL CONFLICT: 30%")
+
+
+def test_an_untrusted_conflict_record_does_not_claim_the_same_image():
+    from splitscope.relations.label_conflicts import _conflict_conclusion
+
+    assert _conflict_conclusion("ncc", 2, 10, 3, "uncalibrated", True).endswith(
+        "the same image is released under two labels")
+    text = _conflict_conclusion("hash_joint", 2, 10, 3, "unreliable", False)
+    assert "hash_joint is unreliable on this modality" in text
+    assert "no evidence that the same image carries two labels" in text

@@ -199,10 +199,8 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
             coverage={"assessed": labelled, "total": n_query},
             scope=(f"query rows of {b.query.name} with a twin in {b.reference.name} (under "
                    f"{pred}) that carries another label"),
-            conclusion=(f"{hit_rows.size} of {n_query} query rows have a twin under {pred} "
-                        f"with another label ({len(mine)} pair(s)): the same image is released "
-                        "under two labels" if hit_rows.size else
-                        f"no query row has a twin under {pred} with another label"),
+            conclusion=_conflict_conclusion(pred, hit_rows.size, n_query, len(mine),
+                                            calibrated, trusted),
             unresolved="which of the two labels is right is not settled by the images",
             status="partial" if partial else "completed",
             reason="; ".join(truncated.values()) if partial else None,
@@ -213,6 +211,18 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
                      "examples": examples.to_dict("records")},
         ))
     return out
+
+
+def _conflict_conclusion(pred: str, rows: int, n_query: int, pairs: int, calibrated: str,
+                         trusted: bool) -> str:
+    if not rows:
+        return f"no query row has a twin under {pred} with another label"
+    found = (f"{rows} of {n_query} query rows have a twin under {pred} with another label "
+             f"({pairs} pair(s))")
+    if trusted:
+        return f"{found}: the same image is released under two labels"
+    return (f"{found}; {pred} is {calibrated} on this modality, so this is no evidence that "
+            "the same image carries two labels")
 
 
 def union_record(rel, rows: pd.DataFrame, slug: str):

@@ -214,6 +214,8 @@ def control_text(record: Mapping[str, Any]) -> str:
     with its reliability mark, or why there is none."""
     if _layer_of(record) == "identity":
         return "— (exact identity needs no calibration)"
+    if (record.get("predicate") or {}).get("name") == "dedup_split":
+        return "— (rows removed by the predicates above)"
     control = (record.get("details") or {}).get("control")
     if not control:
         return "uncalibrated: no negative control given"
