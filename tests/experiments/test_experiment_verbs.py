@@ -164,6 +164,17 @@ def test_experiment_explains_and_audits_in_one_report(tiny_release, tmp_path, ca
     assert any(i.startswith("experiments.contrast.removal_full.balanced_accuracy.deduplicated")
                for i in ids)
     assert (out / "audit" / "report.html").stat().st_size > 0
+    # threshold and calibration fitted on each run's validation holdout: measured on the card
+    card = {item["key"]: item for item in doc["scorecard"]}
+    assert card["threshold"]["status"] == "measured"
+    assert card["calibration"]["status"] == "measured"
+    temp = next(r for r in doc["records"] if r["id"] == "experiments.temperature_scaling")
+    assert temp["denominator"] == 8 and temp["uncertainty"]["kind"].startswith("paired-t 95%")
+    runs = pd.read_csv(out / "runs.csv")
+    ece = runs[runs["metric"].isin(["ece_after_temperature", "ece_before_temperature"])]
+    wide = ece.pivot_table(index=["policy", "pool", "seed"], columns="metric", values="value")
+    assert temp["estimate"] == pytest.approx(
+        (wide["ece_after_temperature"] - wide["ece_before_temperature"]).mean(), abs=1e-12)
     truth = pd.read_csv(out / "truth.csv")
     maps = load_maps(out / "explain" / "maps.npz", truth["path"].tolist())
     assert not maps.missing and all(a.shape == (48, 48) for a in maps.arrays)

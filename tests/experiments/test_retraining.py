@@ -230,3 +230,27 @@ def test_a_label_map_sets_the_trained_classes(tiny_release, tmp_path):
     assert res.info["label_map"]["map"] == {"a": "x", "b": "y"}
     logits = pd.read_parquet(next((tmp_path / "out" / "predictions").glob("*.parquet")))
     assert {"x", "y"} <= set(logits.columns) and not {"a", "b"} & set(logits.columns)
+
+
+def test_holdout_transfer_equals_the_evaluation_functions():
+    from splitscope.evaluation.calibration import fit_temperature
+    from splitscope.evaluation.metrics import expected_calibration_error, softmax
+    from splitscope.evaluation.thresholds import threshold_transfer_multiclass
+    from splitscope.experiments.retraining import holdout_transfer
+
+    rng = np.random.default_rng(3)
+    y_val, y_test = rng.integers(0, 3, 60), rng.integers(0, 3, 90)
+    val = rng.normal(size=(60, 3)) + 2.5 * np.eye(3)[y_val]
+    test = rng.normal(size=(90, 3)) + 2.0 * np.eye(3)[y_test]
+    out = holdout_transfer(y_val, val, y_test, test, ["a", "b", "c"])
+    t = fit_temperature(y_val, val, "logit")
+    assert out["temperature"] == pytest.approx(t, abs=1e-12)
+    assert out["ece_before"] == pytest.approx(expected_calibration_error(y_test, softmax(test)))
+    assert out["ece_after"] == pytest.approx(expected_calibration_error(y_test,
+                                                                        softmax(test, t)))
+    table = threshold_transfer_multiclass(y_val, softmax(val), y_test, softmax(test),
+                                          ["a", "b", "c"], rules=("default", "youden"))
+    youden = table.loc[table["rule"] == "youden", "eval_balanced_accuracy"].mean()
+    assert out["youden_ba"] == pytest.approx(youden) and out["classes_assessed"] == 3
+    one = holdout_transfer(np.zeros(5, int), val[:5], y_test, test, ["a", "b", "c"])
+    assert "reason" in one and "temperature" not in one

@@ -83,7 +83,56 @@ def audit_experiment(folder: Path, inputs=None, n_boot: int = 2000, seed: int = 
         rows = sorted(paired.to_dict(orient="records"),
                       key=lambda r: (r["condition"] != "policy", r["contrast"]))
         records += [_contrast_record(row, inputs) for row in rows]
+    records += _holdout_records(runs, inputs)
     return LayerResult(records=records + [protocol_record], tables=tables)
+
+
+#: (record id, title, metric after, metric before, what the difference is)
+_HOLDOUT = (
+    ("experiments.temperature_scaling", ("Temperature scaling fitted on each run's validation "
+     "holdout: change in test ECE (15 bins, top label)"), "ece_after_temperature",
+     "ece_before_temperature", "ECE after − before"),
+    ("experiments.threshold_youden", ("Youden threshold fitted on each run's validation "
+     "holdout vs the default 0.5: change in test balanced accuracy (one class vs rest, mean "
+     "over classes)"), "threshold_youden_ba", "threshold_default_ba",
+     "balanced accuracy at Youden − at 0.5"),
+)
+
+
+def _holdout_records(runs: pd.DataFrame, inputs) -> list[AuditRecord]:
+    """Calibration and threshold transfer from the validation holdout to the test view, one
+    record each over every run that measured them (METHODS §5.3–5.4): the mean change with
+    its paired-t interval over runs, and how many runs it made worse."""
+    from splitscope.evaluation.uncertainty import paired_t_interval
+
+    out = []
+    key = ["model", "policy", "pool", "seed"]
+    official = runs[runs["view"].astype(str) == "official"]
+    for rid, title, after, before, what in _HOLDOUT:
+        wide = official[official["metric"].isin([after, before])].pivot_table(
+            index=[k for k in key if k in official.columns], columns="metric", values="value")
+        if after not in wide or before not in wide:
+            continue
+        d = (wide[after] - wide[before]).dropna().to_numpy(np.float64)
+        worse = int((d > 0).sum()) if rid.endswith("temperature_scaling") else int((d < 0).sum())
+        interval = paired_t_interval(d, unit="runs") if d.size >= 2 else None
+        out.append(AuditRecord(
+            id=rid, layer="protocol", title=title,
+            predicate={"name": rid.split(".")[-1].replace("_", " "),
+                       "params": {"fitted_on": "each run's validation holdout",
+                                  "evaluated_on": "official test view", "difference": what}},
+            unit="training run", numerator=worse, denominator=int(d.size),
+            estimate=float(d.mean()) if d.size else None,
+            uncertainty=Uncertainty(kind=interval["kind"], low=interval["low"],
+                                    high=interval["high"]) if interval else None,
+            scope=f"{d.size} runs (every policy × pool × seed that finished)",
+            conclusion=(f"mean {what} {d.mean():+.4f} over {d.size} runs; {worse} run(s) "
+                        "made worse" if d.size else None),
+            status="completed" if d.size else "not assessed",
+            reason=None if d.size else "no run measured it",
+            inputs=inputs or [],
+            details={"per_run": wide.reset_index().to_dict(orient="records")}))
+    return out
 
 
 def _contrast_record(row: dict, inputs) -> AuditRecord:

@@ -40,6 +40,11 @@ from splitscope.records.model import _clean
 VIEWS = ("official", "deduplicated")
 VIEW_METRICS = ("balanced_accuracy", "macro_auc", "accuracy", "organizer_score", "ece", "brier",
                 "nll")
+#: holdout-transfer figures of a run (:func:`holdout_transfer`) → runs.csv metric names
+HOLDOUT_METRICS = {"temperature": "temperature", "ece_before": "ece_before_temperature",
+                   "ece_after": "ece_after_temperature", "default_ba": "threshold_default_ba",
+                   "youden_ba": "threshold_youden_ba"}
+
 RUN_METRICS = ("epochs", "best_epoch", "optimizer_updates", "wall_seconds",
                "train_images_per_s", "inference_images_per_s", "data_share")
 
@@ -394,6 +399,13 @@ def _one_run(rid, rdir, spec, policy, pool_name, seed, pool, m, thumb, lookup, c
     write_predictions(pred, rdir / "predictions.parquet", classes)
     pd.DataFrame(res["curve"]).to_csv(rdir / "curve.csv", index=False)
     metrics = score_run(rdir / "predictions.parquet", out, classes)
+    y_eval = ev["label"].astype(str).map(lookup).to_numpy(np.int64)
+    val_table = pd.DataFrame({"path": m.loc[rows[val], "path"].to_numpy(),
+                              "label": labels[val].to_numpy()})
+    for j, c in enumerate(classes):
+        val_table[c] = res["val_logits"][:, j]
+    val_table.to_parquet(rdir / "validation.parquet", index=False)
+    transfer = holdout_transfer(y[val], res["val_logits"], y_eval, res["logits"], classes)
     curve = res["curve"]
     later = curve[1:] or curve
     data_share = float(np.mean([c["data_s"] / max(c["data_s"] + c["compute_s"], 1e-12)
@@ -408,9 +420,36 @@ def _one_run(rid, rdir, spec, policy, pool_name, seed, pool, m, thumb, lookup, c
            "train_images_per_s": float(np.median([c["train_images_per_s"] for c in later])),
            "inference_images_per_s": res["inference_images_per_s"],
            "data_share": data_share, "device": device, "metrics": metrics,
+           "holdout_transfer": transfer,
            "selection": "epoch of maximum validation balanced accuracy (earliest on ties)"}
     (rdir / "run.json").write_text(json.dumps(_clean(rec), indent=2, sort_keys=True))
     return rec
+
+
+def holdout_transfer(y_val, val_logits, y_test, test_logits, classes) -> dict:
+    """What the run's validation holdout says about the test view (METHODS §5.3–5.4): the
+    temperature fitted on the holdout's NLL and the test ECE before and after it, and the
+    Youden threshold fitted on the holdout (one class vs rest, softmax scores) against the
+    default 0.5, as test balanced accuracy averaged over the classes assessed."""
+    from splitscope.evaluation.calibration import temperature_transfer
+    from splitscope.evaluation.metrics import softmax
+    from splitscope.evaluation.thresholds import threshold_transfer_multiclass
+
+    out: dict = {"validation_rows": len(y_val), "test_rows": len(y_test)}
+    if len(y_val) == 0 or len(np.unique(y_val)) < 2:
+        return {**out, "reason": "the validation holdout holds fewer than two classes"}
+    t = temperature_transfer(y_val, val_logits, y_test, test_logits, "logit")
+    out.update({"temperature": t["temperature"], "ece_before": t["eval_ece_before"],
+                "ece_after": t["eval_ece_after"], "ece_worse": t["worse"]})
+    table = threshold_transfer_multiclass(y_val, softmax(val_logits), y_test,
+                                          softmax(test_logits), classes,
+                                          rules=("default", "youden"))
+    table = table[table["rule"].notna()]
+    if len(table):
+        ba = table.pivot(index="class", columns="rule", values="eval_balanced_accuracy")
+        out.update({"default_ba": float(ba["default"].mean()),
+                    "youden_ba": float(ba["youden"].mean()), "classes_assessed": len(ba)})
+    return out
 
 
 def write_predictions(pred: pd.DataFrame, path: Path, classes: list[str]) -> None:
@@ -461,6 +500,11 @@ def _run_rows(rec: dict, backbone: str, device: str) -> list[dict]:
               "data_share": rec["data_share"]}
     out += [{**ident, "view": "training", "metric": k, "value": float(values[k])}
             for k in RUN_METRICS]
+    transfer = rec.get("holdout_transfer") or {}
+    for key, metric in HOLDOUT_METRICS.items():
+        if transfer.get(key) is not None:
+            out.append({**ident, "view": "official", "metric": metric,
+                        "value": float(transfer[key])})
     return out
 
 

@@ -149,7 +149,8 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
     Returns
     -------
     dict
-        ``logits`` (evaluated rows × classes), ``curve`` (per epoch: train loss, val BA,
+        ``logits`` (evaluated rows × classes), ``val_logits`` (the selected model's logits of
+        the validation holdout), ``curve`` (per epoch: train loss, val BA,
         updates so far, data and compute seconds), ``best_epoch``, ``updates``, ``wall_s``,
         ``resumed_from``.
     """
@@ -253,7 +254,10 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
     logits = (_logits(model, features[data.evaluate], device, True) if frozen else
               _logits(model, _ordered(data.images, data.evaluate), device, False))
     infer_s = time.perf_counter() - t3
-    return {"logits": logits, "curve": state["curve"], "best_epoch": state["best_epoch"],
+    val_logits = (_logits(model, features[data.val], device, True) if frozen else
+                  _logits(model, _ordered(data.images, data.val), device, False))
+    return {"logits": logits, "val_logits": val_logits, "curve": state["curve"],
+            "best_epoch": state["best_epoch"],
             "best_val_balanced_accuracy": state["best_ba"], "updates": state["updates"],
             "wall_s": state["wall_s"], "resumed_from": resumed_from,
             "inference_images_per_s": len(data.evaluate) / max(infer_s, 1e-9)}
