@@ -18,7 +18,8 @@ from splitscope.errors import InputError
 
 __all__ = ["METRICS", "Condition", "Metric", "control_status", "evaluate_conditions",
            "find_record",
-           "is_control", "metric_records", "metric_table", "parse_condition", "record_text"]
+           "is_control", "label_conflicts_found", "metric_records", "metric_table",
+           "parse_condition", "record_text", "records_on"]
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,12 @@ def metric_records(metric: Metric, records: Iterable[Mapping[str, Any]],
             and (boundaries is None or (r.get("boundary") or {}).get("name") in boundaries
                  or (metric.pool_wide and not r.get("boundary")))]
     pool = [r for r in pool if metric.unit is None or r.get("unit") in (None, metric.unit)]
+    return _matching(metric, pool)
+
+
+def _matching(metric: Metric, pool: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The records of ``pool`` a metric names: those of its predicates, else those of the
+    first word alternative that any record's id or predicate name contains."""
     exact = [r for r in pool if (r.get("predicate") or {}).get("name") in metric.predicates]
     if exact:
         return exact
@@ -217,11 +224,28 @@ def find_record(records, metric: str, boundary: str) -> Mapping[str, Any] | None
     m = METRICS[metric]
     mine = [r for r in records if (r.get("boundary") or {}).get("name") == boundary
             and str(r.get("layer", "")).lower().startswith(m.layers) and not is_control(r)]
-    for r in mine:
-        if (r.get("predicate") or {}).get("name") in m.predicates:
-            return r
-    for words in m.words:
-        for r in mine:
-            if all(w in record_text(r) for w in words):
-                return r
-    return None
+    return next(iter(_matching(m, mine)), None)
+
+
+def records_on(records, boundary: str | None, *, predicate: str | None = None,
+               prefix: str = "", done: bool = False) -> list[Mapping[str, Any]]:
+    """The records of one boundary (``None``: the pool-wide ones) whose predicate name is
+    ``predicate``, or starts with ``prefix``, in document order; with ``done``, only the
+    completed or partial ones."""
+    out = []
+    for r in records:
+        name = str((r.get("predicate") or {}).get("name", ""))
+        if ((r.get("boundary") or {}).get("name") == boundary
+                and (name == predicate if predicate is not None else name.startswith(prefix))
+                and (not done or r.get("status") in ("completed", "partial"))):
+            out.append(r)
+    return out
+
+
+def label_conflicts_found(records, boundary: str, *, trusted_only: bool
+                          ) -> list[Mapping[str, Any]]:
+    """The completed label-conflict records of a boundary that count at least one row; with
+    ``trusted_only``, only those of a predicate that may be counted (``details.trusted``)."""
+    return [r for r in records_on(records, boundary, prefix="label_conflict_", done=True)
+            if r.get("numerator")
+            and (not trusted_only or (r.get("details") or {}).get("trusted", True))]

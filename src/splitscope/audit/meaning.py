@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from splitscope.audit.conditions import label_conflicts_found, records_on
+
 __all__ = ["MEMORISATION_MIN_RATE", "RULES", "Rule", "meaning"]
 
 #: near-twin share of the query split from which scores partly measure recall of training
@@ -40,11 +42,7 @@ def _done(r: Mapping[str, Any] | None) -> bool:
 
 def _pred(records: Records, name: str, boundary: str | None) -> Mapping[str, Any] | None:
     """The completed record of predicate ``name`` on ``boundary`` (None: pool-wide)."""
-    for r in records:
-        if ((r.get("predicate") or {}).get("name") == name and _done(r)
-                and (r.get("boundary") or {}).get("name") == boundary):
-            return r
-    return None
+    return next(iter(records_on(records, boundary, predicate=name, done=True)), None)
 
 
 def _by_id(records: Records, prefix: str, boundary: str | None) -> Mapping[str, Any] | None:
@@ -121,9 +119,7 @@ def _patients_straddle(b, records) -> str | None:
 
 
 def _label_noise(b, records) -> str | None:
-    found = [r for r in records if (r.get("boundary") or {}).get("name") == b["name"] and _done(r)
-             and str((r.get("predicate") or {}).get("name", "")).startswith("label_conflict_")
-             and r.get("numerator") and (r.get("details") or {}).get("trusted", True)]
+    found = label_conflicts_found(records, b["name"], trusted_only=True)
     if not found:
         return None
     n = max(r["numerator"] for r in found)
@@ -133,9 +129,8 @@ def _label_noise(b, records) -> str | None:
 
 
 def _hash_unreliable(b, records) -> str | None:
-    bad = [r for r in records if (r.get("boundary") or {}).get("name") == b["name"] and _done(r)
-           and str((r.get("predicate") or {}).get("name", "")).startswith("hash_")
-           and ((r.get("details") or {}).get("control") or {}).get("unreliable")]
+    bad = [r for r in records_on(records, b["name"], prefix="hash_", done=True)
+           if ((r.get("details") or {}).get("control") or {}).get("unreliable")]
     if not bad:
         return None
     rate = max(r["details"]["control"]["rate"] for r in bad)

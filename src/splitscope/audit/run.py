@@ -47,7 +47,7 @@ from splitscope.audit.protocol import (
 from splitscope.audit.verdicts import summary_notes, verdicts
 from splitscope.boundary import release_boundaries
 from splitscope.errors import InputError
-from splitscope.features.failures import write_failure_lists
+from splitscope.features.failures import failures_table, write_failure_lists
 from splitscope.records import software_versions
 from splitscope.records.exports import (
     artifact,
@@ -355,7 +355,8 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
         figures[b.name] = {"tau": context.params["tau"]}
         for o in outcomes:
             figures[b.name].update(o.result.figures.get(b.name, {}))
-    rows = context.scan.rows()
+    audited_rows = context.scan.rows()
+    rows = audited_rows
     more = [o.result.rows for o in outcomes if o.result.rows is not None]
     if more:
         rows = pd.concat([rows] + [m[~m["row"].isin(rows["row"])] for m in more],
@@ -371,7 +372,8 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
     export_problems: list[str] = []
     written = write_tables(tables, lists_dir, problems=export_problems, keep_existing=True)
     written.append(write_csv(manifest, lists_dir / "manifest.csv"))
-    written.extend(write_failure_lists(context.scan, lists_dir))  # failed rows by name
+    failed = failures_table(context.scan, audited_rows)
+    written.extend(write_failure_lists(context.scan, lists_dir, failed))  # failed rows by name
     written.extend(p for p in lists_dir.rglob("*") if p.is_file() and p not in written)
 
     record_dicts = [r.to_dict() for r in records]
@@ -385,7 +387,7 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
                      "corpora": _counts(manifest["corpus"]),
                      "excluded": len(manifest.attrs.get("excluded", []) or []),
                      "scan": _scan_summary(context.scan),
-                     "failures": _failures(context.scan)},
+                     "failures": _failures(failed)},
         "boundaries": [{**b.to_dict(), "kind": kinds.get(b.name, "released split")}
                        for b in all_boundaries],
         "layers": [o.summary() for o in outcomes],
@@ -460,11 +462,9 @@ def _feature_params(scan) -> dict[str, Any]:
 FAILURES_LISTED = 50
 
 
-def _failures(scan) -> dict[str, Any]:
-    """Rows that could not be read, by reason and split, and the first ones by name."""
-    from splitscope.features.failures import failures_table
-
-    table = failures_table(scan)
+def _failures(table: pd.DataFrame) -> dict[str, Any]:
+    """Rows that could not be read (:func:`~splitscope.features.failures.failures_table`), by
+    reason and split, and the first ones by name."""
     by = table.groupby(["reason", "split"], dropna=False).size()
     return {"rows": len(table),
             "by_reason_and_split": [{"reason": str(r), "split": None if pd.isna(sp) else str(sp),

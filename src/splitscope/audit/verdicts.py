@@ -9,7 +9,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from splitscope.audit.conditions import find_record, is_control, record_text
+from splitscope.audit.conditions import (
+    find_record,
+    is_control,
+    label_conflicts_found,
+    record_text,
+    records_on,
+)
 from splitscope.boundary import WITHIN_RELEASE
 
 __all__ = ["fmt_int", "summary_notes", "verdicts"]
@@ -87,14 +93,15 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
         lines.append(_count_line(find_record(records, "byte_identical_rate", b["name"]), b,
                                  "a byte-identical copy", "SHA-256, confirmed byte for byte"))
     for b in bounds:
-        union = _record(records, "pixel_identical_union", b["name"])
+        union = next(iter(records_on(records, b["name"], predicate="pixel_identical_union")),
+                     None)
         if union is not None:
             parts = (union.get("details") or {}).get("parts") or {}
             lines.append(_count_line(union, b, "a pixel-identical copy", "byte copies "
                                      f"{fmt_int(parts.get('sha256'))} and re-encodes "
                                      f"{fmt_int(parts.get('pixel_sha256'))}, a row counted once"))
     for b in bounds:
-        dedup = _record(records, "dedup_split", b["name"])
+        dedup = next(iter(records_on(records, b["name"], predicate="dedup_split")), None)
         if dedup is not None and dedup.get("denominator"):
             removed = (dedup.get("predicate") or {}).get("params", {}).get("removed_by") or []
             lines.append(f"Deduplicated {b['query']['name']} split: {fmt_int(dedup['numerator'])}"
@@ -181,12 +188,6 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _record(records, predicate: str, boundary: str) -> Mapping[str, Any] | None:
-    """The record of ``predicate`` on ``boundary``, if any."""
-    return next((r for r in records if (r.get("predicate") or {}).get("name") == predicate
-                 and (r.get("boundary") or {}).get("name") == boundary), None)
-
-
 _CONFLICT_NAMES = {"label_conflict_sha256": "byte copies",
                    "label_conflict_pixel_sha256": "decoded-pixel twins",
                    "label_conflict_ncc": "NCC ≥ {tau:g}",
@@ -198,10 +199,8 @@ _CONFLICT_NAMES = {"label_conflict_sha256": "byte copies",
 def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
     """Label-conflicting twins on one boundary (the largest count over the pixel predicates,
     each predicate's count named), or None when no predicate found one."""
-    every = [r for r in records if (r.get("boundary") or {}).get("name") == b["name"]
-             and str((r.get("predicate") or {}).get("name", "")).startswith("label_conflict_")
-             and r.get("status") in ("completed", "partial") and r.get("numerator")]
-    found = [r for r in every if (r.get("details") or {}).get("trusted", True)]
+    every = label_conflicts_found(records, b["name"], trusted_only=False)
+    found = label_conflicts_found(records, b["name"], trusted_only=True)
     q, ref = _sides(b)
     if not found and every:  # only predicates a control has not shown to be reliable
         worst = max(every, key=lambda r: r["numerator"])

@@ -19,11 +19,12 @@ _PATH_DETAIL = {
 }
 
 
-def failures_table(scan) -> pd.DataFrame:
+def failures_table(scan, rows: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per manifest row that is not ``ok``, in manifest order: ``row``, ``path``,
     ``split``, ``label``, ``reason`` (the reason code) and ``detail`` (what went wrong). A
-    file listed twice fails twice, as in the row counts of the scan summary."""
-    rows = scan.rows()
+    file listed twice fails twice, as in the row counts of the scan summary. ``rows`` is
+    ``scan.rows()`` when the caller already has it."""
+    rows = scan.rows() if rows is None else rows
     status = rows["status"].astype("string").fillna("no_file")
     failed = rows[(status != "ok").to_numpy()]
     reason = status[failed.index]
@@ -54,12 +55,14 @@ def excluded_table(manifest: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def write_failure_lists(scan, lists_dir: str | Path) -> list[Path]:
+def write_failure_lists(scan, lists_dir: str | Path,
+                        failures: pd.DataFrame | None = None) -> list[Path]:
     """Write ``failures.csv``/``.parquet`` and ``excluded.csv``/``.parquet`` into
     ``lists_dir`` (CSV cells neutralised, see :mod:`splitscope.records.exports`); returns the
-    paths written."""
+    paths written. ``failures`` is :func:`failures_table` when the caller already has it."""
     from splitscope.records.exports import write_table
 
     lists_dir = Path(lists_dir)
-    return (write_table(failures_table(scan), lists_dir / "failures")
+    failures = failures_table(scan) if failures is None else failures
+    return (write_table(failures, lists_dir / "failures")
             + write_table(excluded_table(scan.manifest), lists_dir / "excluded"))
