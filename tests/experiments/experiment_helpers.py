@@ -39,3 +39,26 @@ def make_release(root: Path, per_class=(20, 8), seed: int = 0) -> Path:
         shutil.copyfile(root / "train" / label / f"train_{label}_{i:02d}.png",
                         root / "test" / label / f"leak_{label}_{i:02d}.png")
     return root
+
+
+EXTERNAL_NEW = 6  # new images per class
+EXTERNAL_CONTAINED = 2  # training images copied into the external corpus
+
+
+def make_external(root: Path, release: Path, seed: int = 7) -> Path:
+    """``root/{a,b}/*.png``: ``EXTERNAL_NEW`` new images per class, ``EXTERNAL_CONTAINED``
+    byte copies of training images of the release (rows contained in train) and one image
+    of a class the release has not (left out of the evaluation, counted)."""
+    rng = np.random.default_rng(seed)
+    for label in ("a", "b"):
+        d = root / label
+        d.mkdir(parents=True, exist_ok=True)
+        for i in range(EXTERNAL_NEW):
+            Image.fromarray(_image(rng, label)).save(d / f"ext_{label}_{i:02d}.png")
+    for i in range(EXTERNAL_CONTAINED):
+        label = "ab"[i % 2]
+        shutil.copyfile(release / "train" / label / f"train_{label}_{10 + i:02d}.png",
+                        root / label / f"copied_{label}_{i:02d}.png")
+    (root / "c").mkdir(exist_ok=True)
+    Image.fromarray(_image(rng, "a")).save(root / "c" / "other_class.png")
+    return root

@@ -146,17 +146,32 @@ def test_embed_writes_what_duplicates_embeddings_reads(tiny_release, tmp_path, c
 
 
 def test_experiment_explains_and_audits_in_one_report(tiny_release, tmp_path, capsys):
+    from experiment_helpers import EXTERNAL_CONTAINED, make_external
+
     from splitscope.evaluation.attribution import load_maps
 
     out = tmp_path / "exp"
+    external = make_external(tmp_path / "external", tiny_release)
     code = main(["experiment", str(tiny_release), "--out", str(out), "--seeds", "0,1",
-                 "--pools", "Full,Removal", "--n-boot", "200", "--json", *FAST])
+                 "--pools", "Full,Removal", "--n-boot", "200", "--external", str(external),
+                 "--json", *FAST])
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert len(summary["runs"]) == 8
+    assert len(list((out / "predictions").iterdir())) == 8
     doc = json.loads((out / "audit" / "audit.json").read_text())
     layers = {layer["layer"]: layer["status"] for layer in doc["layers"]}
     assert layers["experiments"] == "completed" and layers["attribution"] == "completed"
+    # the external corpus: its containment in train (the audit's external layer) and the
+    # re-trained models' transfer cost, both in the one report
+    assert layers["external"] == "completed"
+    byte = next(r for r in doc["records"] if r["layer"] == "identity"
+                and (r.get("boundary") or {}).get("kind") == "cross-corpus"
+                and r["predicate"]["name"] == "sha256")
+    assert byte["numerator"] == EXTERNAL_CONTAINED
+    cost = next(r for r in doc["records"]
+                if r["id"] == "experiments.view_contrast.external.balanced_accuracy")
+    assert cost["denominator"] == 8 and cost["status"] == "completed"
     assert layers["evaluation"] in ("completed", "partial")
     ids = [r["id"] for r in doc["records"] if r["layer"] == "protocol"
            and r["id"].startswith("experiments.")]

@@ -42,7 +42,7 @@ def explained_run(summary) -> str:
 
 def run_experiment(result, release, out_dir: Path, *, workspace, group_regex, workers,
                    n_boot: int = 2000, seed: int = 0, command: str | None = None,
-                   label_map=None):
+                   label_map=None, external=None):
     """After training (``result`` of :func:`train_experiment`): effects, explain and the
     audit. Returns ``(AuditResult, effects result, explain result)``."""
     import pandas as pd
@@ -64,7 +64,7 @@ def run_experiment(result, release, out_dir: Path, *, workspace, group_regex, wo
                     workspace=workspace or out_dir / "workspace", group_regex=group_regex,
                     workers=workers, predictions=out_dir / "predictions", score_kind="logit",
                     attribution_maps=explained["maps"], attribution_masks=explained["masks"],
-                    command=command, label_map=label_map)
+                    command=command, label_map=label_map, external=external)
     return audited, effects, explained
 
 
@@ -99,7 +99,7 @@ def trained_model_outputs(root, out_dir: Path, *, group_regex: str | None = None
 def experiment_cmd(release, out_dir, backbone, weights, init_seed, image_size, workspace,
                    device, group_regex, workers, policies, seeds, pools, epochs, batch_size,
                    lr, val_share, audit_dir, drop_source, removal_predicates, pool_seed,
-                   label_map, n_boot, as_json):
+                   external, label_map, n_boot, as_json):
     """Train, score every view, compute the effects, explain and audit: one report
     (OUT/audit/report.html) with the experiment's records."""
     out = Path(out_dir)
@@ -107,11 +107,11 @@ def experiment_cmd(release, out_dir, backbone, weights, init_seed, image_size, w
                              workspace, device, group_regex, workers, policies, seeds, pools,
                              epochs, batch_size, lr, val_share, audit_dir, drop_source,
                              removal_predicates, pool_seed, label_map=label_map,
-                             quiet=as_json)
+                             external=external, quiet=as_json)
     command = "splitscope " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     audited, effects, explained = run_experiment(
         res, release, out, workspace=workspace, group_regex=group_regex, workers=workers,
-        n_boot=n_boot, command=command, label_map=label_map)
+        n_boot=n_boot, command=command, label_map=label_map, external=external)
     summary = {"exit_code": audited.exit_code, "report": str(audited.out_dir / "report.html"),
                "runs": res.summary.to_dict(orient="records"),
                "contrasts": effects.paired.to_dict(orient="records"),

@@ -61,6 +61,10 @@ training_options = [
                       "deduplicated view's; e.g. hash_screen for screen-positive rows)."),
     click.option("--pool-seed", default=0, show_default=True, type=int,
                  help="Seed of the Random and class-matched pools."),
+    click.option("--external", type=click.Path(exists=True), default=None,
+                 help="Another corpus (folder or list file) every run's selected model is "
+                      "evaluated on: views external and external_deduplicated (minus its "
+                      "rows contained in train); never trained on."),
     LABEL_MAP_OPTION,
 ]
 
@@ -127,7 +131,7 @@ def print_summary(result) -> None:
 def train_from_options(release, out_dir, backbone, weights, init_seed, image_size, workspace,
                        device, group_regex, workers, policies, seeds, pools, epochs,
                        batch_size, lr, val_share, audit_dir, drop_source, removal_predicates,
-                       pool_seed, label_map=None, quiet: bool = False):
+                       pool_seed, label_map=None, external=None, quiet: bool = False):
     """Parse the option values and run :func:`train_experiment` with progress bars."""
     from splitscope.experiments.protocol import Protocol
     from splitscope.experiments.retraining import train_experiment
@@ -141,7 +145,8 @@ def train_from_options(release, out_dir, backbone, weights, init_seed, image_siz
             protocol=protocol, workspace=workspace, audit_dir=audit_dir,
             drop_source=drop_source, pool_seed=pool_seed, device=device,
             removal_predicates=_csv(removal_predicates) if removal_predicates else None,
-            group_regex=group_regex, label_map=label_map, workers=workers, on_epoch=on_epoch)
+            group_regex=group_regex, label_map=label_map, external=external, workers=workers,
+            on_epoch=on_epoch)
 
 
 @click.command("train")
@@ -152,7 +157,8 @@ def train_from_options(release, out_dir, backbone, weights, init_seed, image_siz
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 def train_cmd(release, out_dir, backbone, weights, init_seed, image_size, workspace, device,
               group_regex, workers, policies, seeds, pools, epochs, batch_size, lr, val_share,
-              audit_dir, drop_source, removal_predicates, pool_seed, label_map, as_json):
+              audit_dir, drop_source, removal_predicates, pool_seed, external, label_map,
+              as_json):
     """Controlled re-training: every policy × pool × seed under one recorded protocol
     (METHODS 5.11); per run predictions.parquet (logits), the selected checkpoint and its
     curve; runs.csv for `splitscope effects`. A rerun skips finished runs and resumes an
@@ -160,11 +166,13 @@ def train_cmd(release, out_dir, backbone, weights, init_seed, image_size, worksp
     res = train_from_options(release, out_dir, backbone, weights, init_seed, image_size,
                              workspace, device, group_regex, workers, policies, seeds, pools,
                              epochs, batch_size, lr, val_share, audit_dir, drop_source,
-                             removal_predicates, pool_seed, label_map=label_map, quiet=as_json)
+                             removal_predicates, pool_seed, label_map=label_map,
+                             external=external, quiet=as_json)
     out = Path(out_dir)
     write_artifacts_manifest(out, [out / "runs.csv", out / "experiment.json",
                                    out / "truth.csv"]
-                             + sorted((out / "predictions").glob("*.parquet")))
+                             + sorted((out / "predictions").glob("*.parquet"))
+                             + sorted((out / "runs").glob("*/external_predictions.parquet")))
     if as_json:
         click.echo(json.dumps({"runs": res.summary.to_dict(orient="records"),
                                "experiment": res.info}, indent=2, sort_keys=True,

@@ -74,17 +74,70 @@ def audit_experiment(folder: Path, inputs=None, n_boot: int = 2000, seed: int = 
     records = []
     specs = contrasts_for(runs)
     tables = {}
-    if specs:
-        eff = protocol_effects(runs[runs["view"] != "training"], metrics=list(
-            CONTRAST_METRICS), contrasts=specs, n_boot=n_boot, seed=seed)
+    scored = runs[runs["view"] != "training"]
+    metrics = [m for m in CONTRAST_METRICS if m in set(scored["metric"].astype(str))]
+    if specs and metrics:
+        eff = protocol_effects(scored, metrics=metrics, contrasts=specs, n_boot=n_boot,
+                               seed=seed)
         paired = eff.paired
         tables["experiment_contrasts"] = paired.reset_index(drop=True)
         # the policy contrast first: the score card's training-policy detail shows it
         rows = sorted(paired.to_dict(orient="records"),
                       key=lambda r: (r["condition"] != "policy", r["contrast"]))
         records += [_contrast_record(row, inputs) for row in rows]
+    records += _view_records(scored, metrics, inputs)
     records += _holdout_records(runs, inputs)
     return LayerResult(records=records + [protocol_record], tables=tables)
+
+
+#: (first view, second view, what the difference is) of the view contrasts per matched run
+_VIEW_CONTRASTS = (
+    ("official", "deduplicated", "deduplication sensitivity"),
+    ("official", "external", "external transfer cost"),
+    ("official", "external_deduplicated",
+     "external transfer cost (external rows contained in train removed)"),
+)
+
+
+def _view_records(scored: pd.DataFrame, metrics: list[str], inputs) -> list[AuditRecord]:
+    """One record per view contrast and metric over the re-trained runs: metric(first view) −
+    metric(second view) per run (matched on backbone, policy, pool and seed), its mean and
+    paired-t interval over runs (:func:`splitscope.evaluation.effects.view_contrast`)."""
+    from splitscope.evaluation.effects import read_runs, view_contrast
+
+    views = set(scored["view"].astype(str))
+    out = []
+    if not metrics:
+        return out
+    wide = read_runs(scored, metrics=metrics)
+    ident = [c for c in ("model", "policy", "pool", "seed", "view") if c in wide.columns]
+    for first, second, name in _VIEW_CONTRASTS:
+        if not {first, second} <= views:
+            continue
+        for m in metrics:
+            c = view_contrast(wide, first, second, m, name, ident)
+            iv = c.get("interval")
+            mean = c["summary_mean"]
+            finite = c["runs"] > 0 and np.isfinite(mean)
+            out.append(AuditRecord(
+                id=f"experiments.view_contrast.{slug(second)}.{slug(m)}", layer="protocol",
+                title=f"{name[0].upper()}{name[1:]} under re-training: {m} on the {first} "
+                      f"view − on the {second} view",
+                predicate={"name": "view contrast", "params": {
+                    "contrast": name, "first": first, "second": second, "metric": m,
+                    "matched_on": "model, policy, pool, seed"}},
+                unit="training run", denominator=int(c["runs"]),
+                estimate=float(mean) if finite else None,
+                uncertainty=Uncertainty(kind=iv["kind"], low=iv["low"], high=iv["high"])
+                if iv else None,
+                scope=f"{c['runs']} runs scored on both views",
+                conclusion=(f"mean Δ {m} {mean:+.4f} over {c['runs']} runs"
+                            + (f"; paired-t 95% [{iv['low']:.4f}, {iv['high']:.4f}]" if iv
+                               else "") if finite else None),
+                status="completed" if finite else "not assessed",
+                reason=None if finite else "no run scored on both views",
+                inputs=inputs or [], details={"per_run": c["per_run"]}))
+    return out
 
 
 #: (record id, title, metric after, metric before, what the difference is)

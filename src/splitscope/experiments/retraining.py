@@ -8,10 +8,14 @@
                                  metric, value (``splitscope effects`` reads it as it is)
       truth.csv                  the evaluated rows (path, label, split, source, group)
       views/deduplicated_exclude.csv   test rows removed by the deduplicated view
+      external/                  with an external corpus: truth.csv (its evaluated rows),
+                                 views/deduplicated_exclude.csv (its rows contained in the
+                                 training split), the containment search's lists
       pools/                     the pool lists and counts (evaluation.pools)
       predictions/<run_id>.parquet     a copy of each run's predictions (a folder the audit reads)
       runs/<run_id>/             predictions.parquet, curve.csv, run.json, checkpoint.pt,
-                                 selected.pt (the selected epoch's weights)
+                                 selected.pt (the selected epoch's weights),
+                                 external_predictions.parquet (with an external corpus)
 
 Rows, labels, splits and groups come from the scan; images from the scan's S×S thumbnail
 array (decoded once per size and cached in the workspace). The Removal pool drops the
@@ -19,6 +23,14 @@ training rows the duplicates layer flags (train → test; by default the dedupli
 predicates, or the named ones, e.g. the hash screen), or
 those named by a finished audit's ``lists/contaminated`` table. Test rows are evaluated, never
 trained on. Rows whose file could not be decoded are left out and counted.
+
+An external corpus (``external=``) is scanned in ``<workspace>-external`` and evaluated by
+every run's selected model on two views: ``external`` (every external row with a decoded
+image and a training class) and ``external_deduplicated`` (minus the rows contained in the
+training split: those outside the cleaned external set of METHODS §2.9, a byte-identical or
+NCC-nearest ≥ τ counterpart on the cross-corpus boundary *external → train*). Its predictions stay in the run folder and out of
+``predictions/``, which the experiment's audit aligns to the audited release's rows; its
+metrics are in ``runs.csv``, so ``splitscope effects`` reports the external transfer cost.
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ from splitscope.experiments.protocol import POLICIES, Protocol, validation_holdo
 from splitscope.records.model import _clean
 
 VIEWS = ("official", "deduplicated")
+EXTERNAL_VIEWS = ("external", "external_deduplicated")
 VIEW_METRICS = ("balanced_accuracy", "macro_auc", "accuracy", "organizer_score", "ece", "brier",
                 "nll")
 #: holdout-transfer figures of a run (:func:`holdout_transfer`) → runs.csv metric names
@@ -181,11 +194,11 @@ def _versions(torch, device: str) -> dict:
     return out
 
 
-def evaluated_rows(rows: pd.DataFrame, classes: list[str], split: str = "test"
+def evaluated_rows(rows: pd.DataFrame, classes: list[str], split: str | None = "test"
                    ) -> tuple[pd.DataFrame, dict]:
-    """Rows of ``split`` that are evaluated (a thumbnail, a known class, first row of each
-    path) and the counts of those left out, by reason."""
-    r = rows[rows["split"] == split]
+    """Rows of ``split`` (every row when ``None``) that are evaluated (a thumbnail, a known
+    class, first row of each path) and the counts of those left out, by reason."""
+    r = rows if split is None else rows[rows["split"] == split]
     skipped = {"no decoded image": int((r["thumb_index"] < 0).sum())}
     r = r[r["thumb_index"] >= 0]
     known = r["label"].astype("string").isin(classes).fillna(False).to_numpy(bool)
@@ -215,6 +228,7 @@ def train_experiment(
     device: str = "auto",
     group_regex: str | None = None,
     label_map=None,
+    external=None,
     workers: int | None = None,
     progress: bool | None = None,
     echo=None,
@@ -244,6 +258,9 @@ def train_experiment(
     label_map : str, path or mapping, optional
         Released labels → trained labels, applied once to the manifest of every scan
         (:func:`splitscope.manifest.labels.apply_label_map`) and recorded in experiment.json.
+    external : folder or list file, optional
+        Another corpus, evaluated by every run's selected model (never trained on) on the
+        ``external`` and ``external_deduplicated`` views (module notes).
     echo : callable, optional
         ``echo(text)`` for progress lines.
     on_epoch : callable, optional
@@ -328,6 +345,19 @@ def train_experiment(
         model, _ = classifier(spec, len(classes), 0)
         features, cache_info = feature_cache(model, scan_s, spec, protocol, device)
         info["feature_cache"] = cache_info
+    ext = None
+    if external is not None:
+        ext = prepare_external(external, base, classes, ws, out, protocol, label_map,
+                               workers=workers, progress=progress)
+        if "frozen" in policies:
+            model, _ = classifier(spec, len(classes), 0)
+            ext["features"], info["external_feature_cache"] = feature_cache(
+                model, ext["scan"], spec, protocol, device)
+        info["external"] = ext["info"]
+        info["views"].update({
+            "external": f"every evaluated row of the external corpus ({ext['info']['rows']})",
+            "external_deduplicated": "external minus external/views/deduplicated_exclude.csv "
+                                     f"({ext['info']['contained']} rows contained in train)"})
     pred_dir = out / "predictions"
     pred_dir.mkdir(exist_ok=True)
     eval_index = ev["thumb_index"].to_numpy(np.int64)
@@ -349,6 +379,11 @@ def train_experiment(
                            thumb, lookup, classes, protocol, scan_s.thumbnails, eval_index, ev,
                            features, device, out, train_run, RunData, say, k, len(plan),
                            on_epoch)
+        if ext is not None:
+            rec = evaluate_external(rec, rdir, spec, classes, ext, device)
+        else:  # an earlier run's external metrics belong to an external corpus not given now
+            rec = {**rec, "metrics": {k: v for k, v in rec["metrics"].items()
+                                      if k not in EXTERNAL_VIEWS}}
         shutil.copyfile(rdir / "predictions.parquet", pred_dir / f"{rid}.parquet")
         info["runs"][rid] = {key: rec[key] for key in ("policy", "pool", "seed", "best_epoch",
                                                        "updates", "wall_s", "resumed_from")}
@@ -357,7 +392,7 @@ def train_experiment(
                         "train_rows": rec["train_rows"], "best_epoch": rec["best_epoch"],
                         "updates": rec["updates"], "wall_s": rec["wall_s"],
                         **{f"{v}_ba": rec["metrics"].get(v, {}).get("balanced_accuracy")
-                           for v in ("official", "deduplicated")}})
+                           for v in VIEWS + (EXTERNAL_VIEWS if ext is not None else ())}})
     runs = pd.DataFrame(records, columns=["model", "policy", "pool", "seed", "view",
                                           "device", "metric", "value"])
     runs.to_csv(out / "runs.csv", index=False)
@@ -464,9 +499,11 @@ def write_predictions(pred: pd.DataFrame, path: Path, classes: list[str]) -> Non
     pq.write_table(table.replace_schema_metadata(meta), path)
 
 
-def score_run(pred_path: Path, out: Path, classes: list[str]) -> dict:
-    """Metrics of one run's predictions on every view, read back as ``splitscope metrics``
-    reads them (the same reader, scoreability check and view functions)."""
+def score_run(pred_path: Path, out: Path, classes: list[str], names=VIEWS) -> dict:
+    """Metrics of one run's predictions on two views (``names``: every row of
+    ``out/truth.csv``, and those minus ``out/views/deduplicated_exclude.csv``), read back as
+    ``splitscope metrics`` reads them (the same reader, scoreability check and view
+    functions)."""
     from splitscope.evaluation.predictions import read_predictions, read_truth
     from splitscope.evaluation.scoreability import check_scoreability
     from splitscope.evaluation.views import official_view, score_view, view_from_list
@@ -477,18 +514,122 @@ def score_run(pred_path: Path, out: Path, classes: list[str]) -> dict:
     if aligned is None:
         raise InputError(f"{pred_path}: not scoreable: {'; '.join(verdict.reasons)}")
     excluded = pd.read_csv(out / "views" / "deduplicated_exclude.csv")
-    views = [official_view(truth),
-             view_from_list(truth, excluded, "exclude", name="deduplicated") if len(excluded)
-             else official_view(truth, "deduplicated")]
+    whole, dedup = names
+    views = [official_view(truth, whole),
+             view_from_list(truth, excluded, "exclude", name=dedup) if len(excluded)
+             else official_view(truth, dedup)]
     return {v.name: score_view(truth, aligned, v, "logit", equal_source=False) for v in views}
+
+
+# --------------------------------------------------------------------------------------------
+# the external corpus
+
+
+def prepare_external(external, base, classes: list[str], ws: Path, out: Path,
+                     protocol: Protocol, label_map=None, *, workers=None, progress=None
+                     ) -> dict:
+    """Scan the external corpus (``<workspace>-external``), find its rows contained in the
+    audited training split (byte or NCC-nearest counterparts on *external → train*, searched
+    on the base-size scans as the audit's external layer does: METHODS §2.9) and write ``out/external``:
+    ``truth.csv`` and ``views/deduplicated_exclude.csv``. Returns the scan at the training
+    image size, the evaluated rows and what experiment.json records."""
+    from splitscope.features.scanning import scan
+    from splitscope.manifest.labels import apply_label_map
+    from splitscope.relations.external import audit_external
+
+    ext_ws = Path(f"{ws}-external")
+    opts = {"workers": workers, "progress": progress}
+    ext_base = scan(external, ext_ws, **opts)
+    ext_s = ext_base if protocol.image_size == base.params.thumb_size else scan(
+        external, ext_ws, thumb_size=protocol.image_size,
+        interpolation=protocol.interpolation, **opts)
+    for sc in {id(ext_base): ext_base, id(ext_s): ext_s}.values():
+        if label_map is not None:  # labels compared with the training classes
+            sc.manifest = apply_label_map(sc.manifest, label_map, strict=False)
+    folder = out / "external"
+    found, _, boundary = audit_external(base, ext_base, external, folder / "containment",
+                                        ssim=False, transform_sample=0)
+    table = found.tables["external/containment"]
+    table = table[table["boundary"].astype(str) == boundary.name]
+    offset = len(base.manifest)  # the combined scan numbers the external rows after these
+    contained = np.unique(table.loc[~table["kept"].to_numpy(bool), "row"]
+                          .to_numpy(np.int64)) - offset
+    ev, skipped = evaluated_rows(ext_s.rows(), classes, split=None)
+    if len(ev) == 0:
+        raise InputError(f"external corpus {external}: no row to evaluate (a decoded image "
+                         f"and a label among the training classes {classes})")
+    (folder / "views").mkdir(parents=True, exist_ok=True)
+    ev[["path", "label", "split", "source", "group"]].reset_index(drop=True).to_csv(
+        folder / "truth.csv", index=False)
+    exclude = ev.loc[ev["row"].isin(contained), ["row", "path"]]
+    exclude.to_csv(folder / "views" / "deduplicated_exclude.csv", index=False)
+    fp = pd.util.hash_pandas_object(ev[["path", "label"]].astype(str), index=False)
+    signature = f"{int(fp.sum()) & (2**63 - 1):x}-{len(ev)}-{len(exclude)}"
+    info = {"release": str(external), "workspace": str(ext_ws), "rows": len(ev),
+            "contained": len(exclude), "skipped": skipped, "signature": signature,
+            "containment": {"boundary": boundary.name,
+                            "rule": "the cleaned external set of METHODS §2.9: external rows "
+                                    "without a byte-identical or NCC-nearest ≥ τ counterpart "
+                                    "in train",
+                            "rows_contained": int(contained.size),
+                            "lists": str(folder / "containment")}}
+    return {"scan": ext_s, "rows": ev, "folder": folder, "features": None, "info": info}
+
+
+def selected_logits(rdir: Path, spec: BackboneSpec, n_classes: int, policy: str, *, images,
+                    features, device: str) -> np.ndarray:
+    """Logits of the run's selected model (``selected.pt``) on new rows: uint8 images in
+    order (``finetune``) or their cached backbone features (``frozen``)."""
+    from splitscope.experiments.training import _logits, classifier
+
+    torch = require_torch()
+    model, _ = classifier(spec, n_classes, 0)
+    saved = torch.load(rdir / "selected.pt", map_location="cpu", weights_only=False)
+    model.load_state_dict(saved["model"])
+    model.to(device)
+    if policy == "frozen":
+        return _logits(model, np.asarray(features), device, True)
+    return _logits(model, images, device, False)
+
+
+def evaluate_external(rec: dict, rdir: Path, spec: BackboneSpec, classes: list[str],
+                      ext: dict, device: str) -> dict:
+    """The run's selected model on the external views, written to
+    ``rdir/external_predictions.parquet`` and added to the run record; reused when the run
+    record already holds them for the same external rows."""
+    path = rdir / "external_predictions.parquet"
+    sig = ext["info"]["signature"]
+    if (rec.get("external") or {}).get("signature") == sig and path.exists() and all(
+            v in rec["metrics"] for v in EXTERNAL_VIEWS):
+        return rec
+    ev = ext["rows"]
+    tix = ev["thumb_index"].to_numpy(np.int64)
+    order = np.argsort(tix, kind="stable")
+    images = np.empty((len(tix),) + ext["scan"].thumbnails.shape[1:], np.uint8)
+    images[order] = ext["scan"].thumbnails[tix[order]]
+    feats = None if ext["features"] is None else np.asarray(ext["features"])[tix]
+    logits = selected_logits(rdir, spec, len(classes), rec["policy"], images=images,
+                             features=feats, device=device)
+    pred = pd.DataFrame({"path": ev["path"].to_numpy(), "split": ev["split"].to_numpy(),
+                         "view": "external"})
+    for j, c in enumerate(classes):
+        pred[c] = logits[:, j]
+    write_predictions(pred, path, classes)
+    rec = {**rec, "metrics": {**rec["metrics"], **score_run(path, ext["folder"], classes,
+                                                             EXTERNAL_VIEWS)},
+           "external": {"signature": sig, "rows": len(ev), "release": ext["info"]["release"]}}
+    (rdir / "run.json").write_text(json.dumps(_clean(rec), indent=2, sort_keys=True))
+    return rec
 
 
 def _run_rows(rec: dict, backbone: str, device: str) -> list[dict]:
     ident = {"model": backbone, "policy": rec["policy"], "pool": rec["pool"],
              "seed": rec["seed"], "device": device}
     out = []
-    for view in VIEWS:
-        m = rec["metrics"].get(view, {})
+    for view in VIEWS + EXTERNAL_VIEWS:
+        if view not in rec["metrics"]:
+            continue
+        m = rec["metrics"][view]
         for k in VIEW_METRICS:
             v = m.get(k)
             if v is not None and np.isfinite(v):
