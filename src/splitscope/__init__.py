@@ -20,7 +20,8 @@ except PackageNotFoundError:  # running from a source tree without installation
 
 _MANIFEST = ("build_manifest", "read_folder", "read_list")
 
-__all__ = ["InputError", "__version__", "audit", "build_manifest", "read_folder", "read_list"]
+__all__ = ["AuditResult", "InputError", "__version__", "audit", "build_manifest", "read_folder",
+           "read_list"]
 
 
 def __getattr__(name: str):
@@ -32,4 +33,8 @@ def __getattr__(name: str):
         import splitscope.audit
 
         return splitscope.audit
+    if name == "AuditResult":  # what an audit returns; AuditResult.load reopens a folder
+        from splitscope.audit.run import AuditResult
+
+        return AuditResult
     raise AttributeError(f"module 'splitscope' has no attribute {name!r}")

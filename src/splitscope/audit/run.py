@@ -93,6 +93,55 @@ class AuditResult:
     def audit_json(self) -> Path:
         return self.out_dir / "audit.json"
 
+    @classmethod
+    def load(cls, out_dir: str | Path) -> AuditResult:
+        """A finished audit folder, reopened (``audit.json`` and its lists)."""
+        out = Path(out_dir)
+        if not (out / "audit.json").is_file():
+            raise InputError(f"{out}: no audit.json (an audit folder is expected)")
+        doc = json.loads((out / "audit.json").read_text())
+        return cls(document=doc, out_dir=out, exit_code=int(doc["run"].get("exit_code") or 0))
+
+    @property
+    def issues(self) -> pd.DataFrame:
+        """The per-row issue table (:mod:`splitscope.audit.issues`), one row per manifest row."""
+        lists = self.out_dir / "lists"
+        if (lists / "issues.parquet").is_file():
+            return pd.read_parquet(lists / "issues.parquet")
+        if (lists / "issues.csv").is_file():
+            return pd.read_csv(lists / "issues.csv")
+        raise InputError(f"{lists}: no issues.parquet or issues.csv")
+
+    @property
+    def records(self) -> pd.DataFrame:
+        """One line per audit record: id, layer, boundary, title, numerator, denominator,
+        unit, estimate, interval, status, reason, conclusion (every field is in
+        ``document["records"]``)."""
+        lines = []
+        for r in self.document["records"]:
+            unc = r.get("uncertainty") or {}
+            lines.append({"id": r["id"], "layer": r.get("layer"),
+                          "boundary": (r.get("boundary") or {}).get("name"),
+                          "title": r.get("title"), "numerator": r.get("numerator"),
+                          "denominator": r.get("denominator"), "unit": r.get("unit"),
+                          "estimate": r.get("estimate"), "low": unc.get("low"),
+                          "high": unc.get("high"), "interval": unc.get("kind"),
+                          "status": r.get("status"), "reason": r.get("reason"),
+                          "conclusion": r.get("conclusion")})
+        return pd.DataFrame(lines)
+
+    @property
+    def summary(self) -> dict[str, list[str]]:
+        """The verdicts, the "what this means" lines and the notes, as the report opens."""
+        s = self.document["summary"]
+        return {"verdicts": list(s["verdicts"]), "meaning": list(s["meaning"]),
+                "notes": list(s["lines"])}
+
+    def _repr_html_(self) -> str:
+        from splitscope.report.notebook import audit_html
+
+        return audit_html(self.document, self.out_dir)
+
 
 def audit(
     inputs: str | Path | Sequence[str | Path],
@@ -368,6 +417,9 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
         gallery_items.extend(items)
         figures[b.name]["gallery"] = summary
 
+    from splitscope.audit.issues import issue_table
+
+    tables["issues"] = issue_table(audited_rows, tables)
     lists_dir = context.lists_dir
     export_problems: list[str] = []
     written = write_tables(tables, lists_dir, problems=export_problems, keep_existing=True)

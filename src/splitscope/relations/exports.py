@@ -118,8 +118,19 @@ def query_flags_table(relations, rows: pd.DataFrame) -> pd.DataFrame:
                 columns={"counterpart_row": "sha256_counterpart"}), on="row", how="left")
         f.insert(0, "boundary", rel.boundary.name)
         f.insert(2, "path", rows.set_index("row")["path"].reindex(f["row"]).to_numpy())
-        parts.append(f)
+        parts.append(_nullable_flags(f))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _nullable_flags(f: pd.DataFrame) -> pd.DataFrame:
+    """Flag columns holding True/False and missing values as objects become ``boolean`` (so
+    Parquet and CSV keep them booleans with ``<NA>``, not strings)."""
+    for c in f.columns:
+        if f[c].dtype == object:
+            values = f[c].dropna()
+            if len(values) and values.map(lambda v: isinstance(v, (bool, np.bool_))).all():
+                f[c] = f[c].astype("boolean")
+    return f
 
 
 def identity_group_table(relations) -> pd.DataFrame:
