@@ -28,16 +28,19 @@ def test_histogram_statistics_match_numpy_and_scipy():
     assert s["entropy_bits"] == pytest.approx(entropy(counts, base=2), abs=1e-9)
 
 
-def test_laplacian_variance_matches_scipy_on_the_fixed_grid():
+def test_laplacian_variance_matches_scipy_on_the_thumbnail_grid():
     from scipy.ndimage import laplace
 
     a = _noise(1, (300, 200))
     small = np.asarray(Image.fromarray(a).resize((BLUR_SIDE, BLUR_SIDE),
-                                                 Image.Resampling.BILINEAR), dtype=np.float64)
+                                                 Image.Resampling.BICUBIC), dtype=np.float64)
     ref = laplace(small)[1:-1, 1:-1].var()
     s = image_stats(a)
     assert s["laplacian_var"] == pytest.approx(ref, rel=1e-5)
     assert s["sharpness"] == pytest.approx(ref / small.var(), rel=1e-5)
+    thumb = _noise(9, (64, 64))  # a given thumbnail is the grid
+    ref = laplace(thumb.astype(np.float64))[1:-1, 1:-1].var()
+    assert image_stats(a, thumb=thumb)["laplacian_var"] == pytest.approx(ref, rel=1e-5)
 
 
 def test_blur_lowers_sharpness_and_darkening_does_not():
@@ -98,9 +101,9 @@ def test_extraction_carries_the_statistics(tmp_path):
     Image.fromarray(a).save(tmp_path / "g.png")
     Image.fromarray(a).convert("RGB").save(tmp_path / "rgb.png")
     (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
-    table, _ = extract_files([str(tmp_path / n) for n in ("g.png", "rgb.png", "bad.png")])
+    table, thumbs = extract_files([str(tmp_path / n) for n in ("g.png", "rgb.png", "bad.png")])
     assert set(STATS_COLUMNS) <= set(FEATURE_COLUMNS)
-    ref = image_stats(a)
+    ref = image_stats(a, thumb=thumbs[0])
     for col in STATS_COLUMNS:
         assert str(table[col].dtype) == "Float64"
         if ref[col] is not None:

@@ -58,7 +58,7 @@ def test_clean_controls_are_not_flagged(flags, flag):
 
 
 def test_each_planted_copy_trips_only_related_flags(flags):
-    # a darkened image also has little contrast; a 40×40 copy is upsampled to the 128² blur
+    # a darkened image also has little contrast; a 40×40 copy is upsampled to the 96² blur
     # grid, so it has no detail at that scale either
     related = {"dark": {"dark", "low_contrast"}, "odd_size": {"odd_size", "blurry"},
                "large_border": {"large_border"}, "blurry": {"blurry"},

@@ -12,8 +12,9 @@ from those bytes, in order:
 4. one 8-bit grayscale conversion (:func:`splitscope.features.imaging.to_gray8`), from which
    pHash, dHash, the S×S thumbnail and its flatness are computed;
 5. intensity statistics of that grayscale image and of the decoded colour image
-   (:func:`splitscope.features.stats.image_stats`: mean, spread, percentiles, entropy, blur,
-   uniform borders, colour spread). In fast mode they describe the reduced-scale decode.
+   (:func:`splitscope.features.stats.image_stats`: mean, spread, percentiles, entropy, blur
+   on the thumbnail, uniform borders, colour spread). In fast mode they describe the
+   reduced-scale decode.
 
 Bad input never raises: the row gets a ``status`` reason code and an ``error`` detail, and keeps
 what could be computed (a file whose bytes were read keeps ``size_bytes``, ``sha256`` and its
@@ -494,7 +495,7 @@ def _extract_one(path: str, params: FeatureParams) -> tuple[dict, np.ndarray | N
         small32, small9, thumb = imaging.gray_features(
             gray, params.thumb_size, params.interpolation
         )
-        row.update(stats.image_stats(gray, colour))
+        row.update(stats.image_stats(gray, colour, thumb))
     except _Failure as f:
         row["status"] = f.status
         row["error"] = f.error

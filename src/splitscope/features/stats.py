@@ -11,20 +11,23 @@ pass over the files, no anatomy: each value summarises the whole image.
 ``intensity_p01``         1st percentile: the lowest grey level whose cumulative share is ≥ 1%
 ``intensity_p99``         99th percentile, the same rule (``p99 − p01`` is the contrast range)
 ``entropy_bits``          Shannon entropy of the 256-bin grey-level histogram, bits (0–8)
-``laplacian_var``         variance of the 4-neighbour Laplacian of a 128×128 bilinear resize
-``sharpness``             ``laplacian_var`` / variance of that resize (dimensionless; NA when the
-                          resize is flat): contrast-free, so a darkened image is not "blurry"
+``laplacian_var``         variance of the 4-neighbour Laplacian of the S×S thumbnail
+``sharpness``             ``laplacian_var`` / variance of the thumbnail (dimensionless; NA when
+                          the thumbnail is flat): contrast-free, so a darkened image is not
+                          "blurry"
 ``border_share``          share of the image area in uniform bands at its edges (0–1)
 ``colour_spread``         mean over pixels of max(R, G, B) − min(R, G, B), grey levels; 0 for a
                           grey image stored as colour, NA for an image without colour channels
 ========================  =========================================================================
 
-Why the blur measure is computed on a fixed 128×128 grid: the Laplacian's variance of the full
-image falls with resolution (the same scene at 4× the pixels has ~¼ of the gradient per pixel),
-so it would rank images by size, not by focus. On a fixed grid (Pillow's antialiased bilinear
-resize, aspect not kept) it measures detail at 1/128 of the image's extent, whatever the
-stored size; blur finer than that grid is not seen. The grid does not follow the thumbnail
-size, so the statistics do not change with ``thumb_size``.
+Why the blur measure is computed on the thumbnail: the Laplacian's variance of the full image
+falls with resolution (the same scene at 4× the pixels has ~¼ of the gradient per pixel), so it
+would rank images by size, not by focus. The thumbnail is one fixed S×S grid for every image of
+a scan (default 96², bicubic, antialiased, aspect not kept), so on it the measure is detail at
+1/S of the image's extent whatever the stored size; blur finer than that grid is not seen, and
+an image smaller than the grid is upsampled and has little detail at that scale. The thumbnail
+is already computed, so the measure costs no resize; it depends on the thumbnail geometry,
+which is part of the feature cache key (the blur flag compares rows of one scan only).
 
 Uniform borders: from each edge, the run of rows (then, inside them, columns) whose every value
 lies within ``BORDER_TOLERANCE`` grey levels of every value of the edge row — a constant band
@@ -41,8 +44,9 @@ from PIL import Image
 
 __all__ = ["BLUR_SIDE", "BORDER_TOLERANCE", "STATS_COLUMNS", "STATS_DTYPES", "image_stats"]
 
-#: side of the fixed grid the blur measure is computed on
-BLUR_SIDE = 128
+#: side of the grid the blur measure is computed on when no thumbnail is given (the default
+#: thumbnail: 96², bicubic)
+BLUR_SIDE = 96
 #: grey levels of slack for a band at an edge to count as uniform (compression noise)
 BORDER_TOLERANCE = 4
 
@@ -82,9 +86,8 @@ def _histogram_stats(counts: np.ndarray) -> dict[str, float]:
             "intensity_p99": p99, "entropy_bits": entropy}
 
 
-def _blur_stats(img: Image.Image) -> dict[str, float | None]:
-    small = np.asarray(img.resize((BLUR_SIDE, BLUR_SIDE), Image.Resampling.BILINEAR),
-                       dtype=np.float32)
+def _blur_stats(small: np.ndarray) -> dict[str, float | None]:
+    small = np.asarray(small, dtype=np.float32)
     lap = (small[:-2, 1:-1] + small[2:, 1:-1] + small[1:-1, :-2] + small[1:-1, 2:]
            - 4.0 * small[1:-1, 1:-1])
     lap_var = float(lap.var(dtype=np.float64))
@@ -124,6 +127,10 @@ def _colour_spread(colour: Any) -> float | None:
             colour = colour.convert("RGB")
         elif colour.mode not in _RGB_MODES:
             return None
+        r, g, b = colour.split()[:3]
+        rb = r.tobytes()
+        if rb == g.tobytes() and rb == b.tobytes():  # grey stored as colour: spread 0, fast
+            return 0.0
         arr = np.asarray(colour)
     else:
         arr = np.asarray(colour)
@@ -134,7 +141,8 @@ def _colour_spread(colour: Any) -> float | None:
     return float(spread.mean())
 
 
-def image_stats(gray: Image.Image | np.ndarray, colour: Any = None) -> dict[str, float | None]:
+def image_stats(gray: Image.Image | np.ndarray, colour: Any = None,
+                thumb: np.ndarray | None = None) -> dict[str, float | None]:
     """The statistics of :data:`STATS_COLUMNS` for one image.
 
     Parameters
@@ -144,6 +152,9 @@ def image_stats(gray: Image.Image | np.ndarray, colour: Any = None) -> dict[str,
     colour : PIL image or uint8 array (h, w, 3|4), optional
         The decoded image before grayscale conversion, for ``colour_spread``; ``None`` (or a
         single-channel image) when it has no colour channels.
+    thumb : uint8 array (S, S), optional
+        The scan's thumbnail of ``gray``, for the blur measure; default a 96×96 bicubic resize
+        (the default thumbnail).
 
     Returns
     -------
@@ -163,7 +174,9 @@ def image_stats(gray: Image.Image | np.ndarray, colour: Any = None) -> dict[str,
     if a.size == 0:
         raise ValueError("image_stats needs a non-empty image")
     counts = np.asarray(img.histogram(), dtype=np.int64)  # Pillow's 256-bin count, in C
-    out: dict[str, float | None] = {**_histogram_stats(counts), **_blur_stats(img)}
+    if thumb is None:
+        thumb = np.asarray(img.resize((BLUR_SIDE, BLUR_SIDE), Image.Resampling.BICUBIC))
+    out: dict[str, float | None] = {**_histogram_stats(counts), **_blur_stats(thumb)}
     out["border_share"] = _border_share(a)
     out["colour_spread"] = _colour_spread(colour)
     return out
