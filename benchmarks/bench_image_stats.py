@@ -3,8 +3,9 @@
 Side by side, in one process, on the same files: ``extract_batch`` as shipped (``with``) and
 the same call with ``image_stats`` replaced by a function returning no statistics
 (``without``: the extraction before the statistics existed). Arms alternate over
-``--repeats`` runs; medians are reported, as milliseconds per image, with the added cost.
-Also: ``image_stats`` alone on already decoded images (its own cost, no I/O or decode).
+``--repeats`` runs, in flipped order every other repeat; medians are reported, as milliseconds per image, with the added cost.
+Also: ``image_stats`` alone on already decoded images and their thumbnails (its own cost, no
+I/O, decode or resize).
 
 Usage::
 
@@ -24,7 +25,7 @@ import numpy as np
 from PIL import Image
 
 from splitscope.features import extract, stats
-from splitscope.features.imaging import to_gray8
+from splitscope.features.imaging import gray_features, to_gray8
 
 
 def _files(root: Path, n: int, seed: int) -> list[str]:
@@ -60,19 +61,20 @@ def main() -> None:
     files = _files(args.data, args.n, args.seed)
     _time_extract(files[:50], False)  # warm the resizer's geometry cache and imports
     times: dict[str, list[float]] = {"with": [], "without": []}
-    for _ in range(args.repeats):
-        for arm in ("without", "with"):
+    for rep in range(args.repeats):  # the order of the arms flips every repeat
+        for arm in (("without", "with") if rep % 2 == 0 else ("with", "without")):
             times[arm].append(_time_extract(files, arm == "without"))
     decoded = []
     for f in files:
         with Image.open(f) as img:
             img.load()
-            decoded.append((to_gray8(img), img.copy()))
+            gray = to_gray8(img)
+            decoded.append((gray, img.copy(), gray_features(gray)[2]))
     alone = []
     for _ in range(args.repeats):
         t = time.perf_counter()
-        for gray, colour in decoded:
-            stats.image_stats(gray, colour)
+        for gray, colour, thumb in decoded:
+            stats.image_stats(gray, colour, thumb)
         alone.append(time.perf_counter() - t)
     ms = {arm: 1000 * statistics.median(v) / len(files) for arm, v in times.items()}
     out = {"files": len(files), "data": str(args.data), "repeats": args.repeats,

@@ -61,13 +61,14 @@ def test_border_share_is_the_area_of_uniform_edge_bands(pad):
     a = np.pad(inner, ((top, bottom), (left, right)), constant_values=0)
     a[a.shape[0] // 2, :left] = 3  # within the tolerance: still uniform
     expected = 1 - inner.size / a.size
-    assert image_stats(a)["border_share"] == pytest.approx(expected)
+    assert image_stats(a, thumb=a)["border_share"] == pytest.approx(expected)  # exact grid
+    assert image_stats(a)["border_share"] == pytest.approx(expected, abs=0.04)  # on 96²
 
 
 def test_border_share_of_a_constant_and_of_a_gradient_image():
     assert image_stats(np.full((20, 30), 77, np.uint8))["border_share"] == 1.0
     ramp = np.tile(np.arange(0, 250, 5, dtype=np.uint8)[:, None], (1, 40))  # each row constant
-    assert image_stats(ramp)["border_share"] < 0.1  # rows differ from the edge row: no band
+    assert image_stats(ramp, thumb=ramp)["border_share"] < 0.1  # rows differ from the edge row
 
 
 def test_colour_spread_zero_for_grey_stored_as_colour():

@@ -219,3 +219,51 @@ def test_feature_matrix_uses_only_the_statistics():
         image_stats_feature_matrix(t, ["width"])
     with pytest.raises(InputError, match="scan the release again"):
         image_stats_feature_matrix(t.drop(columns="sharpness"))
+
+
+# ---------------------------------------------------------------- audit wiring
+
+
+def test_fail_on_metric_and_meaning_rule_read_the_image_statistics_probe():
+    from splitscope.audit.conditions import evaluate_conditions, parse_condition
+    from splitscope.audit.meaning import RULES
+
+    b = {"name": "test → train", "query": {"name": "test"}, "reference": {"name": "train"}}
+
+    def probe(kind, est, low, boundary=None):
+        rid = ("provenance.image_stats_probe.within_pool" if kind == "within" else
+               "provenance.image_stats_probe.cross_split[test_train]")
+        return {"id": rid, "layer": "provenance", "status": "completed", "estimate": est,
+                "boundary": boundary, "unit": "row (case)", "uncertainty": {"low": low},
+                "details": {"chance": 0.5, "top_fields": ["intensity_mean"]},
+                "predicate": {"name": f"image-statistics probe ({kind})"}}
+
+    header = {**probe("within", 0.99, 0.98), "id": "provenance.header_probe.within_pool",
+              "predicate": {"name": "header-only probe (within pool)"}}
+    records = [probe("within", 0.93, 0.90), probe("cross", 0.88, 0.84, {"name": b["name"]}),
+               header]
+    out = evaluate_conditions([parse_condition("image_stats_probe_ba>0.9"),
+                               parse_condition("image_stats_probe_ba>0.95")], records, (),
+                              [b["name"]])
+    assert [o["held"] for o in out] == [True, False] and out[0]["value"] == 0.93
+    assert "provenance.header_probe.within_pool" not in out[0]["records"]
+    rule = {r.name: r for r in RULES}["acquisition_shortcut"]
+    said = rule.says(b, records)
+    assert said.startswith("intensity statistics alone, without anatomy (intensity_mean)")
+    assert "balanced accuracy 0.880 vs chance 0.5" in said
+    assert rule.says(b, [probe("within", 0.93, 0.90), probe("cross", 0.55, 0.45,
+                                                              {"name": b["name"]})]) is None
+
+
+def test_report_shows_the_quality_table(planted):
+    from splitscope.report.html import quality_view, render_html
+
+    sc, _, _ = planted
+    records = [r.to_dict() for r in audit_quality(sc).records]
+    view = quality_view(records)
+    assert view["columns"] == ["test/A", "test/B", "train/A", "train/B"]
+    dark = next(r for r in view["rows"] if r["id"] == "quality.dark")
+    assert dark["cells"][0] == "5.6% (1 of 18)"
+    assert [r["id"] for r in view["others"]] == ["quality.flag_label_association"]
+    html = render_html({"records": records, "boundaries": [], "inputs": [], "software": {}})
+    assert 'data-section="quality-table"' in html and "5.6% (1 of 18)" in html

@@ -15,7 +15,8 @@ pass over the files, no anatomy: each value summarises the whole image.
 ``sharpness``             ``laplacian_var`` / variance of the thumbnail (dimensionless; NA when
                           the thumbnail is flat): contrast-free, so a darkened image is not
                           "blurry"
-``border_share``          share of the image area in uniform bands at its edges (0–1)
+``border_share``          share of the image area in uniform bands at its edges (0–1), on the
+                          thumbnail
 ``colour_spread``         mean over pixels of max(R, G, B) − min(R, G, B), grey levels; 0 for a
                           grey image stored as colour, NA for an image without colour channels
 ========================  =========================================================================
@@ -32,7 +33,10 @@ which is part of the feature cache key (the blur flag compares rows of one scan 
 Uniform borders: from each edge, the run of rows (then, inside them, columns) whose every value
 lies within ``BORDER_TOLERANCE`` grey levels of every value of the edge row — a constant band
 such as padding, allowing a little compression noise. ``border_share`` = 1 − (area inside the
-four runs) / (image area); a constant image has share 1.
+four runs) / (image area); a constant image has share 1. It is measured on the thumbnail: a
+share of the area does not change when each axis is resized on its own, the thumbnail's
+antialiasing evens out compression noise in the padding, and the cost does not grow with the
+stored size; the share is resolved to 1/S of each side.
 """
 
 from __future__ import annotations
@@ -153,8 +157,8 @@ def image_stats(gray: Image.Image | np.ndarray, colour: Any = None,
         The decoded image before grayscale conversion, for ``colour_spread``; ``None`` (or a
         single-channel image) when it has no colour channels.
     thumb : uint8 array (S, S), optional
-        The scan's thumbnail of ``gray``, for the blur measure; default a 96×96 bicubic resize
-        (the default thumbnail).
+        The scan's thumbnail of ``gray``, for the blur measure and the border share; default a
+        96×96 bicubic resize (the default thumbnail).
 
     Returns
     -------
@@ -165,18 +169,17 @@ def image_stats(gray: Image.Image | np.ndarray, colour: Any = None,
         if gray.mode != "L":
             raise ValueError(f"image_stats needs a mode L image, got {gray.mode}")
         img = gray
-        a = np.asarray(gray)
     else:
         a = np.asarray(gray)
         if a.ndim != 2 or a.dtype != np.uint8:
             raise ValueError(f"image_stats needs a 2-D uint8 array, got {a.dtype} {a.shape}")
         img = Image.fromarray(np.ascontiguousarray(a), mode="L")
-    if a.size == 0:
+    if img.size[0] * img.size[1] == 0:
         raise ValueError("image_stats needs a non-empty image")
     counts = np.asarray(img.histogram(), dtype=np.int64)  # Pillow's 256-bin count, in C
     if thumb is None:
         thumb = np.asarray(img.resize((BLUR_SIDE, BLUR_SIDE), Image.Resampling.BICUBIC))
     out: dict[str, float | None] = {**_histogram_stats(counts), **_blur_stats(thumb)}
-    out["border_share"] = _border_share(a)
+    out["border_share"] = _border_share(np.asarray(thumb))
     out["colour_spread"] = _colour_spread(colour)
     return out
