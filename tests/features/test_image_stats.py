@@ -112,3 +112,17 @@ def test_extraction_carries_the_statistics(tmp_path):
     assert table["colour_spread"].isna().tolist() == [True, False, True]
     assert table.loc[1, "colour_spread"] == 0.0
     assert table.loc[2, "status"] != "ok" and table.loc[2, STATS_COLUMNS].isna().all()
+
+
+@pytest.mark.parametrize("mode, expected", [("LAB", None), ("HSV", None), ("I;16", None),
+                                            ("LA", None), ("1", None), ("RGBA", 0.0),
+                                            ("CMYK", 0.0), ("PA", 0.0)])
+def test_colour_spread_per_decoded_mode(mode, expected):
+    g = Image.new("L", (12, 10), 5)
+    assert image_stats(g, Image.new(mode, (12, 10)))["colour_spread"] == expected
+
+
+def test_a_one_pixel_image_has_every_statistic_but_sharpness():
+    s = image_stats(Image.new("L", (1, 1), 7))
+    assert s["intensity_mean"] == s["intensity_p99"] == 7.0 and s["border_share"] == 1.0
+    assert s["sharpness"] is None

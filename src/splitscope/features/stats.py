@@ -71,8 +71,9 @@ STATS_COLUMNS: list[str] = list(STATS_DTYPES)
 
 #: modes whose colour is read as stored (their first three bands are R, G, B)
 _RGB_MODES = ("RGB", "RGBA", "RGBX", "RGBa")
-#: colour modes converted to RGB for the colour check
-_CONVERTED_MODES = ("P", "PA", "CMYK", "YCbCr", "LAB", "HSV")
+#: colour modes converted to RGB for the colour check (LAB and HSV have no colorimetric
+#: conversion in Pillow: not assessed)
+_CONVERTED_MODES = ("P", "PA", "CMYK", "YCbCr")
 
 
 def _histogram_stats(counts: np.ndarray) -> dict[str, float]:
@@ -128,7 +129,10 @@ def _colour_spread(colour: Any) -> float | None:
         return None
     if isinstance(colour, Image.Image):
         if colour.mode in _CONVERTED_MODES:
-            colour = colour.convert("RGB")
+            try:
+                colour = colour.convert("RGB")
+            except (ValueError, OSError):  # no RGB conversion for this mode: not assessed
+                return None
         elif colour.mode not in _RGB_MODES:
             return None
         r, g, b = colour.split()[:3]
