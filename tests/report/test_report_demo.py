@@ -78,9 +78,13 @@ def test_demo_audit_document(demo):
     # evaluation is partial: threshold transfer and temperature scaling need a second
     # population (the demo's predictions cover the test split only)
     assert statuses == {"duplicates": "completed", "groups": "completed",
-                        "provenance": "completed", "evaluation": "partial",
-                        "attribution": "completed", "external": "not applicable",
-                        "experiments": "not applicable"}
+                        "provenance": "completed", "quality": "completed",
+                        "evaluation": "partial", "attribution": "completed",
+                        "external": "not applicable", "experiments": "not applicable"}
+    quality = [r for r in doc["records"] if r["layer"] == "quality"]
+    assert len(quality) == 10 and all(r["status"] == "completed" for r in quality)
+    assert any(a["path"] == "lists/quality.csv" for a in doc["artifacts"])
+    assert 'data-section="quality-table"' in result.report.read_text()
     assert doc["params"]["dihedral"] is True
     verdicts = doc["summary"]["verdicts"]
     assert verdicts[0].startswith("LABEL CONFLICT: ")  # the planted twins under two labels

@@ -93,6 +93,19 @@ def _shortcut_transfers(b, records) -> str | None:
             "header-only probe")
 
 
+def _acquisition_shortcut(b, records) -> str | None:
+    within = _by_id(records, "provenance.image_stats_probe.within_pool", None)
+    cross = _by_id(records, "provenance.image_stats_probe.cross_split", b["name"])
+    if not (_above(within) and _above(cross)):
+        return None
+    top = ", ".join((within.get("details") or {}).get("top_fields") or []) or "no single one"
+    return (f"intensity statistics alone, without anatomy ({top}), predict the label across "
+            f"the split (balanced accuracy {cross['estimate']:.3f} vs chance "
+            f"{cross['details']['chance']:.3g}): a model can score on {b['query']['name']} from "
+            "how images were exposed, processed or padded, unless the finding itself changes "
+            "these statistics; compare a model's score with this image-statistics probe")
+
+
 def _memorisation(b, records) -> str | None:
     ncc = _pred(records, "ncc_nearest", b["name"])
     if ncc is None or not ncc.get("denominator"):
@@ -162,6 +175,8 @@ RULES: tuple[Rule, ...] = (
          "above 0.5", _encoded_differently),
     Rule("shortcut_transfers", "both the within-pool and the cross-split header probe's "
          "intervals lie above chance", _shortcut_transfers),
+    Rule("acquisition_shortcut", "both the within-pool and the cross-split image-statistics "
+         "probe's intervals lie above chance", _acquisition_shortcut),
     Rule("hash_unreliable", "a hash rule flags more of the negative control than its bound",
          _hash_unreliable),
     Rule("clean", "the byte-identity and NCC records of the boundary both count zero rows",

@@ -9,6 +9,8 @@ cached feature table and a memory-mapped thumbnail array.
   :func:`thumbnail` — pixel features of one image (:mod:`splitscope.features.imaging`);
 - :func:`header_fields` — header features without decoding pixels
   (:mod:`splitscope.features.header`);
+- :func:`image_stats` — intensity statistics of one decoded image
+  (:mod:`splitscope.features.stats`);
 - executors (:mod:`splitscope.features.executor`) — where the per-file stage runs.
 
 Every name is imported on first use, so a worker process that only extracts features never
@@ -32,6 +34,7 @@ _EXPORTS = {
     "dhash64": "splitscope.features.imaging",
     "thumbnail": "splitscope.features.imaging",
     "header_fields": "splitscope.features.header",
+    "image_stats": "splitscope.features.stats",
     "Executor": "splitscope.features.executor",
     "SerialExecutor": "splitscope.features.executor",
     "ProcessExecutor": "splitscope.features.executor",
@@ -39,7 +42,7 @@ _EXPORTS = {
 
 __all__ = [  # noqa: RUF022 - grouped by module, like _EXPORTS
     "scan", "load_scan", "Scan", "FeatureParams", "extract_files", "image_features",
-    "to_gray8", "phash64", "dhash64", "thumbnail", "header_fields", "Executor",
+    "to_gray8", "phash64", "dhash64", "thumbnail", "header_fields", "image_stats", "Executor",
     "SerialExecutor", "ProcessExecutor",
 ]
 

@@ -10,7 +10,11 @@ from those bytes, in order:
    images, the palette — so two re-encodes with equal pixels match and a different mode or
    shape never does);
 4. one 8-bit grayscale conversion (:func:`splitscope.features.imaging.to_gray8`), from which
-   pHash, dHash, the S×S thumbnail and its flatness are computed.
+   pHash, dHash, the S×S thumbnail and its flatness are computed;
+5. intensity statistics of that grayscale image and of the decoded colour image
+   (:func:`splitscope.features.stats.image_stats`: mean, spread, percentiles, entropy, blur
+   on the thumbnail, uniform borders, colour spread). In fast mode they describe the
+   reduced-scale decode.
 
 Bad input never raises: the row gets a ``status`` reason code and an ``error`` detail, and keeps
 what could be computed (a file whose bytes were read keeps ``size_bytes``, ``sha256`` and its
@@ -89,7 +93,7 @@ from PIL import Image, ImageFile, UnidentifiedImageError
 
 from splitscope.errors import InputError
 from splitscope.features import header as header_mod
-from splitscope.features import imaging
+from splitscope.features import imaging, stats
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -102,7 +106,7 @@ __all__ = [
     "extract_files",
 ]
 
-EXTRACT_VERSION = "1"
+EXTRACT_VERSION = "2"
 """Version of the extraction code; part of every cache key. Bump when any feature changes."""
 
 DEFAULT_MAX_PIXELS = 2**27
@@ -186,7 +190,7 @@ class FeatureParams:
 
     def key(self) -> str:
         """Stable short string naming this geometry and code version (cache key), e.g.
-        ``exact-s96-bicubic-p134217728-v1``."""
+        ``exact-s96-bicubic-p134217728-v2``."""
         return (
             f"{self.mode}-s{self.thumb_size}-{self.interpolation}"
             f"-p{self.max_pixels}-v{EXTRACT_VERSION}"
@@ -213,6 +217,7 @@ _OWN_DTYPES: dict[str, str] = {
     "dhash": "UInt64",
     "flat": "boolean",
     "has_thumb": "bool",
+    **stats.STATS_DTYPES,
 }
 
 
@@ -384,8 +389,9 @@ def _unidentified(header: dict[str, Any]) -> _Failure:
 
 def _decode_pillow(
     data: bytes, params: FeatureParams, header: dict[str, Any]
-) -> tuple[Image.Image, str, str | None, str]:
-    """Decode with Pillow; return (gray image, decoded mode, pixel digest or None, gray rule)."""
+) -> tuple[Image.Image, str, str | None, str, Image.Image | None]:
+    """Decode with Pillow; return (gray image, decoded mode, pixel digest or None, gray rule,
+    the decoded image when it has colour channels, else None)."""
     try:
         img = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
@@ -419,10 +425,11 @@ def _decode_pillow(
         gray = imaging.to_gray8(img)
     except (ValueError, OSError) as exc:
         raise _Failure("unsupported", f"no grayscale conversion for mode {mode}: {exc}") from None
-    return gray, mode, digest, rule
+    return gray, mode, digest, rule, (img if img is not gray else None)
 
 
-def _decode_dicom(data: bytes, params: FeatureParams) -> tuple[np.ndarray, str, str, str]:
+def _decode_dicom(data: bytes, params: FeatureParams
+                  ) -> tuple[np.ndarray, str, str, str, np.ndarray | None]:
     try:
         import pydicom
     except ImportError:
@@ -456,13 +463,13 @@ def _decode_dicom(data: bytes, params: FeatureParams) -> tuple[np.ndarray, str, 
         slope = float(getattr(ds, "RescaleSlope", 1.0) or 1.0)
         intercept = float(getattr(ds, "RescaleIntercept", 0.0) or 0.0)
         values = frame.astype(np.float64) * slope + intercept
-        return imaging.array_to_gray8(values), "DICOM", digest.hexdigest(), "minmax"
+        return imaging.array_to_gray8(values), "DICOM", digest.hexdigest(), "minmax", None
     if frame.ndim == 3 and frame.shape[-1] == 3:
         if frame.dtype == np.uint8:
             gray = Image.fromarray(np.ascontiguousarray(frame), mode="RGB").convert("L")
-            return np.asarray(gray), "DICOM", digest.hexdigest(), "convert"
+            return np.asarray(gray), "DICOM", digest.hexdigest(), "convert", frame
         luma = frame.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
-        return imaging.array_to_gray8(luma), "DICOM", digest.hexdigest(), "minmax"
+        return imaging.array_to_gray8(luma), "DICOM", digest.hexdigest(), "minmax", None
     raise _Failure("unsupported", f"DICOM pixel array of shape {frame.shape} not supported")
 
 
@@ -479,15 +486,16 @@ def _extract_one(path: str, params: FeatureParams) -> tuple[dict, np.ndarray | N
         if not data:
             raise _Failure("zero_byte", "empty file (0 bytes)")
         if _is_dicom(path, header):
-            gray, mode, digest, rule = _decode_dicom(data, params)
+            gray, mode, digest, rule, colour = _decode_dicom(data, params)
         else:
-            gray, mode, digest, rule = _decode_pillow(data, params, header)
+            gray, mode, digest, rule, colour = _decode_pillow(data, params, header)
         row["decoded_mode"] = mode
         row["gray_rule"] = rule
         row["pixel_sha256"] = digest
         small32, small9, thumb = imaging.gray_features(
             gray, params.thumb_size, params.interpolation
         )
+        row.update(stats.image_stats(gray, colour, thumb))
     except _Failure as f:
         row["status"] = f.status
         row["error"] = f.error

@@ -25,6 +25,7 @@ since they describe the file name rather than the header.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ from splitscope.provenance.stats import (
 __all__ = [
     "NAME_DERIVED",
     "PIXEL_DERIVED",
+    "FeatureMatrix",
     "ProbeResult",
     "field_of",
     "header_columns",
@@ -62,6 +64,11 @@ PIXEL_DERIVED = frozenset({
 #: Fields that describe the file name, not the header bytes.
 NAME_DERIVED = frozenset({"extension", "extension_mismatch"})
 _MAX_CATEGORIES = 250
+
+#: builds ``(X, info)`` from a row table, as :func:`header_feature_matrix` does: the probe's
+#: engine runs on any such matrix (header fields here, image statistics in
+#: :mod:`splitscope.provenance.image_stats_probe`)
+FeatureMatrix = Callable[[pd.DataFrame], tuple[pd.DataFrame, dict[str, Any]]]
 
 
 def header_columns() -> list[str]:
@@ -447,6 +454,7 @@ def header_probe_within_pool(
     include_name_fields: bool = False,
     threads: int | None = 1,
     jobs: int | None = None,
+    feature_matrix: FeatureMatrix | None = None,
 ) -> ProbeResult:
     """(a) Within pool: out-of-fold balanced accuracy of the header-only model (METHODS §4.2).
 
@@ -457,13 +465,23 @@ def header_probe_within_pool(
     the OpenMP/BLAS pools during the fits (see :func:`splitscope.provenance.stats.single_threaded`).
     The folds run in ``jobs`` worker processes (default: one per core once the pool is large
     enough to pay for them, see :func:`splitscope.provenance.stats.fold_jobs`); every fold is
-    seeded on its own, so the result does not depend on ``jobs``.
+    seeded on its own, so the result does not depend on ``jobs``. ``feature_matrix`` replaces
+    the header features by another matrix builder (``columns`` and ``include_name_fields``
+    then do not apply).
     """
+    matrix = feature_matrix or _header_matrix(columns, include_name_fields)
     with single_threaded(threads):
         return _within_pool(table, label=label, group=group, folds=folds, seed=seed,
                             n_resamples=n_resamples, importance_repeats=importance_repeats,
-                            importance_max_rows=importance_max_rows, columns=columns,
+                            importance_max_rows=importance_max_rows, matrix=matrix,
                             include_name_fields=include_name_fields, jobs=jobs)
+
+
+def _header_matrix(columns: list[str] | None, include_name_fields: bool) -> FeatureMatrix:
+    def build(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+        return header_feature_matrix(table, columns, include_name_fields=include_name_fields)
+
+    return build
 
 
 def _fit_fold(X, y, train, test, names, categorical, seed, importance_seed, repeats,
@@ -480,12 +498,12 @@ def _fit_fold(X, y, train, test, names, categorical, seed, importance_seed, repe
 
 
 def _within_pool(table, *, label, group, folds, seed, n_resamples, importance_repeats,
-                 importance_max_rows, columns, include_name_fields, jobs) -> ProbeResult:
+                 importance_max_rows, matrix, include_name_fields, jobs) -> ProbeResult:
     from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
     y = _labels(table, label)
     _check_classes(y, "the pool")
-    X, info = header_feature_matrix(table, columns, include_name_fields=include_name_fields)
+    X, info = matrix(table)
     names = info["features"]
     classes = sorted(y.unique().tolist())
     support = {c: int((y == c).sum()) for c in classes}
@@ -547,29 +565,31 @@ def header_probe_cross_split(
     columns: list[str] | None = None,
     include_name_fields: bool = False,
     threads: int | None = 1,
+    feature_matrix: FeatureMatrix | None = None,
 ) -> ProbeResult:
     """(b) Cross split: fit the header-only model on ``train``, score ``test`` (METHODS §4.2).
 
     Features are encoded over both tables together (an encoding, not a fit: labels are not
     used) and columns constant on ``train`` are dropped. Importances are permutation
-    importances on ``test``.
+    importances on ``test``. ``feature_matrix`` as in :func:`header_probe_within_pool`.
     """
+    matrix = feature_matrix or _header_matrix(columns, include_name_fields)
     with single_threaded(threads):
         return _cross_split(train, test, label=label, seed=seed, n_resamples=n_resamples,
                             importance_repeats=importance_repeats,
-                            importance_max_rows=importance_max_rows, columns=columns,
+                            importance_max_rows=importance_max_rows, matrix=matrix,
                             include_name_fields=include_name_fields)
 
 
 def _cross_split(train, test, *, label, seed, n_resamples, importance_repeats,
-                 importance_max_rows, columns, include_name_fields) -> ProbeResult:
+                 importance_max_rows, matrix, include_name_fields) -> ProbeResult:
     y_tr = _labels(train, label)
     y_te = _labels(test, label)
     _check_classes(y_tr, "the training side")
     if y_te.isna().any():
         raise InputError(f"{int(y_te.isna().sum())} test row(s) without a label")
     both = pd.concat([train, test], ignore_index=True)
-    X, info = header_feature_matrix(both, columns, include_name_fields=include_name_fields)
+    X, info = matrix(both)
     Xtr, Xte = X.iloc[: len(train)], X.iloc[len(train):]
     keep = [c for c in X.columns if Xtr[c].nunique(dropna=False) > 1]
     dropped = dict(info["dropped"])

@@ -1,10 +1,12 @@
 """The provenance layer (METHODS §4): what a file says without its anatomy.
 
-:func:`audit_provenance` needs a scan (header fields and thumbnails); it reports the header-only
-probe, the source–label association and the partition classifier, as a
-:class:`splitscope.records.LayerResult` whose tables are keyed by the manifest's ``row``. A
-check that cannot run on the input becomes a record with status ``not applicable`` (or ``not
-assessed``) and the reason. :class:`ProvenanceLayer` runs it in the audit.
+:func:`audit_provenance` needs a scan (header fields, image statistics and thumbnails); it
+reports the header-only probe, the image-statistics probe, the source–label association and the
+partition classifier, as a :class:`splitscope.records.LayerResult` whose tables are keyed by
+the manifest's ``row``. :func:`audit_quality` reports the image-quality flags (§4.6). A check
+that cannot run on the input becomes a record with status ``not applicable`` (or ``not
+assessed``) and the reason. :class:`ProvenanceLayer` and :class:`QualityLayer` run them in the
+audit.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_re
 from splitscope.records.ids import slug
 from splitscope.records.inputs import release_inputs
 
-__all__ = ["ProvenanceLayer", "audit_provenance"]
+__all__ = ["ProvenanceLayer", "QualityLayer", "audit_provenance", "audit_quality"]
 
 
 def _pct(x: float | None) -> str:
@@ -44,6 +46,7 @@ def audit_provenance(
     n_resamples: int = 2000,
     folds: int = 5,
     header: bool = True,
+    image_stats: bool = True,
     association: bool = True,
     partition: bool = True,
     embeddings: Any = None,
@@ -86,6 +89,10 @@ def audit_provenance(
                                       n_resamples=n_resamples, folds=folds,
                                       repeats=importance_repeats,
                                       include_name_fields=include_name_fields, inputs=inputs))
+    if image_stats:
+        result.extend(_image_stats_records(rows, pool, bounds, has_label, seed=seed,
+                                           n_resamples=n_resamples, folds=folds,
+                                           repeats=importance_repeats, inputs=inputs))
     if association:
         result.extend(_association_record(pool, inputs))
     if partition:
@@ -150,6 +157,58 @@ def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, 
     return out
 
 
+def _image_stats_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, repeats,
+                         inputs) -> LayerResult:
+    """The image-statistics probe (METHODS §4.5): the header probe's protocol on intensity
+    statistics."""
+    from splitscope.provenance.image_stats_probe import (
+        IMAGE_STATS_FEATURES,
+        image_stats_probe_cross_split,
+        image_stats_probe_within_pool,
+    )
+
+    out = LayerResult()
+    title = "Image-statistics probe"
+    wid = "provenance.image_stats_probe.within_pool"
+    if not has_label:
+        out.records.append(not_run_record("provenance", "not applicable", "no labels in the release", id=wid, title=title, inputs=inputs))
+        return out
+    if not all(c in rows.columns for c in IMAGE_STATS_FEATURES):
+        out.records.append(not_run_record("provenance", "not assessed", "no image statistics: scan the release with this version (splitscope scan)", id=wid, title=title, inputs=inputs))
+        return out
+    decoded = pool["intensity_mean"].notna()
+    labelled = pool[pool["label"].notna() & decoded]
+    unscored = int((pool["label"].notna() & ~decoded).sum())
+    opts = {"seed": seed, "n_resamples": n_resamples, "importance_repeats": repeats}
+    try:
+        wp = image_stats_probe_within_pool(labelled, folds=folds, **opts)
+    except InputError as exc:
+        out.records.append(not_run_record("provenance", "not applicable", str(exc), id=wid, title=title, inputs=inputs))
+        return out
+    out.records.append(_probe_record(wp, wid, f"{title}: within pool", None, inputs,
+                                     probe="image statistics", unscored=unscored))
+    out.tables["image_stats_probe_within_pool"] = wp.predictions
+    out.tables["image_stats_probe_importance"] = wp.importances
+    for b in bounds:
+        s = slug(b.name)
+        ok = rows["label"].notna() & rows["intensity_mean"].notna()
+        tr = rows[rows["row"].isin(b.reference.rows) & ok]
+        te = rows[rows["row"].isin(b.query.rows) & ok]
+        missed = int((rows["row"].isin(b.query.rows) & rows["label"].notna()
+                      & rows["intensity_mean"].isna()).sum())
+        rid = f"provenance.image_stats_probe.cross_split[{s}]"
+        try:
+            cs = image_stats_probe_cross_split(tr, te, **opts)
+        except InputError as exc:
+            out.records.append(not_run_record("provenance", "not applicable", str(exc), id=rid, title=f"{title}: cross split", inputs=inputs))
+            continue
+        out.records.append(_probe_record(cs, rid, f"{title}: fit on {b.reference.name}, "
+                                         f"score {b.query.name}", b, inputs, within=wp,
+                                         probe="image statistics", unscored=missed))
+        out.tables[f"image_stats_probe_cross_{s}"] = cs.predictions
+    return out
+
+
 #: header fields that only measure the compressed size, which tracks image content
 SIZE_FIELDS = ("file_size", "bytes_per_pixel")
 
@@ -170,52 +229,76 @@ def _carried_by(r, top: list[str]) -> str:
             f"(fields that vary: {varying})")
 
 
-def _probe_record(r, rid, title, b, inputs, within=None) -> AuditRecord:
+def _probe_record(r, rid, title, b, inputs, within=None, probe="header",
+                  unscored=0) -> AuditRecord:
+    """The record of one probe evaluation; ``probe`` is ``header`` (§4.2) or ``image
+    statistics`` (§4.5); ``unscored`` labelled rows had no features (not decoded)."""
     ba = r.balanced_accuracy
     correct = int((r.predictions["label"] == r.predictions["predicted"]).sum())
     top = r.top_features(5)
     above = ba["low"] is not None and ba["low"] > r.chance
+    header = probe == "header"
+    what = "header features" if header else "image statistics"
+    model = "header-only model" if header else "image-statistics model"
+    ci = f"{ba['estimate']:.3f} (95% CI {ba['low']:.3f}–{ba['high']:.3f})"
     if not r.features:
-        conclusion = ("no header field varies across these rows, so headers carry no label "
-                      "signal here; the model predicts the majority class (balanced accuracy "
+        conclusion = (f"no {'header field' if header else 'image statistic'} varies across "
+                      f"these rows, so {'headers' if header else 'they'} carry no label signal "
+                      "here; the model predicts the majority class (balanced accuracy "
                       f"{ba['estimate']:.3f}, chance {r.chance:.3f})")
     elif r.kind == "within pool":
-        conclusion = (f"header features alone predict the label within the pool: balanced "
-                      f"accuracy {ba['estimate']:.3f} (95% CI {ba['low']:.3f}–{ba['high']:.3f}) "
-                      f"vs chance {r.chance:.3f}; {_carried_by(r, top)}" if above else
-                      f"header features do not predict the label above chance within the pool "
-                      f"(balanced accuracy {ba['estimate']:.3f}, 95% CI {ba['low']:.3f}–"
-                      f"{ba['high']:.3f}, chance {r.chance:.3f})")
+        if not above:
+            conclusion = (f"{what} do not predict the label above chance within the pool "
+                          f"(balanced accuracy {ba['estimate']:.3f}, 95% CI {ba['low']:.3f}–"
+                          f"{ba['high']:.3f}, chance {r.chance:.3f})")
+        elif header:
+            conclusion = (f"header features alone predict the label within the pool: balanced "
+                          f"accuracy {ci} vs chance {r.chance:.3f}; {_carried_by(r, top)}")
+        else:
+            conclusion = (f"intensity statistics alone, without anatomy, predict the label "
+                          f"within the pool: balanced accuracy {ci} vs chance {r.chance:.3f}, "
+                          f"carried by {', '.join(top) or 'no single statistic'}: an "
+                          "acquisition shortcut (exposure, processing, focus, padding differ "
+                          "by class) unless the finding itself changes these statistics")
     else:
         w = within.balanced_accuracy["estimate"] if within is not None else None
-        conclusion = (f"fit on the reference side, the header-only model scores balanced "
-                      f"accuracy {ba['estimate']:.3f} (95% CI {ba['low']:.3f}–{ba['high']:.3f}) "
-                      f"on the query side vs chance {r.chance:.3f}"
+        conclusion = (f"fit on the reference side, the {model} scores balanced "
+                      f"accuracy {ci} on the query side vs chance {r.chance:.3f}"
                       + (f"; within pool it scores {w:.3f} — a gap of {w - ba['estimate']:+.3f} "
                          "(within ≫ cross means pooling and re-splitting would reward the "
                          "shortcut)" if w is not None else ""))
+    total = r.n_rows + unscored
     return AuditRecord(
         id=rid, layer="provenance", title=title,
         boundary=b.to_dict() if b is not None else None,
-        predicate={"name": f"header-only probe ({r.kind})",
+        predicate={"name": f"{'header-only' if header else 'image-statistics'} probe "
+                           f"({r.kind})",
                    "params": {**r.params, "features": len(r.features),
-                              "dropped": r.dropped}},
+                              "dropped": r.dropped,
+                              **({} if header else {"statistics": r.params.get("features")})}},
         unit="row (case)", denominator=r.n_rows,
-        coverage={"traceable": r.n_rows, "total": r.n_rows, "share": 1.0},
+        coverage={"traceable": r.n_rows, "total": total,
+                  "share": r.n_rows / total if total else None},
         class_support=r.class_support, estimate=ba["estimate"],
         uncertainty=_ba_uncertainty(ba),
-        scope=(f"{r.n_rows} labelled rows scored; the estimate is balanced accuracy (mean "
-               "recall over classes), which no single count over the rows gives"),
+        scope=(f"{r.n_rows} labelled rows scored"
+               + (f" ({unscored} labelled row(s) not decoded, so without statistics, left out)"
+                  if unscored else "")
+               + "; the estimate is balanced accuracy (mean recall over classes), which no "
+               "single count over the rows gives"),
         conclusion=conclusion,
         unresolved=("permutation importance understates fields whose information another "
-                    "field duplicates (e.g. a quality estimate and its table)"),
+                    "field duplicates (e.g. a quality estimate and its table)" if header else
+                    "global intensity statistics can also follow the finding itself (an "
+                    "opacity brightens a radiograph); permutation importance understates "
+                    "statistics that duplicate one another (mean and percentiles)"),
         status="completed",
         details={"chance": r.chance, "top_fields": top,
                  "importances": r.importances.head(20).to_dict(orient="records"),
                  "single_field": ([] if r.single_field is None else
                                   r.single_field.head(20).to_dict(orient="records")),
-                 "accuracy": correct / r.n_rows if r.n_rows else None},
-        inputs=inputs)
+                 "accuracy": correct / r.n_rows if r.n_rows else None,
+                 **({} if not unscored else {"unscored_rows": unscored})})
 
 
 def _association_record(pool, inputs) -> LayerResult:
@@ -376,6 +459,135 @@ def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds
     return out
 
 
+def audit_quality(scan: Any, params: Any = None) -> LayerResult:
+    """Image-quality records and the per-row list ``quality`` (METHODS §4.6): one record per
+    flag (rate over the assessed rows, with every split × class cell in ``details`` and in the
+    conclusion) and one record of each flag's association with the label.
+
+    Parameters
+    ----------
+    scan : Scan or DataFrame
+        A finished scan, or its row table (``Scan.rows()``).
+    params : QualityParams, optional
+        Thresholds (default :class:`splitscope.provenance.quality.QualityParams`).
+    """
+    from splitscope.provenance.quality import (
+        FLAGS,
+        QualityParams,
+        flag_label_association,
+        quality_rates,
+        quality_table,
+    )
+
+    rows, _ = _scan_rows(scan)
+    inputs = release_inputs(rows)
+    params = params or QualityParams()
+    out = LayerResult()
+    if "intensity_mean" not in rows.columns:
+        out.records.append(not_run_record("quality", "not assessed", "no image statistics: scan the release with this version (splitscope scan)", id="quality.flags", title="Image quality flags", inputs=inputs))
+        return out
+    table, rules = quality_table(rows, params)
+    rates = quality_rates(table)
+    out.tables["quality"] = table
+    labels = table["label"].astype("string")
+    for f in FLAGS:
+        col = table[f.name]
+        assessed = int(col.notna().sum())
+        flagged = int(col.fillna(False).sum())
+        rule = rules[f.name]["rule"]
+        cells = rates[rates["flag"] == f.name]
+        said = "; ".join(
+            f"{100 * c.rate:.1f}% of {c.split}/{c.label} ({c.flagged:,} of {c.assessed:,} rows)"
+            if c.assessed else f"{c.split}/{c.label}: no row assessed"
+            for c in cells.itertuples())
+        rid = f"quality.{f.name}"
+        status = "completed" if assessed == len(table) else "partial"
+        if not assessed:
+            out.records.append(not_run_record("quality", "not applicable", f"no row has the score of this flag ({f.score})", id=rid, title=f"Image quality: {f.name.replace('_', ' ')}", inputs=inputs))
+            continue
+        out.records.append(AuditRecord(
+            id=rid, layer="quality", title=f"Image quality: {f.name.replace('_', ' ')} ({rule})",
+            predicate={"name": f"quality_{f.name}",
+                       "params": {**params.to_dict(), **{k: v for k, v in rules[f.name].items()
+                                                        if k != "rule"}, "rule": rule}},
+            unit="row", numerator=flagged, denominator=assessed,
+            coverage={"traceable": assessed, "total": len(table),
+                      "share": assessed / len(table) if len(table) else None},
+            class_support={str(k): int(v) for k, v in
+                           labels.fillna("(no label)").value_counts().sort_index().items()},
+            scope=(f"every row of the release whose score is defined ({assessed:,} of "
+                   f"{len(table):,}); rates per split × class in details.by_split_class"),
+            conclusion=f"{flagged:,} of {assessed:,} rows are {f.name.replace('_', ' ')} "
+                       f"({rule}): {said}",
+            unresolved=("a flag describes the stored image, not whether it is unusable for "
+                        "diagnosis; thresholds are stated, not tuned to this release"),
+            status=status,
+            reason=None if status == "completed" else
+            f"{len(table) - assessed:,} row(s) without the score (not decoded, or no size)",
+            inputs=inputs, outputs=["quality"],
+            details={"score": f.score, "by_split_class": cells.drop(columns="flag")
+                     .to_dict(orient="records")}))
+    out.records.append(_quality_association_record(table, params, inputs,
+                                                    flag_label_association))
+    return out
+
+
+def _quality_association_record(table, params, inputs, association) -> AuditRecord:
+    rid, title = "quality.flag_label_association", "Image quality flags × label (Cramér's V)"
+    if table["label"].dropna().nunique() < 2:
+        return not_run_record("quality", "not applicable", "fewer than two labels in the release", id=rid, title=title, inputs=inputs)
+    assoc = association(table)
+    v = assoc["cramers_v"].astype(float)
+    measured = assoc[np.isfinite(v)]
+    rows = int(assoc["rows"].max()) if len(assoc) else 0
+    if measured.empty:
+        best, conclusion = None, ("no flag varies across the labelled rows, so no flag can "
+                                  "tell the classes apart")
+    else:
+        best = float(measured["cramers_v"].max())
+        strong = measured[measured["cramers_v"] >= params.association_v] \
+            .sort_values("cramers_v", ascending=False)
+        if strong.empty:
+            top = measured.loc[measured["cramers_v"].idxmax()]
+            conclusion = (f"no flag's rate differs strongly between classes (largest Cramér's "
+                          f"V {top['cramers_v']:.3f}, {top['flag']}; shortcut hint from V ≥ "
+                          f"{params.association_v:g})")
+        else:
+            conclusion = "; ".join(
+                f"{r.flag} differs strongly between classes (Cramér's V {r.cramers_v:.3f}: "
+                + ", ".join(f"{100 * x:.1f}% of {lab}" for lab, x in r.rate_by_label.items())
+                + ")" for r in strong.itertuples()) + (
+                "; a model can use such a flag as a shortcut: check whether the class "
+                "difference is the finding or how the images were made")
+    return AuditRecord(
+        id=rid, layer="quality", title=title,
+        predicate={"name": "quality_flag_label_association",
+                   "params": {"statistic": "Cramér's V, Pearson χ² without continuity "
+                              "correction", "association_v": params.association_v}},
+        unit="row", denominator=rows,
+        coverage={"traceable": rows, "total": len(table),
+                  "share": rows / len(table) if len(table) else None},
+        estimate=best,
+        uncertainty=Uncertainty(kind="none: a descriptive statistic of the census", level=None),
+        scope="labelled rows whose flag is defined, per flag; the estimate is the largest V",
+        conclusion=conclusion,
+        unresolved="association is not causation: a class may legitimately differ in quality",
+        status="completed", inputs=inputs, outputs=["quality"],
+        details={"flags": assoc.to_dict(orient="records")})
+
+
+class QualityLayer:
+    """Image-quality flags per split × class, and their association with the label
+    (METHODS §4.6)."""
+
+    name = "quality"
+    order = 35
+    title = "Image quality flags"
+
+    def run(self, context) -> LayerResult:
+        return audit_quality(context.scan)
+
+
 class ProvenanceLayer:
     """Header-only probe, source–label association and partition classifier on the
     boundaries between two sides; the within-pool probe always (METHODS §4)."""
@@ -388,4 +600,4 @@ class ProvenanceLayer:
 
 
 #: the layers of this package (see :mod:`splitscope.audit.protocol`)
-LAYERS = [ProvenanceLayer()]
+LAYERS = [ProvenanceLayer(), QualityLayer()]

@@ -167,12 +167,15 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
             and ((r.get("boundary") or {}).get("name") == name or not r.get("boundary"))]
     header = [r for r in prov if "header" in _text(r)]
     partition = [r for r in prov if "partition" in _text(r) or "shift" in _text(r)]
-    other_prov = [r for r in prov if r not in header and r not in partition]
+    image_stats = [r for r in prov if "image_stats_probe" in str(r.get("id", ""))]
+    other_prov = [r for r in prov if r not in header and r not in partition
+                  and r not in image_stats]
     other = [r for r in mine if r not in census and r not in groups and r not in prov]
 
     fig = (audit.get("figures") or {}).get(name) or {}
     view: dict[str, Any] = {"boundary": boundary, "census": census, "groups": groups,
-                            "header": header, "partition": partition, "other_prov": other_prov,
+                            "header": header, "partition": partition, "image_stats": image_stats,
+                            "other_prov": other_prov,
                             "other": other, "tau": fig.get("tau")}
     if fig.get("distribution"):
         view["distribution"] = _safe_figure(figures.similarity_distribution, fig["distribution"],
@@ -182,6 +185,7 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
         view["sweep_rows"] = fig["sweep"]
     for key, recs, xlabel, ref in (
         ("header_fig", header, "balanced accuracy (header features only)", None),
+        ("image_stats_fig", image_stats, "balanced accuracy (image statistics only)", None),
         ("partition_fig", partition, "estimate (AUC, d_A or balanced accuracy)", 0.5),
     ):
         items = _estimate_items(recs)
@@ -249,6 +253,30 @@ def per_class_table(census: list[Mapping[str, Any]]) -> dict[str, Any]:
             for c in classes]} for row in rows]}
 
 
+def quality_view(records: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The image-quality records (METHODS §4.6) and one table: flag (rows) × split/class
+    (columns), each cell ``rate (flagged of assessed)``, from ``details.by_split_class``."""
+    found = [r for r in records if _layer_of(r) == "quality"]
+    flags = [r for r in found if (r.get("details") or {}).get("by_split_class")
+             and r.get("status") in ("completed", "partial")]
+    columns: list[tuple[str, str]] = []
+    for r in flags:
+        for c in r["details"]["by_split_class"]:
+            key = (str(c["split"]), str(c["label"]))
+            if key not in columns:
+                columns.append(key)
+    columns.sort()
+    rows = []
+    for r in flags:
+        cells = {(str(c["split"]), str(c["label"])): c for c in r["details"]["by_split_class"]}
+        rows.append({"title": r.get("title") or r["id"], "id": r["id"], "cells": [
+            (f"{100 * cells[k]['rate']:.1f}% ({cells[k]['flagged']:,} of "
+             f"{cells[k]['assessed']:,})" if cells.get(k) and cells[k].get("assessed")
+             else "—") for k in columns]})
+    return {"records": found, "columns": [f"{s}/{lab}" for s, lab in columns], "rows": rows,
+            "others": [r for r in found if r not in flags]}
+
+
 def _evaluation_view(records: list[dict], audit: Mapping[str, Any]) -> dict[str, Any]:
     evals = [r for r in records if _layer_of(r).startswith(("evaluation", "protocol"))]
     view: dict[str, Any] = {"records": evals}
@@ -302,7 +330,9 @@ def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
                  and not (boundaries and not r.get("boundary")
                           and _layer_of(r).startswith(_PROVENANCE_LAYERS))]
     transforms = _transform_view(records)
-    unbounded = [r for r in unbounded if r not in transforms["records"]]
+    quality = quality_view(records)
+    unbounded = [r for r in unbounded if r not in transforms["records"]
+                 and r not in quality["records"]]
     status_counts: dict[str, int] = {}
     for r in records:
         status_counts[r.get("status", "?")] = status_counts.get(r.get("status", "?"), 0) + 1
@@ -314,6 +344,7 @@ def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
         "evaluation": _evaluation_view(records, audit),
         "unbounded": unbounded,
         "transforms": transforms,
+        "quality": quality,
         "records": records,
         "status_counts": status_counts,
         "images": images,

@@ -1,0 +1,128 @@
+"""Intensity statistics of one image (splitscope.features.stats), checked against numpy/scipy
+reference computations, and carried by the scan's extraction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from splitscope.features.extract import FEATURE_COLUMNS, extract_files
+from splitscope.features.stats import BLUR_SIDE, STATS_COLUMNS, image_stats
+
+
+def _noise(seed=0, shape=(60, 80)):
+    return np.random.default_rng(seed).integers(30, 220, size=shape, dtype=np.uint8)
+
+
+def test_histogram_statistics_match_numpy_and_scipy():
+    from scipy.stats import entropy
+
+    a = _noise()
+    s = image_stats(a)
+    assert s["intensity_mean"] == pytest.approx(a.mean(), abs=1e-9)
+    assert s["intensity_std"] == pytest.approx(a.std(), abs=1e-9)
+    assert s["intensity_p01"] == np.percentile(a, 1, method="inverted_cdf")
+    assert s["intensity_p99"] == np.percentile(a, 99, method="inverted_cdf")
+    counts = np.bincount(a.ravel(), minlength=256)
+    assert s["entropy_bits"] == pytest.approx(entropy(counts, base=2), abs=1e-9)
+
+
+def test_laplacian_variance_matches_scipy_on_the_thumbnail_grid():
+    from scipy.ndimage import laplace
+
+    a = _noise(1, (300, 200))
+    small = np.asarray(Image.fromarray(a).resize((BLUR_SIDE, BLUR_SIDE),
+                                                 Image.Resampling.BICUBIC), dtype=np.float64)
+    ref = laplace(small)[1:-1, 1:-1].var()
+    s = image_stats(a)
+    assert s["laplacian_var"] == pytest.approx(ref, rel=1e-5)
+    assert s["sharpness"] == pytest.approx(ref / small.var(), rel=1e-5)
+    thumb = _noise(9, (64, 64))  # a given thumbnail is the grid
+    ref = laplace(thumb.astype(np.float64))[1:-1, 1:-1].var()
+    assert image_stats(a, thumb=thumb)["laplacian_var"] == pytest.approx(ref, rel=1e-5)
+
+
+def test_blur_lowers_sharpness_and_darkening_does_not():
+    from PIL import ImageFilter
+
+    img = Image.fromarray(_noise(2, (224, 224)))
+    sharp = image_stats(img)["sharpness"]
+    blurred = image_stats(img.filter(ImageFilter.GaussianBlur(3)))["sharpness"]
+    dark = image_stats(Image.fromarray((np.asarray(img) // 4).astype(np.uint8)))["sharpness"]
+    assert blurred < sharp / 10
+    assert dark == pytest.approx(sharp, rel=0.1)
+
+
+@pytest.mark.parametrize("pad", [(0, 0, 0, 0), (16, 16, 16, 16), (0, 30, 0, 0), (5, 0, 40, 0)])
+def test_border_share_is_the_area_of_uniform_edge_bands(pad):
+    top, right, bottom, left = pad
+    inner = _noise(3, (64, 64))
+    a = np.pad(inner, ((top, bottom), (left, right)), constant_values=0)
+    a[a.shape[0] // 2, :left] = 3  # within the tolerance: still uniform
+    expected = 1 - inner.size / a.size
+    assert image_stats(a, thumb=a)["border_share"] == pytest.approx(expected)  # exact grid
+    assert image_stats(a)["border_share"] == pytest.approx(expected, abs=0.04)  # on 96²
+
+
+def test_border_share_of_a_constant_and_of_a_gradient_image():
+    assert image_stats(np.full((20, 30), 77, np.uint8))["border_share"] == 1.0
+    ramp = np.tile(np.arange(0, 250, 5, dtype=np.uint8)[:, None], (1, 40))  # each row constant
+    assert image_stats(ramp, thumb=ramp)["border_share"] < 0.1  # rows differ from the edge row
+
+
+def test_colour_spread_zero_for_grey_stored_as_colour():
+    a = _noise(4)
+    grey_rgb = Image.fromarray(a).convert("RGB")
+    assert image_stats(a, grey_rgb)["colour_spread"] == 0.0
+    col = np.stack([a, a // 2, np.full_like(a, 9)], axis=-1)
+    expected = (col.max(axis=2).astype(int) - col.min(axis=2)).mean()
+    assert image_stats(a, Image.fromarray(col))["colour_spread"] == pytest.approx(expected)
+    assert image_stats(a, col)["colour_spread"] == pytest.approx(expected)  # plain array
+    assert image_stats(a, Image.fromarray(a))["colour_spread"] is None  # no colour channels
+    assert image_stats(a)["colour_spread"] is None
+    pal = Image.fromarray(a).convert("RGB").convert("P")
+    assert image_stats(a, pal)["colour_spread"] < 1.0
+
+
+def test_flat_image_has_no_sharpness():
+    s = image_stats(np.full((50, 50), 128, np.uint8))
+    assert s["sharpness"] is None and s["laplacian_var"] == 0.0 and s["entropy_bits"] == 0.0
+
+
+def test_bad_gray_input_is_refused():
+    with pytest.raises(ValueError, match="mode L"):
+        image_stats(Image.new("RGB", (4, 4)))
+    with pytest.raises(ValueError, match="2-D uint8"):
+        image_stats(np.zeros((4, 4), np.float32))
+
+
+def test_extraction_carries_the_statistics(tmp_path):
+    a = _noise(5, (48, 64))
+    Image.fromarray(a).save(tmp_path / "g.png")
+    Image.fromarray(a).convert("RGB").save(tmp_path / "rgb.png")
+    (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    table, thumbs = extract_files([str(tmp_path / n) for n in ("g.png", "rgb.png", "bad.png")])
+    assert set(STATS_COLUMNS) <= set(FEATURE_COLUMNS)
+    ref = image_stats(a, thumb=thumbs[0])
+    for col in STATS_COLUMNS:
+        assert str(table[col].dtype) == "Float64"
+        if ref[col] is not None:
+            assert table.loc[0, col] == pytest.approx(ref[col])
+    assert table["colour_spread"].isna().tolist() == [True, False, True]
+    assert table.loc[1, "colour_spread"] == 0.0
+    assert table.loc[2, "status"] != "ok" and table.loc[2, STATS_COLUMNS].isna().all()
+
+
+@pytest.mark.parametrize("mode, expected", [("LAB", None), ("HSV", None), ("I;16", None),
+                                            ("LA", None), ("1", None), ("RGBA", 0.0),
+                                            ("CMYK", 0.0), ("PA", 0.0)])
+def test_colour_spread_per_decoded_mode(mode, expected):
+    g = Image.new("L", (12, 10), 5)
+    assert image_stats(g, Image.new(mode, (12, 10)))["colour_spread"] == expected
+
+
+def test_a_one_pixel_image_has_every_statistic_but_sharpness():
+    s = image_stats(Image.new("L", (1, 1), 7))
+    assert s["intensity_mean"] == s["intensity_p99"] == 7.0 and s["border_share"] == 1.0
+    assert s["sharpness"] is None
