@@ -70,6 +70,20 @@ def test_flags_agree_with_the_records(demo):
     assert int(issues.loc[test, "group_shared"].fillna(False).sum()) == group["numerator"]
 
 
+def test_quality_flags_agree_with_the_quality_records(demo):
+    issues = demo.issues
+    from splitscope.provenance.quality import FLAGS
+
+    names = {f"quality.{f.name}" for f in FLAGS}
+    quality = [r for r in demo.document["records"] if r["id"] in names
+               and r["status"] in ("completed", "partial")]
+    assert quality
+    for r in quality:
+        col = "quality_" + r["id"].split(".")[1]
+        assert int(issues[col].fillna(False).sum()) == r["numerator"], r["id"]
+        assert int(issues[col].notna().sum()) == r["denominator"], r["id"]
+
+
 def test_rows_not_queried_are_not_assessed_and_scores_are_present(demo):
     issues = demo.issues
     train = issues[issues["split"] == "train"]

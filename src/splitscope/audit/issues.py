@@ -21,8 +21,8 @@ tables the layers already produced (nothing is measured again):
   another label; trusted predicates only, METHODS §2.10);
 - ``group_overlap_*``: ``group_shared`` (the row's group also has rows on the other side of
   a boundary) and ``group_reference_rows``;
-- a layer's per-row table named ``row_flags`` (e.g. image quality): its ``flag_*`` and
-  ``score_*`` columns as they are.
+- the quality layer's ``quality`` table (METHODS §4.6): ``quality_<flag>`` and
+  ``quality_<flag>_score`` for every image-quality flag (dark, light, low contrast, blurry, …).
 
 Columns are documented in docs/data-model.md ("Issue table").
 """
@@ -124,10 +124,15 @@ def issue_table(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> pd.Da
         per = per.reindex(ids)
         out["group_shared"] = per["group_shared"].astype("boolean")
         out["group_reference_rows"] = per["group_reference_rows"].astype("Int64")
-    for name, t in tables.items():
-        if name.split("/")[-1] == "row_flags" and len(t):
-            cols = [c for c in t.columns if c.startswith(("flag_", "score_"))]
-            out = out.join(t.drop_duplicates("row").set_index("row")[cols].reindex(ids))
+    quality = tables.get("quality")
+    if quality is not None and len(quality):
+        from splitscope.provenance.quality import FLAGS
+
+        q = quality.drop_duplicates("row").set_index("row").reindex(ids)
+        for f in FLAGS:
+            if f.name in q:
+                out[f"quality_{f.name}"] = q[f.name].astype("boolean")
+                out[f"quality_{f.name}_score"] = q[f"{f.name}_score"].to_numpy()
     return out.reset_index()
 
 
