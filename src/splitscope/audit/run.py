@@ -198,13 +198,15 @@ def audit(
     conditions = [c if isinstance(c, Condition) else parse_condition(c) for c in fail_on]
     if not 0 < float(tau) <= 1:
         raise InputError(f"tau must be in (0, 1]; got {tau}")
-    inputs_list = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    from splitscope.manifest.build import input_list
+
+    inputs_list = input_list(inputs)
     if (attribution_maps is None) != (attribution_masks is None):
         raise InputError("attribution maps and masks go together: give both or neither")
     given = {"control": control, "external": external, "predictions": predictions,
              "attribution_maps": attribution_maps, "attribution_masks": attribution_masks}
     for item in inputs_list + [p for p in given.values() if p is not None]:
-        if not Path(item).exists():
+        if isinstance(item, (str, os.PathLike)) and not Path(item).exists():
             raise InputError(f"input not found: {item}")
     registry = registered_layers()
     names = [layer.name for layer in registry]
@@ -444,7 +446,10 @@ def _counts(series: pd.Series) -> dict[str, int]:
             .value_counts(sort=False).sort_index().items()}
 
 
-def _corpus_of(path: str | Path) -> str:
+def _corpus_of(path) -> str:
+    if not isinstance(path, (str, os.PathLike)):  # in-memory arrays or a datasets object
+        return getattr(path, "name", None) or ("arrays" if type(path).__name__ == "Arrays"
+                                               else "dataset")
     return Path(path).name if Path(path).is_dir() else Path(path).stem
 
 
