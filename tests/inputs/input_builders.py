@@ -39,6 +39,15 @@ def decoded_as_stored(data: bytes) -> np.ndarray:
         return np.asarray(img if img.mode in ("L", "RGB") else img.convert("RGB"))
 
 
+def with_comment(jpeg: bytes) -> bytes:
+    """The same JPEG with a comment segment after its start marker: other bytes, the same
+    decoded pixels (a re-encode that keeps every header field of the other files defined)."""
+    if jpeg[:2] != b"\xff\xd8":  # not a JPEG (a PNG under a JPEG name): re-encode as PNG
+        return png_bytes(decoded_as_stored(jpeg))
+    text = b"re-saved"
+    return jpeg[:2] + b"\xff\xfe" + (len(text) + 2).to_bytes(2, "big") + text + jpeg[2:]
+
+
 def generated_jpegs(n: int, seed: int = 0, size: int = 96) -> list[bytes]:
     """``n`` smooth MRI-like grey JPEGs (blobs plus noise), distinct from one another."""
     rng = np.random.default_rng(seed)
@@ -56,7 +65,7 @@ def generated_jpegs(n: int, seed: int = 0, size: int = 96) -> list[bytes]:
 
 def planted_release(originals: list[bytes]) -> dict[str, list[tuple[str, str, bytes]]]:
     """Train and test rows ``(label, name, bytes)`` with planted leaks: two byte copies (one
-    renamed), one PNG re-encode of a training image's pixels, one brightened near copy; the
+    renamed), one copy with other bytes and the same pixels, one brightened near copy; the
     other test images are unrelated. Rows are in folder order (class, then name)."""
     n = len(originals)
     half = n - max(4, n // 4)
@@ -66,7 +75,7 @@ def planted_release(originals: list[bytes]) -> dict[str, list[tuple[str, str, by
     test += [
         (CLASSES[0], "img000.jpg", originals[0]),  # byte copy, same name
         (CLASSES[1], "copy_of_1.jpg", originals[1]),  # byte copy, renamed
-        (CLASSES[0], "reencoded_2.png", png_bytes(decoded_as_stored(originals[2]))),  # pixel identity
+        (CLASSES[0], "recommented_2.jpg", with_comment(originals[2])),  # pixel identity
         (CLASSES[1], "brighter_3.jpg", jpeg_bytes(brighter, quality=95)),  # near copy
     ]
     return {"train": sorted(train, key=_folder_order), "test": sorted(test, key=_folder_order)}

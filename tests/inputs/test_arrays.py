@@ -65,6 +65,8 @@ def test_npz_audit_via_cli_byte_identity_not_applicable(tmp_path, capsys):
                for v in doc["summary"]["verdicts"])
     summary = json.loads(capsys.readouterr().out)
     assert summary  # the --json summary is printed
+    html = (out / "report.html").read_text()  # the gallery shows the arrays' pixels
+    assert "data:image/jpeg;base64," in html and "file not readable here" not in html
 
 
 def test_npz_manifest_rows_and_array_features_match_decoded_images(tmp_path):
@@ -162,3 +164,23 @@ def test_bad_in_memory_arrays(tmp_path):
         scan(splitscope.Arrays(np.zeros((2, 4, 4), np.uint8), [0, 1, 1]), tmp_path / "w")
     with pytest.raises(splitscope.InputError, match="1 split values for 2 images"):
         scan(splitscope.Arrays(np.zeros((2, 4, 4), np.uint8), split=["train"]), tmp_path / "w")
+
+
+def test_mixed_files_and_arrays_on_one_boundary_are_partial_with_the_count(tmp_path):
+    from input_builders import generated_jpegs, planted_release, write_folder
+
+    folder = write_folder(tmp_path / "folder", planted_release(generated_jpegs(24)))
+    images, labels = planted_arrays()
+    npz = write_npz(tmp_path / "m.npz", images, labels)
+    out = splitscope.audit([folder, npz], out_dir=tmp_path / "out", workers=1, progress=False,
+                           transforms=0, layers=["duplicates", "provenance"])
+    recs = {r["id"]: r for r in json.loads(out.audit_json.read_text())["records"]}
+    byte = recs["identity.sha256.test--train"]
+    n_files_test = 10
+    assert byte["status"] == "partial"
+    assert byte["details"]["not_applicable"] == 10
+    assert byte["denominator"] == n_files_test + 10
+    assert byte["numerator"] == 2  # the two planted byte copies among the files
+    assert "10 query row(s) are pixel arrays" in byte["reason"]
+    assert recs["provenance.header_probe.within_pool"]["status"] == "completed"
+    assert recs["provenance.header_probe.within_pool"]["denominator"] == 18 + 10  # files only

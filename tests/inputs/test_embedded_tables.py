@@ -73,6 +73,10 @@ def test_hub_parquet_of_generated_jpegs_audits_like_the_folder(tmp_path):
     folder_out, hub_out, _ = _audit_pair(tmp_path, generated_jpegs(24))
     records = assert_same_findings(folder_out, hub_out)
     _check_planted(records)
+    probe = records["provenance.header_probe.within_pool"]  # compared, not vacuous
+    assert probe["status"] == "completed" and probe["denominator"] == 28
+    html = (hub_out / "report.html").read_text()  # gallery thumbnails read from the cells
+    assert "data:image/jpeg;base64," in html and "file not readable here" not in html
 
 
 @pytest.mark.realdata

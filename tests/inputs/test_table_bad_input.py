@@ -13,6 +13,7 @@ from input_builders import generated_jpegs, image_table, png_bytes, write_hub
 import splitscope
 from splitscope import cli
 from splitscope.features.scanning import scan
+from splitscope.manifest import read_embedded
 
 HEADER_FIELDS = ("format", "width", "height", "file_size", "jpeg_quality", "extension_mismatch")
 
@@ -148,3 +149,27 @@ def test_cli_scan_of_a_hub_folder_with_image_column(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["rows"] == 12 and summary["features_ok"] == 12
     assert set(summary["counts"]) == {"train", "test"}
+
+
+def test_plain_binary_image_column_when_named(tmp_path):
+    data = generated_jpegs(3)
+    path = tmp_path / "raw.parquet"
+    pq.write_table(pa.table({"img": pa.array(data, pa.binary()), "label": ["a", "b", "a"]}),
+                   path)
+    with pytest.raises(splitscope.InputError, match="no image column"):
+        read_embedded(path)
+    rows = scan(path, tmp_path / "w", workers=1, progress=False, image_column="img").rows()
+    assert (rows["status"] == "ok").all() and list(rows["label"]) == ["a", "b", "a"]
+    assert rows["stored_path"].isna().all()
+
+
+def test_a_folder_with_images_beside_a_table_is_a_folder_release(tmp_path):
+    hub = write_hub(tmp_path / "r", {"train": image_table_rows()})
+    (hub / "train" / "x").mkdir(parents=True)
+    (hub / "train" / "x" / "a.jpg").write_bytes(generated_jpegs(1)[0])
+    m = splitscope.build_manifest(hub)
+    assert "content" not in m.columns  # files: the folder reader, as before
+
+
+def image_table_rows():
+    return [("no", "a.jpg", generated_jpegs(1)[0])]

@@ -427,11 +427,13 @@ def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, exit_code: int) -
         print("warning: audit.json schema problems:\n  " + "\n  ".join(errors[:10]),
               file=sys.stderr)
 
+    from splitscope.features.sources import open_image
     from splitscope.report.html import render_report
 
     audit_json = out_dir / "audit.json"
     write_json(doc, audit_json)
-    report = render_report(doc, out_dir / "report.html", max_pairs=max_pairs)
+    report = render_report(doc, out_dir / "report.html", max_pairs=max_pairs,
+                           opener=open_image)
     files = [audit_json, report] + [out_dir / a["path"] for a in doc["artifacts"]]
     files.append(write_artifacts_manifest(out_dir, files))
     return AuditResult(document=doc, out_dir=out_dir, exit_code=exit_code, files=files)

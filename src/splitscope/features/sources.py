@@ -156,16 +156,22 @@ def _fetch_table(container: str, member: str, items: list[tuple[str, int]], limi
         for key, _ in items:
             out[key] = Embedded(failure=failure)
         return
+    import pyarrow as pa
+
     kind = cells.type
-    names = [f.name for f in kind] if hasattr(kind, "num_fields") else []
-    if "bytes" not in names:
-        failure = ReadFailure("unsupported", f"column {member!r} of {container} is not an image "
-                                             f"struct {{bytes, path}} (type {kind})")
-        for key, _ in items:
-            out[key] = Embedded(failure=failure)
-        return
-    data = cells.field("bytes")
-    stored = cells.field("path").to_pylist() if "path" in names else [None] * len(items)
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):  # a plain binary column
+        data, stored = cells, [None] * len(items)
+    else:
+        names = [kind.field(i).name for i in range(kind.num_fields)] \
+            if pa.types.is_struct(kind) else []
+        if "bytes" not in names:
+            failure = ReadFailure("unsupported", f"column {member!r} of {container} is not an "
+                                                 f"image struct {{bytes, path}} (type {kind})")
+            for key, _ in items:
+                out[key] = Embedded(failure=failure)
+            return
+        data = cells.field("bytes")
+        stored = cells.field("path").to_pylist() if "path" in names else [None] * len(items)
     lengths = pc.binary_length(data).to_pylist()
     valid = cells.is_valid().to_pylist()
     for pos, (key, index) in enumerate(items):

@@ -2,7 +2,8 @@
 
 Read with pyarrow alone (``datasets`` is needed only to pass a ``Dataset`` object):
 
-- a Parquet or Arrow file, or a folder of them (the Hub's ``data/train-00000-of-00001.parquet``),
+- a Parquet or Arrow file, or a folder of them (the Hub's ``data/train-00000-of-00001.parquet``;
+  the folder holds tables and nothing else but a card or info files),
   whose image column holds ``Image`` structs ``{bytes, path}`` (or plain binary, when named);
 - a folder written by ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk``
   (``dataset_dict.json``, per split ``state.json`` naming its ``data-*.arrow`` files);
@@ -196,14 +197,24 @@ def _save_to_disk_tables(folder: Path) -> list[tuple[Path, str | None]] | None:
     return None
 
 
+#: files a folder of tables may hold beside them (a dataset card, attributes, info files)
+_SIDECAR_SUFFIXES = (".md", ".json", ".txt", ".yaml", ".yml", ".gitattributes", ".lock")
+
+
 def _folder_tables(folder: Path) -> list[Path]:
     """Parquet/Arrow files under ``folder`` (hidden entries skipped), code-point order of the
-    relative path."""
+    relative path; empty as soon as the folder holds any other kind of file (an image, a
+    list), so a folder of files is never mistaken for tables and is not walked twice."""
     found = []
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        found += [Path(dirpath) / f for f in filenames
-                  if not f.startswith(".") and f.lower().endswith(TABLE_SUFFIXES)]
+        for f in filenames:
+            if f.startswith("."):
+                continue
+            if f.lower().endswith(TABLE_SUFFIXES):
+                found.append(Path(dirpath) / f)
+            elif not f.lower().endswith(_SIDECAR_SUFFIXES):
+                return []
     return sorted(found, key=lambda p: p.relative_to(folder).as_posix())
 
 

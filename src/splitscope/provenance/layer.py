@@ -146,6 +146,9 @@ def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, 
         tr = rows[rows["row"].isin(b.reference.rows) & rows["label"].notna()]
         te = rows[rows["row"].isin(b.query.rows) & rows["label"].notna()]
         rid = f"provenance.header_probe.cross_split[{s}]"
+        if arrays.any() and (tr.empty or te.empty):  # one side is pixel arrays only
+            out.records.append(not_run_record("provenance", "not applicable", f"no file headers on one side of {b.name}: its rows are pixel arrays", id=rid, title=f"{title}: cross split", inputs=inputs))
+            continue
         try:
             cs = header_probe_cross_split(tr, te, seed=seed, n_resamples=n_resamples,
                                           importance_repeats=repeats,
