@@ -130,6 +130,7 @@ def test_corrupted_tables_are_input_errors(tmp_path, suffix, capsys):
 def test_missing_table_named_by_save_to_disk_state(tmp_path):
     folder = tmp_path / "saved"
     folder.mkdir()
+    (folder / "dataset_info.json").write_text("{}")
     (folder / "state.json").write_text(json.dumps(
         {"_data_files": [{"filename": "data-00000-of-00001.arrow"}], "_split": "train"}))
     with pytest.raises(splitscope.InputError, match="missing"):

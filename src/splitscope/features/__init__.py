@@ -9,6 +9,8 @@ cached feature table and a memory-mapped thumbnail array.
   :func:`thumbnail` — pixel features of one image (:mod:`splitscope.features.imaging`);
 - :func:`header_fields` — header features without decoding pixels
   (:mod:`splitscope.features.header`);
+- :mod:`splitscope.features.sources` — the bytes or pixels of an image embedded in a table or
+  an array archive (the manifest's ``<container>::<member>/<index>`` keys);
 - executors (:mod:`splitscope.features.executor`) — where the per-file stage runs.
 
 Every name is imported on first use, so a worker process that only extracts features never

@@ -258,7 +258,8 @@ def embedded_kind(item: str | Path) -> str | None:
         return None
     if not path.is_dir():
         return None
-    if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
+    if (path / "dataset_dict.json").is_file() or ((path / "state.json").is_file() and (
+            (path / "dataset_info.json").is_file() or any(path.glob("data-*.arrow")))):
         return "save_to_disk"
     tables = _folder_tables(path)
     if tables and any(_has_image_column(t) for t in tables):
@@ -455,8 +456,8 @@ def read_dataset_object(ds, *, corpus: str | None = None,
         n_total = 0
         for f in files:
             path = Path(f)
-            part = _table_rows(path, f"{split or 'dataset'}/{path.name}", split, columns,
-                               image_column, None, features=feats)
+            rel = f"{split}/{path.name}" if split else path.name  # as in its save_to_disk
+            part = _table_rows(path, rel, split, columns, image_column, None, features=feats)
             n_total += len(part)
             parts.append(part)
         if n_total != len(one):
