@@ -136,12 +136,12 @@ def _table_cells(container: str, member: str, rows: list[int]):
     if rows and rows[-1] >= starts[-1]:
         raise ReadFailure("missing", f"row {rows[-1]} not in {container} ({starts[-1]} rows)")
     wanted = np.asarray(rows, dtype=np.int64)
-    groups = sorted(set((np.searchsorted(starts, wanted, side="right") - 1).tolist()))
-    part = pf.read_row_groups(groups, columns=[member])
-    offsets = {g: int(sum(meta.row_group(h).num_rows for h in groups[:k]))
-               for k, g in enumerate(groups)}
-    local = [offsets[int(g)] + int(r - starts[g]) for r, g in
-             zip(wanted, np.searchsorted(starts, wanted, side="right") - 1)]
+    group_of = np.searchsorted(starts, wanted, side="right") - 1
+    groups = sorted(set(group_of.tolist()))
+    part = pf.read_row_groups(groups, columns=[member])  # only the groups the batch needs
+    sizes = np.diff(starts)[groups]
+    first_in_part = dict(zip(groups, np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()))
+    local = [first_in_part[int(g)] + int(r - starts[g]) for r, g in zip(wanted, group_of)]
     return part.column(member).take(pa.array(local, pa.int64())).combine_chunks()
 
 
