@@ -18,10 +18,10 @@ try:
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
-_MANIFEST = ("build_manifest", "read_folder", "read_list")
+_MANIFEST = ("Arrays", "build_manifest", "read_folder", "read_list")
 
-__all__ = ["AuditResult", "InputError", "__version__", "audit", "build_manifest", "read_folder",
-           "read_list"]
+__all__ = ["Arrays", "AuditResult", "InputError", "__version__", "audit", "build_manifest",
+           "read_folder", "read_list", "scan"]
 
 
 def __getattr__(name: str):
@@ -29,6 +29,10 @@ def __getattr__(name: str):
         from splitscope import manifest
 
         return getattr(manifest, name)
+    if name == "scan":
+        from splitscope.features.scanning import scan
+
+        return scan
     if name == "audit":  # the package, callable: splitscope.audit(...) runs an audit
         import splitscope.audit
 

@@ -18,6 +18,19 @@ LIST_FILE_OPTIONS = [
 ]
 
 
+#: The image column of a table input (Parquet/Arrow with embedded images), when detection needs
+#: help; the other roles of a table are named with the list options (--label-column, ...).
+IMAGE_COLUMN_OPTION = click.option(
+    "--image-column", default=None,
+    help="Table column holding the images (a Hugging Face Image struct {bytes, path}, or "
+         "binary) of a Parquet/Arrow input; detected when there is one.")
+
+
+def with_image_column(options: dict, image_column: str | None) -> dict:
+    """``options`` with ``image_column`` added when it was given."""
+    return {**options, "image_column": image_column} if image_column else options
+
+
 #: Released labels → audited labels, applied once to the manifest (METHODS §6.4).
 LABEL_MAP_OPTION = click.option(
     "--label-map", default=None, metavar="MAP",

@@ -10,11 +10,13 @@ from pathlib import Path
 import click
 
 from splitscope.cli_options import (
+    IMAGE_COLUMN_OPTION,
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
     SAFETY_OPTIONS,
     list_options,
     safety_options,
+    with_image_column,
     with_options,
 )
 from splitscope.errors import InputError
@@ -204,6 +206,7 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 @click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION", help=_FAIL_ON_HELP)
 @LABEL_MAP_OPTION
 @with_options(LIST_FILE_OPTIONS)
+@IMAGE_COLUMN_OPTION
 @with_options(SAFETY_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def audit_command(inputs, control, external, predictions, sheet, header_row, sep, decimal,
@@ -211,9 +214,10 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
                   attribution_masks, group_regex, out_dir, workspace, tau, radius, thumb_size,
                   dihedral, transforms, workers, max_pairs, layers, fail_on, label_map,
                   path_column, label_column, split_column, source_column, group_column,
-                  list_root, constant_split, allow_outside_root, follow_links, max_file_size,
-                  as_json) -> None:
-    """Audit a release (folder ROOT/<split>/<class>/… or a list file) with every layer.
+                  list_root, constant_split, image_column, allow_outside_root, follow_links,
+                  max_file_size, as_json) -> None:
+    """Audit a release (folder ROOT/<split>/<class>/…, a list file, a table of embedded
+    images, a save_to_disk folder or a MedMNIST .npz) with every layer.
 
     Writes OUT/audit.json (the source of truth), OUT/report.html (self-contained),
     OUT/lists/ (contaminated-file lists, pair tables, group mappings, deduplicated splits)
@@ -233,9 +237,9 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
                    layers=_layer_names(layers), score_kind=score_kind,
                    attribution_maps=attribution_maps, attribution_masks=attribution_masks,
                    label_map=label_map,
-                   list_options=list_options(path_column, label_column, split_column,
-                                             source_column, group_column, list_root,
-                                             constant_split),
+                   list_options=with_image_column(list_options(
+                       path_column, label_column, split_column, source_column, group_column,
+                       list_root, constant_split), image_column),
                    **safety_options(allow_outside_root, follow_links, max_file_size),
                    prediction_reading={k: v for k, v in (
                        ("sheet", sheet), ("header_row", header_row),

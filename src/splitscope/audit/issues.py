@@ -14,7 +14,8 @@ tables the layers already produced (nothing is measured again):
   a query row of. A row that is a query row of several boundaries has a flag when any boundary
   flags it, the largest ρ and the smallest distances. ``<NA>`` means not assessed, not "no":
   a row that is no query row of any boundary (a training row), a row whose bytes could not be
-  read (every flag but ``basename``) or decoded (every pixel flag);
+  read (every flag but ``basename``) or decoded (every pixel flag), a row of pixels without
+  file bytes or a file name (``sha256``, ``basename``);
 - ``dedup_splits``: ``dedup_removed`` (the row leaves the deduplicated split) and
   ``dedup_removed_by``;
 - ``label_conflicts``: ``label_conflict`` (a pixel rule links the row to a counterpart with
@@ -79,7 +80,7 @@ def issue_table(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> pd.Da
     ids = pd.Index(rows["row"].astype("int64"), name="row")
     out = pd.DataFrame({c: rows[c].to_numpy() for c in IDENTITY if c in rows and c != "row"},
                        index=ids)
-    extra = [c for c in ("table", "table_row", "stored_path", "frame") if c in rows]
+    extra = [c for c in ("table", "table_row", "stored_path", "content", "frame") if c in rows]
     for c in extra:
         out[c] = rows[c].to_numpy()
     status = rows["status"].astype("string") if "status" in rows else pd.Series(
@@ -100,10 +101,11 @@ def issue_table(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> pd.Da
                     pd.Series(True, index=rows.index)).to_numpy(bool)
         no_pixels = (rows["thumb_index"] < 0).to_numpy(bool) if "thumb_index" in rows \
             else no_bytes
+        no_name = (rows["basename"].isna() if "basename" in rows else
+                   pd.Series(False, index=rows.index)).to_numpy(bool)  # pixel-array rows
         for c in _predicates(flags):
-            if c == "basename":
-                continue
-            q.loc[no_bytes if c == "sha256" else no_pixels, c] = pd.NA
+            q.loc[no_name if c == "basename" else no_bytes if c == "sha256" else no_pixels,
+                  c] = pd.NA
         out = out.join(q)
     dedup = tables.get("dedup_splits")
     if dedup is not None and len(dedup):

@@ -247,13 +247,15 @@ def audit(
     conditions = [c if isinstance(c, Condition) else parse_condition(c) for c in fail_on]
     if not 0 < float(tau) <= 1:
         raise InputError(f"tau must be in (0, 1]; got {tau}")
-    inputs_list = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    from splitscope.manifest.build import input_list
+
+    inputs_list = input_list(inputs)
     if (attribution_maps is None) != (attribution_masks is None):
         raise InputError("attribution maps and masks go together: give both or neither")
     given = {"control": control, "external": external, "predictions": predictions,
              "attribution_maps": attribution_maps, "attribution_masks": attribution_masks}
     for item in inputs_list + [p for p in given.values() if p is not None]:
-        if not Path(item).exists():
+        if isinstance(item, (str, os.PathLike)) and not Path(item).exists():
             raise InputError(f"input not found: {item}")
     registry = registered_layers()
     names = [layer.name for layer in registry]
@@ -477,11 +479,13 @@ def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, exit_code: int) -
         print("warning: audit.json schema problems:\n  " + "\n  ".join(errors[:10]),
               file=sys.stderr)
 
+    from splitscope.features.sources import open_image
     from splitscope.report.html import render_report
 
     audit_json = out_dir / "audit.json"
     write_json(doc, audit_json)
-    report = render_report(doc, out_dir / "report.html", max_pairs=max_pairs)
+    report = render_report(doc, out_dir / "report.html", max_pairs=max_pairs,
+                           opener=open_image)
     files = [audit_json, report] + [out_dir / a["path"] for a in doc["artifacts"]]
     files.append(write_artifacts_manifest(out_dir, files))
     return AuditResult(document=doc, out_dir=out_dir, exit_code=exit_code, files=files)
@@ -496,7 +500,10 @@ def _counts(series: pd.Series) -> dict[str, int]:
             .value_counts(sort=False).sort_index().items()}
 
 
-def _corpus_of(path: str | Path) -> str:
+def _corpus_of(path) -> str:
+    if not isinstance(path, (str, os.PathLike)):  # in-memory arrays or a datasets object
+        return getattr(path, "name", None) or ("arrays" if type(path).__name__ == "Arrays"
+                                               else "dataset")
     return Path(path).name if Path(path).is_dir() else Path(path).stem
 
 

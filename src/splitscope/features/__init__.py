@@ -11,6 +11,8 @@ cached feature table and a memory-mapped thumbnail array.
   (:mod:`splitscope.features.header`);
 - :func:`image_stats` — intensity statistics of one decoded image
   (:mod:`splitscope.features.stats`);
+- :mod:`splitscope.features.sources` — the bytes or pixels of an image embedded in a table or
+  an array archive (the manifest's ``<container>::<member>/<index>`` keys);
 - executors (:mod:`splitscope.features.executor`) — where the per-file stage runs.
 
 Every name is imported on first use, so a worker process that only extracts features never

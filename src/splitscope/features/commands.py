@@ -7,11 +7,13 @@ import json
 import click
 
 from splitscope.cli_options import (
+    IMAGE_COLUMN_OPTION,
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
     SAFETY_OPTIONS,
     list_options,
     safety_options,
+    with_image_column,
     with_options,
 )
 from splitscope.errors import InputError
@@ -113,6 +115,7 @@ def _print_summary(summary: dict) -> None:
               help="Regex with a named group 'group' (and optionally 'frame') over the "
                    "file name, e.g. 'person(?P<group>\\d+)_'.")
 @with_options(LIST_FILE_OPTIONS)
+@IMAGE_COLUMN_OPTION
 @LABEL_MAP_OPTION
 @with_options(SAFETY_OPTIONS)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
@@ -123,16 +126,17 @@ def _print_summary(summary: dict) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, group_regex,
                  path_column, label_column, split_column, source_column, group_column,
-                 list_root, constant_split, label_map, allow_outside_root, follow_links,
-                 max_file_size, out_dir, progress, as_json) -> None:
-    """Scan a release (folder or list file): write its manifest and per-file features
+                 list_root, constant_split, image_column, label_map, allow_outside_root,
+                 follow_links, max_file_size, out_dir, progress, as_json) -> None:
+    """Scan a release (folder, list file, table of embedded images, .npz): write its manifest and per-file features
     (hashes, header fields, thumbnails) to the workspace, reusing what is cached, and print
     a summary."""
     from splitscope.features.scanning import scan
     from splitscope.manifest.roots import refuse_inside_release, release_roots
 
-    list_opts = list_options(path_column, label_column, split_column, source_column,
-                             group_column, list_root, constant_split)
+    list_opts = with_image_column(list_options(path_column, label_column, split_column,
+                                               source_column, group_column, list_root,
+                                               constant_split), image_column)
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be at least 1; got {workers}")
     if out_dir is not None:  # refused before anything is created

@@ -16,6 +16,12 @@ from those bytes, in order:
    on the thumbnail, uniform borders, colour spread). In fast mode they describe the
    reduced-scale decode.
 
+The bytes come from a file (the hardened :func:`_read_bytes`) or, for an embedded image, from
+a table cell read by :func:`splitscope.features.sources.fetch` (one open per table and batch);
+either way steps 1–4 and the reason codes below are the same. A pixel array (an ``.npz`` row)
+has no bytes: steps 1–2 do not apply (no ``size_bytes``, ``sha256`` or header fields) and its
+pixels stand for the decoded image in steps 3–4.
+
 Bad input never raises: the row gets a ``status`` reason code and an ``error`` detail, and keeps
 what could be computed (a file whose bytes were read keeps ``size_bytes``, ``sha256`` and its
 header fields). Reason codes:
@@ -93,7 +99,7 @@ from PIL import Image, ImageFile, UnidentifiedImageError
 
 from splitscope.errors import InputError
 from splitscope.features import header as header_mod
-from splitscope.features import imaging, stats
+from splitscope.features import imaging, sources, stats
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -473,22 +479,51 @@ def _decode_dicom(data: bytes, params: FeatureParams
     raise _Failure("unsupported", f"DICOM pixel array of shape {frame.shape} not supported")
 
 
-def _extract_one(path: str, params: FeatureParams) -> tuple[dict, np.ndarray | None]:
+def _from_array(pixels: np.ndarray, params: FeatureParams
+                ) -> tuple[Image.Image, str, str, str, Image.Image | None]:
+    """An image given as pixels (an array row, no encoded bytes): the same digest and the same
+    grayscale conversion as a decoded image of that mode (``L`` for (H, W), ``RGB`` for
+    (H, W, 3), uint8), and the colour image when it has colour channels."""
+    h, w = pixels.shape[:2]
+    if w * h > params.max_pixels:
+        raise _Failure("decompression_bomb",
+                       f"{w}x{h} = {w * h} pixels exceeds max_pixels = {params.max_pixels}")
+    img = Image.fromarray(np.ascontiguousarray(pixels))
+    colour = img if img.mode in ("RGB", "RGBA") else None
+    return imaging.to_gray8(img), img.mode, _pixel_digest(img), "convert", colour
+
+
+def _content(path: str, params: FeatureParams,
+             embedded: sources.Embedded | None) -> tuple[bytes | np.ndarray, str]:
+    """What to extract and the name it was released under: a file's bytes (the hardened
+    read), or what :func:`splitscope.features.sources.fetch` read for an embedded key."""
+    if embedded is None:
+        return _read_bytes(path, params.max_file_bytes), os.path.basename(path)
+    if embedded.failure is not None:
+        raise _Failure(embedded.failure.status, embedded.failure.error)
+    return embedded.content, os.path.basename(embedded.name or "")
+
+
+def _extract_one(path: str, params: FeatureParams,
+                 embedded: sources.Embedded | None = None) -> tuple[dict, np.ndarray | None]:
     row: dict[str, Any] = {"file": path}
     try:
-        data = _read_bytes(path, params.max_file_bytes)
-        row["size_bytes"] = len(data)
-        row["sha256"] = hashlib.sha256(data).hexdigest()
-        header = header_mod.header_fields(data, os.path.basename(path))
-        for k, v in header.items():
-            if k not in _OWN_DTYPES:
-                row[k] = v
-        if not data:
-            raise _Failure("zero_byte", "empty file (0 bytes)")
-        if _is_dicom(path, header):
-            gray, mode, digest, rule, colour = _decode_dicom(data, params)
+        data, name = _content(path, params, embedded)
+        if isinstance(data, np.ndarray):  # pixels without bytes: no digest, no header
+            gray, mode, digest, rule, colour = _from_array(data, params)
         else:
-            gray, mode, digest, rule, colour = _decode_pillow(data, params, header)
+            row["size_bytes"] = len(data)
+            row["sha256"] = hashlib.sha256(data).hexdigest()
+            header = header_mod.header_fields(data, name)
+            for k, v in header.items():
+                if k not in _OWN_DTYPES:
+                    row[k] = v
+            if not data:
+                raise _Failure("zero_byte", "empty file (0 bytes)")
+            if _is_dicom(name, header):
+                gray, mode, digest, rule, colour = _decode_dicom(data, params)
+            else:
+                gray, mode, digest, rule, colour = _decode_pillow(data, params, header)
         row["decoded_mode"] = mode
         row["gray_rule"] = rule
         row["pixel_sha256"] = digest
@@ -590,9 +625,10 @@ def extract_batch(files: Sequence[str], params: FeatureParams) -> dict[str, Any]
     ok_positions: list[int] = []
     smalls32: list[np.ndarray] = []
     smalls9: list[np.ndarray] = []
+    embedded = sources.fetch(files, params.max_file_bytes)
     with _ExtractionContext(params):
         for i, path in enumerate(files):
-            row, thumb = _extract_one(path, params)
+            row, thumb = _extract_one(path, params, embedded.get(path))
             if thumb is not None:
                 thumbs[i] = thumb
                 s32, s9 = row.pop("_small")

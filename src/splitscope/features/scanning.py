@@ -283,7 +283,7 @@ def _check_not_inside_dataset(workspace: Path, manifest: pd.DataFrame, inputs: l
     any listed file."""
     ws = os.path.normcase(str(workspace))
     for item in inputs:
-        if isinstance(item, (str, Path)) and Path(item).is_dir():
+        if isinstance(item, (str, os.PathLike)) and Path(item).is_dir():
             folder = os.path.normcase(str(Path(item).resolve()))
             if ws == folder or ws.startswith(folder + os.sep):
                 raise InputError(
@@ -291,6 +291,11 @@ def _check_not_inside_dataset(workspace: Path, manifest: pd.DataFrame, inputs: l
                     f"never writes into a dataset: pass --workspace outside it"
                 )
     files = manifest["file"].dropna().astype("string")
+    if "content" in manifest.columns:  # in-memory arrays are kept in the workspace by design
+        own = str(workspace / "arrays") + os.sep
+        kept = manifest["content"].astype("string").eq("array") & \
+            manifest["file"].astype("string").str.startswith(own)
+        files = manifest.loc[~kept.fillna(False), "file"].dropna().astype("string")
     if os.path.normcase("A") != "A":  # case-insensitive file systems (Windows)
         inside = files.str.lower().str.startswith(ws + os.sep)
     else:
@@ -349,14 +354,18 @@ def scan(
     allow_outside_root: bool = False,
     follow_links: bool = False,
     max_file_bytes: int | None = None,
+    image_column: str | None = None,
     **list_options,
 ) -> Scan:
     """Scan a release: build its manifest and the features of every unique file, cached.
 
     Parameters
     ----------
-    inputs : folder, list file, DataFrame manifest, or a list of them
-        What :func:`splitscope.manifest.build_manifest` accepts.
+    inputs : folder, list or table file, .npz, DataFrame manifest, arrays, dataset, or a list
+        What :func:`splitscope.manifest.build_manifest` accepts: also Parquet/Arrow tables of
+        embedded images, ``save_to_disk`` folders, imagefolders with metadata, MedMNIST
+        ``.npz`` archives, :class:`splitscope.Arrays` (kept in ``<workspace>/arrays``) and
+        ``datasets.Dataset`` / ``DatasetDict`` objects (read from their Arrow files).
     workspace : path-like, optional
         Workspace folder (default ``./splitscope-workspace``); never inside the dataset. It
         holds one scan's manifest and, per parameter key, the feature cache.
@@ -393,7 +402,10 @@ def scan(
     follow_links : bool
         Follow symbolic links to directories in a folder release (loops are excluded).
     max_file_bytes : int, optional
-        Read cap (default 2 GiB): a larger file is ``too_large`` and never read.
+        Read cap (default 2 GiB): a larger file (or table cell) is ``too_large`` and never
+        read (a cell is measured before it is copied out of the table).
+    image_column : str, optional
+        The image column of a table input (detected when there is one).
     **list_options
         Passed to :func:`splitscope.manifest.read_list` (``columns``, ``root``, ``split``,
         ``corpus``, ``sheet``).
@@ -412,8 +424,12 @@ def scan(
 
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    input_list = [inputs] if isinstance(inputs, (str, Path, pd.DataFrame)) else list(inputs)
-    manifest = build_manifest(input_list, follow_links=follow_links, **list_options)
+    from splitscope.manifest.build import input_list as as_input_list
+
+    input_list = as_input_list(inputs)
+    workspace = Path(workspace if workspace is not None else DEFAULT_WORKSPACE).resolve()
+    manifest = build_manifest(input_list, follow_links=follow_links, image_column=image_column,
+                              array_store=workspace / "arrays", **list_options)
     if group_regex:
         manifest = apply_group_regex(manifest, group_regex)
     if label_map is not None:
@@ -429,7 +445,6 @@ def scan(
     extractor = extractor or extract.extract_files
     # the default extractor's table is built here, so workers never import pandas
     worker_extractor = None if extractor is extract.extract_files else extractor
-    workspace = Path(workspace if workspace is not None else DEFAULT_WORKSPACE).resolve()
     if workspace.exists() and not workspace.is_dir():
         raise InputError(f"workspace {workspace} exists and is not a folder")
     _check_not_inside_dataset(workspace, manifest, input_list)

@@ -258,16 +258,27 @@ def _existing(path: Path) -> Path:
 
 
 def file_signatures(files: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``(size, mtime_ns)`` of each file as int64 arrays; ``-1`` where ``os.stat`` fails."""
+    """``(size, mtime_ns)`` of each file as int64 arrays; ``-1`` where ``os.stat`` fails. An
+    embedded image (a table cell, an array row; :mod:`splitscope.features.sources`) has the
+    signature of the table or archive that holds it, stat'ed once."""
+    from splitscope.features.sources import container_of
+
     size = np.full(len(files), -1, dtype=np.int64)
     mtime = np.full(len(files), -1, dtype=np.int64)
+    seen: dict[str, tuple[int, int]] = {}
     for i, name in enumerate(files):
+        target = container_of(name) if "::" in name else name
+        if target in seen:
+            size[i], mtime[i] = seen[target]
+            continue
         try:
-            st = os.stat(name)
+            st = os.stat(target)
         except (OSError, ValueError):  # missing, no permission on a folder, NUL in name
             continue
         size[i] = st.st_size
         mtime[i] = st.st_mtime_ns
+        if target is not name:
+            seen[target] = (st.st_size, st.st_mtime_ns)
     return size, mtime
 
 

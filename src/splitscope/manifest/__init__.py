@@ -2,10 +2,14 @@
 relative path kept (METHODS §0).
 
 Columns (see ``docs/data-model.md``): ``row``, ``corpus``, ``path``, ``split``,
-``split_released``, ``label``, ``source``, ``group``, ``frame``, ``file``, ``basename``.
+``split_released``, ``label``, ``source``, ``group``, ``frame``, ``file``, ``basename``,
+``path_issue``; and ``table``, ``table_row``, ``stored_path``, ``content`` when an input is a
+table or an array.
 """
 
+from splitscope.manifest.arrays import Arrays, read_npz
 from splitscope.manifest.build import (
+    EMBEDDED_COLUMNS,
     MANIFEST_COLUMNS,
     build_manifest,
     normalize_split,
@@ -13,15 +17,22 @@ from splitscope.manifest.build import (
     read_list,
     read_table,
 )
+from splitscope.manifest.embedded import read_dataset_object, read_embedded, read_imagefolder
 from splitscope.manifest.groups import apply_group_mapping, apply_group_regex
 
 __all__ = [
+    "EMBEDDED_COLUMNS",
     "MANIFEST_COLUMNS",
+    "Arrays",
     "apply_group_mapping",
     "apply_group_regex",
     "build_manifest",
     "normalize_split",
+    "read_dataset_object",
+    "read_embedded",
     "read_folder",
+    "read_imagefolder",
     "read_list",
+    "read_npz",
     "read_table",
 ]

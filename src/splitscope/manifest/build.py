@@ -26,6 +26,17 @@ MANIFEST_COLUMNS = [
     "path_issue",  # <NA>, or why the path is not read as given: outside_root, invalid_utf8
 ]
 
+EMBEDDED_COLUMNS = [
+    "table",  # the table or array archive holding the row's image (absolute), <NA> for a file
+    "table_row",  # the row's index in it
+    "stored_path",  # the path stored with an embedded image (Hugging Face Image struct)
+    "content",  # file (a file's bytes), embedded (bytes in a table cell), array (pixels only)
+]
+"""Columns a manifest has when one of its inputs is a table or an array (else absent, so a
+manifest of files is unchanged); rows from files then have ``content`` ``file``."""
+
+CONTENT_FILE, CONTENT_EMBEDDED, CONTENT_ARRAY = "file", "embedded", "array"
+
 OUTSIDE_ROOT = "outside_root"
 """``path_issue`` of a row whose resolved path (``..``, an absolute path, a symbolic link) lies
 outside its release root (the folder, or the list's root). Such a row is not read unless the
@@ -245,6 +256,48 @@ def _finish(frame: pd.DataFrame, corpus: str) -> pd.DataFrame:
     return out[MANIFEST_COLUMNS]
 
 
+def embedded_key(container: str, member: str, index: int, width: int) -> str:
+    """The ``file`` key of item ``index`` of ``member`` (an image column, an ``.npz`` array) in
+    ``container`` (an absolute path): ``<container>::<member>/<index>``, the index zero-padded
+    to ``width`` digits so that one container's keys sort in row order. The feature stage reads
+    it back with :func:`splitscope.features.sources.parse_key`."""
+    return f"{container}::{member}/{index:0{max(1, width)}d}"
+
+
+def finish_rows(frame: pd.DataFrame, corpus: str, *, content: str) -> pd.DataFrame:
+    """:func:`_finish` for rows of tables or arrays: the manifest columns plus
+    :data:`EMBEDDED_COLUMNS`; ``basename`` is the stored path's file name when there is one,
+    else ``<NA>`` for arrays (no name to match) and the path's last component for tables."""
+    out = _finish(frame, corpus)
+    n = len(out)
+    stored = frame["stored_path"] if "stored_path" in frame else pd.Series([pd.NA] * n)
+    out["table"] = pd.array(list(frame["table"]), dtype="string")
+    out["table_row"] = pd.array(list(frame["table_row"]), dtype="Int64")
+    out["stored_path"] = pd.array(list(stored), dtype="string")
+    out["content"] = pd.array([content] * n, dtype="string")
+    named = out["stored_path"].notna()
+    base = out["basename"].to_numpy(dtype=object, copy=True)
+    base[named.to_numpy()] = [str(p).replace("\\", "/").rsplit("/", 1)[-1]
+                              for p in out["stored_path"][named]]
+    if content == CONTENT_ARRAY:
+        base[~named.to_numpy()] = None
+    out["basename"] = pd.array([pd.NA if v is None else v for v in base], dtype="string")
+    return out[MANIFEST_COLUMNS + EMBEDDED_COLUMNS]
+
+
+def manifest_columns(manifest: pd.DataFrame) -> list[str]:
+    """:data:`MANIFEST_COLUMNS`, plus :data:`EMBEDDED_COLUMNS` when the manifest has them."""
+    extra = EMBEDDED_COLUMNS if "content" in manifest.columns else []
+    return MANIFEST_COLUMNS + extra
+
+
+def content_of(rows: pd.DataFrame) -> pd.Series:
+    """``content`` of each row: ``file`` where the manifest has no such column."""
+    if "content" in rows.columns:
+        return rows["content"].astype("string").fillna(CONTENT_FILE)
+    return pd.Series(CONTENT_FILE, index=rows.index, dtype="string")
+
+
 def with_manifest_columns(manifest: pd.DataFrame) -> pd.DataFrame:
     """``manifest`` with every column of :data:`MANIFEST_COLUMNS` (a manifest built by hand or
     by an earlier version lacks ``path_issue``: added as ``<NA>``), in that order."""
@@ -442,11 +495,21 @@ def read_list(
         XLSX sheet.
     """
     path = Path(path)
+    table = read_table(path, sheet=sheet)
+    return list_rows(table, path, root=root, corpus=corpus, split=split, columns=columns)
+
+
+def list_rows(table: pd.DataFrame, path: Path, *, root: str | Path | None = None,
+              corpus: str | None = None, split: str | None = None,
+              columns: Mapping[str, str] | None = None,
+              base: str | Path | None = None) -> pd.DataFrame:
+    """The manifest of a list already read as ``table`` (:func:`read_list`; ``path`` names it).
+    ``base`` is the folder the paths are joined to when it differs from ``root`` (the
+    containment root), as for an imagefolder's per-split metadata."""
     columns = dict(columns or {})
     unknown = set(columns) - set(_COLUMN_ALIASES)
     if unknown:
         raise InputError(f"unknown column role(s) {sorted(unknown)}; use {sorted(_COLUMN_ALIASES)}")
-    table = read_table(path, sheet=sheet)
     where = str(path)
     picked = {
         role: _pick_column(table, role, columns.get(role), where, required=(role == "path"))
@@ -466,13 +529,14 @@ def read_list(
         raise InputError(
             f"{int(missing.sum())} row(s) of {where} have no path (first at line(s) {first})"
         )
-    base = Path(root) if root is not None else path.parent
+    root = Path(root) if root is not None else path.parent
+    base = Path(base) if base is not None else root
     # Windows separators become "/"; an escaped invalid path keeps its backslashes, which
     # keeps it distinct from every valid path
     paths = pd.Series([p if bad else p.replace("\\", "/")
                        for p, bad in zip(raw_paths.astype(str), invalid)], dtype=object)
     frame = pd.DataFrame({"path": paths})
-    contained = _Containment(base)
+    contained = _Containment(root)
     joined = [p if os.path.isabs(p) else os.path.join(base, p) for p in paths]
     inside = np.array([contained.inside(j) for j in joined], dtype=bool)
     frame["file"] = [pd.NA if bad else os.path.abspath(j) for j, bad in zip(joined, invalid)]
@@ -486,44 +550,108 @@ def read_list(
     manifest = _finish(frame, corpus or path.stem)
     manifest.attrs = {
         "inputs": [{"kind": "list", "path": str(path), "columns": picked,
-                    "root": str(base), "split": split}],
+                    "root": str(root), "split": split}],
         "excluded": [],
     }
     return manifest
 
 
+def _is_dataset_object(item: object) -> bool:
+    return type(item).__module__.split(".")[0] == "datasets"
+
+
+def input_list(inputs) -> list:
+    """``inputs`` as a list of inputs: one input (a path, a DataFrame, arrays, a ``datasets``
+    object, which iterate over something else) becomes a list of one."""
+    from splitscope.manifest.arrays import Arrays
+
+    if isinstance(inputs, (str, os.PathLike, pd.DataFrame, Arrays)) or \
+            _is_dataset_object(inputs) or not isinstance(inputs, Iterable):
+        return [inputs]
+    return list(inputs)
+
+
+def read_input(item, *, follow_links: bool = False, image_column: str | None = None,
+               array_store: str | Path | None = None, **list_options) -> pd.DataFrame:
+    """The manifest of one input, its kind detected: a manifest (DataFrame), in-memory arrays
+    (:class:`splitscope.manifest.arrays.Arrays`), a ``datasets`` object, an ``.npz``, a table
+    with an image column, a ``save_to_disk`` folder, a folder of such tables, an imagefolder
+    with metadata, a folder of files, or a list file."""
+    from splitscope.manifest import arrays as arrays_mod
+    from splitscope.manifest import embedded
+
+    if isinstance(item, pd.DataFrame):
+        return with_manifest_columns(item)
+    table_options = {"corpus": list_options.get("corpus"),
+                     "columns": list_options.get("columns"), "image_column": image_column}
+    if isinstance(item, arrays_mod.Arrays):
+        return arrays_mod.read_arrays(item, array_store)
+    if _is_dataset_object(item):
+        return embedded.read_dataset_object(item, **table_options)
+    if not isinstance(item, (str, os.PathLike)):
+        raise InputError(f"cannot read an input of type {type(item).__name__}: give a folder, "
+                         f"a list or table file, an .npz, a DataFrame manifest, "
+                         f"splitscope.Arrays or a datasets.Dataset")
+    path = Path(item)
+    if not path.exists():
+        raise InputError(f"input not found: {item}")
+    if path.is_file() and path.suffix.lower() == ".npz":
+        return arrays_mod.read_npz(path, corpus=list_options.get("corpus"))
+    kind = embedded.embedded_kind(path)
+    if image_column is not None and path.is_file() and \
+            path.suffix.lower() in embedded.TABLE_SUFFIXES:
+        kind = "table"  # named: checked there, with what the table holds
+    if kind in ("table", "table_folder", "save_to_disk"):
+        return embedded.read_embedded(path, split=list_options.get("split"), **table_options)
+    if kind == "imagefolder":
+        return embedded.read_imagefolder(path, corpus=list_options.get("corpus"),
+                                         columns=list_options.get("columns"))
+    if path.is_dir():
+        return read_folder(path, corpus=list_options.get("corpus"), follow_links=follow_links)
+    if image_column is not None:
+        raise InputError(f"--image-column {image_column!r} given, but {path} is not a Parquet "
+                         f"or Arrow table")
+    return read_list(path, **list_options)
+
+
 def build_manifest(
-    inputs: str | Path | pd.DataFrame | Iterable[str | Path | pd.DataFrame],
+    inputs,
     *,
     follow_links: bool = False,
+    image_column: str | None = None,
+    array_store: str | Path | None = None,
     **list_options,
 ) -> pd.DataFrame:
-    """One manifest from one or more releases (folders, list files or manifests).
+    """One manifest from one or more releases (see :func:`read_input` for what an input is).
 
     Several inputs are concatenated in the order given (each keeps its own ``corpus`` name
     unless ``corpus=`` is passed for a single input) and ``row`` is renumbered 0..n-1.
     ``list_options`` go to :func:`read_list` for list inputs; ``corpus`` applies to folders too;
-    ``follow_links`` goes to :func:`read_folder`.
+    ``follow_links`` goes to :func:`read_folder`; ``image_column`` names a table's image
+    column; ``array_store`` is where in-memory arrays are kept (the scan's workspace).
+    When an input is a table or an array, the manifest has :data:`EMBEDDED_COLUMNS` too.
     """
-    if isinstance(inputs, (str, Path, pd.DataFrame)):
-        inputs = [inputs]
-    parts: list[pd.DataFrame] = []
-    for item in inputs:
-        if isinstance(item, pd.DataFrame):
-            parts.append(with_manifest_columns(item))
-        elif Path(item).is_dir():
-            parts.append(read_folder(item, corpus=list_options.get("corpus"),
-                                     follow_links=follow_links))
-        elif Path(item).exists():
-            parts.append(read_list(item, **list_options))
-        else:
-            raise InputError(f"input not found: {item}")
+    inputs = input_list(inputs)
+    parts: list[pd.DataFrame] = [
+        read_input(item, follow_links=follow_links, image_column=image_column,
+                   array_store=array_store, **list_options) for item in inputs]
     if not parts:
         raise InputError("no inputs given")
+    columns = MANIFEST_COLUMNS
+    if any("content" in p.columns for p in parts):
+        columns = MANIFEST_COLUMNS + EMBEDDED_COLUMNS
+        for i, p in enumerate(parts):
+            if "content" not in p.columns:
+                p = p.copy()
+                for col in ("table", "stored_path"):
+                    p[col] = pd.array([pd.NA] * len(p), dtype="string")
+                p["table_row"] = pd.array([pd.NA] * len(p), dtype="Int64")
+                p["content"] = pd.array([CONTENT_FILE] * len(p), dtype="string")
+                parts[i] = p
     manifest = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].copy()
     manifest["row"] = pd.array(range(len(manifest)), dtype="int64")
     manifest.attrs = {
         "inputs": [i for p in parts for i in p.attrs.get("inputs", [])],
         "excluded": [e for p in parts for e in p.attrs.get("excluded", [])],
     }
-    return manifest[MANIFEST_COLUMNS]
+    return manifest[columns]

@@ -17,23 +17,32 @@ __all__ = ["refuse_inside_release", "release_roots"]
 def release_roots(inputs: Iterable[str | Path | pd.DataFrame], **list_options) -> list[Path]:
     """The folders of a release, resolved: each folder input itself; for a list, every folder
     that holds a listed file inside the list's root (a list's root may be a shared working
-    folder, so it is not claimed whole). Reads list files, never walks a folder.
+    folder, so it is not claimed whole); a table or an array archive given as a file is a
+    root of its own (nothing is written in its place; in-memory inputs have none). Reads list files, never walks a folder.
 
     ``list_options`` are those of :func:`splitscope.manifest.read_list`.
     """
-    from splitscope.manifest.build import read_list
+    from splitscope.manifest.build import read_input
 
     roots: set[str] = set()
     for item in inputs:
         if isinstance(item, pd.DataFrame):
             manifest = item
+        elif not isinstance(item, (str, os.PathLike)):  # arrays, a datasets object
+            continue
         elif Path(item).is_dir():
             roots.add(os.path.realpath(item))
             continue
         elif Path(item).is_file():
-            manifest = read_list(item, **list_options)
+            if Path(item).suffix.lower() in (".npz", ".arrow"):  # a one-file release
+                roots.add(os.path.realpath(item))
+                continue
+            manifest = read_input(item, **list_options)
         else:
             continue
+        if "table" in manifest.columns:  # a table file is a release of its own
+            roots |= {os.path.realpath(t) for t in manifest["table"].dropna().unique()}
+            manifest = manifest[manifest["table"].isna()]
         files = manifest["file"]
         if "path_issue" in manifest.columns:
             files = files[manifest["path_issue"].isna()]

@@ -125,6 +125,15 @@ def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, 
     if not any(c in rows.columns for c in header_columns()):
         out.records.append(not_run_record("provenance", "not assessed", "no header features: scan the release first (splitscope scan)", id="provenance.header_probe.within_pool", title=title, inputs=inputs))
         return out
+    from splitscope.manifest.build import CONTENT_ARRAY, content_of
+
+    arrays = content_of(rows).eq(CONTENT_ARRAY).to_numpy(bool)
+    if arrays.all():
+        out.records.append(not_run_record("provenance", "not applicable", "no file headers: the rows are pixel arrays (an .npz or in-memory arrays), which carry no encoded file to probe", id="provenance.header_probe.within_pool", title=title, inputs=inputs))
+        return out
+    if arrays.any():  # only rows with file bytes have header fields
+        rows = rows[~arrays]
+        pool = pool[~content_of(pool).eq(CONTENT_ARRAY).to_numpy(bool)]
     labelled = pool[pool["label"].notna()]
     try:
         wp = header_probe_within_pool(labelled, seed=seed, n_resamples=n_resamples, folds=folds,
@@ -144,6 +153,9 @@ def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, 
         tr = rows[rows["row"].isin(b.reference.rows) & rows["label"].notna()]
         te = rows[rows["row"].isin(b.query.rows) & rows["label"].notna()]
         rid = f"provenance.header_probe.cross_split[{s}]"
+        if arrays.any() and (tr.empty or te.empty):  # one side is pixel arrays only
+            out.records.append(not_run_record("provenance", "not applicable", f"no file headers on one side of {b.name}: its rows are pixel arrays", id=rid, title=f"{title}: cross split", inputs=inputs))
+            continue
         try:
             cs = header_probe_cross_split(tr, te, seed=seed, n_resamples=n_resamples,
                                           importance_repeats=repeats,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,24 @@ def fingerprint_input(path: str | Path, role: str, manifest: pd.DataFrame | None
     """Fingerprint one release input: the SHA-256 of a list file's bytes, or, for a folder, of
     its listing (one ``path<TAB>split<TAB>label`` line per row, release order), which names
     exactly what was read."""
-    path = Path(path)
     rows = len(manifest) if manifest is not None else None
+    if not isinstance(path, (str, os.PathLike)):  # in-memory arrays or a datasets object
+        digest = hashlib.sha256()
+        if manifest is not None:
+            for p, s, lab, f in zip(manifest["path"].astype(str),
+                                    manifest["split_released"].astype(str),
+                                    manifest["label"].astype(str), manifest["file"].astype(str)):
+                digest.update(f"{p}\t{s}\t{lab}\t{f}\n".encode("utf-8", "surrogateescape"))
+        return {"role": role, "path": f"in-memory {type(path).__name__}", "kind": "in-memory",
+                "sha256": digest.hexdigest(),
+                "sha256_of": "path, split, label and file key per row, release order (the "
+                             "key of an array names the SHA-256 of its pixels)", "rows": rows}
+    path = Path(path)
     if path.is_file():
         fp = file_fingerprint(path)
-        return {"role": role, "path": str(path), "kind": "list", "sha256": fp["sha256"],
-                "sha256_of": "the list file's bytes", "rows": rows}
+        kind = "list" if manifest is None or "content" not in manifest.columns else "table"
+        return {"role": role, "path": str(path), "kind": kind, "sha256": fp["sha256"],
+                "sha256_of": f"the {kind} file's bytes", "rows": rows}
     digest = hashlib.sha256()
     if manifest is not None:
         for p, s, lab in zip(manifest["path"].astype(str), manifest["split_released"].astype(str),

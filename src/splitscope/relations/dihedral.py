@@ -56,6 +56,7 @@ def query_side_features(files, variant: str, *, thumb_size: int = 96,
     not assessed for the variant).
     """
     from splitscope.features.imaging import image_features
+    from splitscope.features.sources import open_image
 
     inv = INVERSE[variant]
     n = len(files)
@@ -65,7 +66,7 @@ def query_side_features(files, variant: str, *, thumb_size: int = 96,
     ok = np.zeros(n, bool)
     for i, f in enumerate(files):
         try:
-            with Image.open(f) as img:
+            with open_image(f) as img:
                 img.load()
                 feats = image_features(apply_image(img, inv), thumb_size=thumb_size,
                                        interpolation=interpolation)

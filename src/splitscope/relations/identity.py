@@ -58,14 +58,26 @@ def confirm_bytes(files: list[str]) -> dict:
     Returns ``{"files": n distinct, "mismatched": [...], "unreadable": [...]}``. Two rows naming
     the same file need no comparison.
     """
+    from splitscope.features.sources import ReadFailure, parse_key, read_content
+
     distinct = list(dict.fromkeys(str(f) for f in files if isinstance(f, str)))
     mismatched, unreadable = [], []
+    embedded = any(parse_key(f) is not None for f in distinct)
     if len(distinct) > 1:
         first = distinct[0]
+        try:  # a table cell has no file to compare with filecmp: its bytes are read
+            reference = read_content(first) if embedded else None
+        except (OSError, ReadFailure):
+            reference = None
         for other in distinct[1:]:
             try:
-                same = filecmp.cmp(first, other, shallow=False)
-            except OSError:
+                if embedded:
+                    if reference is None:
+                        raise OSError(f"cannot read {first}")
+                    same = read_content(other) == reference
+                else:
+                    same = filecmp.cmp(first, other, shallow=False)
+            except (OSError, ReadFailure):
                 unreadable.append(other)
                 continue
             if not same:
@@ -284,6 +296,31 @@ def within_copies(rows: pd.DataFrame, population: Population, *, key: str = "sha
                                       "label_relation"])
 
 
+NO_BYTES_REASON = ("the rows are pixel arrays (an .npz or in-memory arrays) without file bytes "
+                   "or file names; decoded-pixel identity, the hashes and NCC measure them")
+
+
+def no_bytes(rows: pd.DataFrame) -> np.ndarray:
+    """Rows given as pixel arrays (manifest ``content`` ``array``): byte identity and
+    basename matching do not apply to them (no file bytes, no file name)."""
+    if "content" not in rows.columns:
+        return np.zeros(len(rows), bool)
+    return rows["content"].astype("string").eq("array").fillna(False).to_numpy(bool)
+
+
+def _bytes_or_array(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a pixel digest and bytes, or pixel arrays (no bytes, each its own ``sha256``
+    stand-in, so two arrays with equal pixels count as pixel-identical with different bytes)."""
+    arrays = no_bytes(rows)
+    keep = rows["pixel_sha256"].notna().to_numpy(bool) & \
+        (rows["sha256"].notna().to_numpy(bool) | arrays)
+    out = rows[keep].copy()
+    if arrays.any():
+        stand_in = pd.Series("array:" + out["row"].astype(str), index=out.index)
+        out["sha256"] = out["sha256"].astype("string").fillna(stand_in.astype("string"))
+    return out
+
+
 def pixel_identity(rows: pd.DataFrame, boundary: Boundary) -> pd.DataFrame:
     """Decoded-pixel identity with different bytes (METHODS §1.7): re-encodes of one image.
 
@@ -295,8 +332,7 @@ def pixel_identity(rows: pd.DataFrame, boundary: Boundary) -> pd.DataFrame:
     check_rows(rows, ("pixel_sha256",))
     q = side(rows, boundary.query)
     r = q if boundary.within else side(rows, boundary.reference)
-    q = q[q["pixel_sha256"].notna() & q["sha256"].notna()]
-    r = r[r["pixel_sha256"].notna() & r["sha256"].notna()]
+    q, r = _bytes_or_array(q), _bytes_or_array(r)
     pairs = q[["row", "path", "sha256", "pixel_sha256"]].merge(
         r[["row", "path", "sha256", "pixel_sha256"]].rename(columns={
             "row": "counterpart_row", "path": "counterpart_path", "sha256": "cp_sha256"}),

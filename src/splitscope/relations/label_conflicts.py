@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from splitscope.relations.identity import side
+from splitscope.relations.identity import NO_BYTES_REASON, no_bytes, side
 
 __all__ = ["CONFLICT_PREDICATES", "label_conflicts", "pixel_identical_union"]
 
@@ -171,8 +171,19 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
     truncated = {k: v for k, v in (rel.near.notes or {}).items() if k in ("hash_pairs",
                                                                            "ncc_pairs")}
     out = []
+    arrays = bool(n_query) and bool(no_bytes(q).all())
     for pred, (kind, _) in CONFLICT_PREDICATES.items():
         if kind == "digest" and pred not in q.columns:
+            continue
+        if pred == "sha256" and arrays:  # no bytes: byte identity does not apply
+            out.append(AuditRecord(
+                id=f"identity.label_conflict_sha256.{slug}", layer="identity",
+                title=_CONFLICT_TITLES[pred], boundary=b.to_dict(),
+                predicate={"name": "label_conflict_sha256",
+                           "params": {"label_relation": "disjoint"}},
+                unit="affected query row", numerator=None, denominator=n_query,
+                status="not applicable", reason=NO_BYTES_REASON,
+                conclusion=f"byte identity does not apply: {NO_BYTES_REASON}"))
             continue
         mine = conflicts[conflicts["predicate"] == pred]
         hit_rows = np.unique(mine["row"].to_numpy(np.int64))
@@ -233,8 +244,14 @@ def union_record(rel, rows: pd.DataFrame, slug: str):
     b = rel.boundary
     n_query = len(side(rows, b.query))
     hit_rows, not_assessed = pixel_identical_union(rel.flags)
+    arrays = bool(n_query) and bool(no_bytes(side(rows, b.query)).all())
     parts = {p: int(rel.flags[p].fillna(False).sum()) for p in ("sha256", "pixel_sha256")
-             if p in rel.flags}
+             if p in rel.flags and not (arrays and p == "sha256")}
+    details: dict = {"parts": parts}
+    if arrays:  # byte identity does not apply: the union is the decoded-pixel part alone
+        details["not_applicable"] = {"sha256": "pixel arrays without file bytes"}
+        not_assessed = int(rel.flags["pixel_sha256"].isna().sum()) \
+            if "pixel_sha256" in rel.flags else n_query
     return AuditRecord(
         id=f"identity.pixel_identical_union.{slug}",
         layer="identity",
@@ -252,5 +269,5 @@ def union_record(rel, rows: pd.DataFrame, slug: str):
                     "can be in both parts)"),
         status="completed" if not_assessed == 0 else "partial",
         reason=None if not_assessed == 0 else f"{not_assessed} query row(s) not assessed",
-        details={"parts": parts},
+        details=details,
     )

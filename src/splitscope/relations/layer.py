@@ -33,9 +33,11 @@ from splitscope.records.ids import boundary_slug
 from splitscope.relations.controls import DEFAULT_CONTROL_BOUND, control_rate
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.identity import (
+    NO_BYTES_REASON,
     IdentityCensus,
     basename_matches,
     identity_census,
+    no_bytes,
     pixel_identity,
     rate_breakdown,
     side,
@@ -59,6 +61,9 @@ from splitscope.relations.near_duplicate import (
 )
 
 IDENTITY_PREDICATES = ("sha256", "basename", "pixel_sha256")
+#: predicates that need file bytes or a file name: not applicable to rows given as pixel arrays
+NEEDS_BYTES = ("sha256", "basename")
+
 #: measured only when embeddings are supplied (METHODS §2.4)
 EMBEDDING_PREDICATE = "embedding_cosine"
 #: predicates whose query rows a deduplicated split removes by default
@@ -168,6 +173,8 @@ def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
             col[~has_digest] = pd.NA
         if name == "pixel_sha256":
             col[~q["pixel_sha256"].notna().to_numpy()] = pd.NA
+        if name == "basename":  # a pixel array has no file name to match
+            col[no_bytes(q)] = pd.NA
         flags[name] = col
     for p in near.predicates():
         flags[p] = near.flags[p].to_numpy()
@@ -400,7 +407,8 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         copies = within_copies(rows, pop)
         copies.insert(0, "population", split)
         within_tables.append(copies)
-        records.append(_within_record(copies, pop))
+        arrays = bool(len(pop.rows)) and bool(no_bytes(rows[rows["row"].isin(pop.rows)]).all())
+        records.append(_within_record(copies, pop, arrays))
     within_all = pd.concat(within_tables, ignore_index=True) if within_tables else pd.DataFrame()
     comparison_tables = []
     for rel in relations:
@@ -483,11 +491,20 @@ def _splits(rows: pd.DataFrame) -> list[str]:
     return splits or ["*"]
 
 
-def _within_record(copies: pd.DataFrame, pop: Population) -> AuditRecord:
+def _within_record(copies: pd.DataFrame, pop: Population,
+                   arrays: bool = False) -> AuditRecord:
     n_rows = int(copies["n_rows"].sum()) if len(copies) else 0
     excess = n_rows - len(copies)
     b = Boundary(pop, pop)
     conflicting = int((copies["label_relation"] == "conflicting").sum()) if len(copies) else 0
+    if arrays:  # every row of the population is a pixel array: no bytes to compare
+        return AuditRecord(
+            id=f"identity.within_copies.{boundary_slug(b)}", layer="identity",
+            title=f"Byte-identical copies within {pop.name}", boundary=b.to_dict(),
+            predicate={"name": "sha256_within", "params": {}}, unit="affected row",
+            numerator=None, denominator=pop.size, status="not applicable",
+            reason=NO_BYTES_REASON, scope=f"rows of {pop.name}",
+            conclusion=f"byte identity does not apply: {NO_BYTES_REASON}")
     return AuditRecord(
         id=f"identity.within_copies.{boundary_slug(b)}",
         layer="identity",
@@ -584,11 +601,23 @@ def _records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, radius: int
                 conclusion += (f"; UNRELIABLE for this modality: it flags {crate['rate']:.2%} of "
                                f"the clean control (bound {crate['bound']:.0%})")
         status, reason = "completed", None
-        if assessed == 0:
+        inapplicable = int(no_bytes(q).sum()) if pred in NEEDS_BYTES else 0
+        numerator: int | None = int(hit.sum())
+        if inapplicable:
+            details["not_applicable"] = inapplicable
+            details["not_assessed"] = n_query - assessed - inapplicable
+        if inapplicable and inapplicable == n_query:
+            status, numerator = "not applicable", None
+            reason = NO_BYTES_REASON
+            conclusion = f"{pred} does not apply: {NO_BYTES_REASON}"
+        elif assessed == 0:
             status = "not assessed"
             reason = "no query row could be assessed (unreadable files or no reference)"
         elif assessed < n_query:
             status, reason = "partial", f"{n_query - assessed} query row(s) not assessed"
+            if inapplicable:
+                reason = (f"{inapplicable} query row(s) are pixel arrays without file bytes "
+                          f"(not applicable); {n_query - assessed - inapplicable} not assessed")
         out.append(AuditRecord(
             id=f"{layer}.{pred}.{boundary_slug(b)}",
             layer=layer,
@@ -596,7 +625,7 @@ def _records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, radius: int
             boundary=b.to_dict(),
             predicate={"name": pred, "params": params},
             unit="affected query row",
-            numerator=int(hit.sum()),
+            numerator=numerator,
             denominator=n_query,
             coverage={"assessed": assessed, "total": n_query},
             class_support=class_support,

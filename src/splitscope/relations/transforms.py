@@ -109,6 +109,7 @@ def transform_sensitivity(files, *, n: int = 50, seed: int = 0, tau: float = DEF
         column per predicate.
     """
     from splitscope.features.imaging import image_features
+    from splitscope.features.sources import open_image
 
     transforms = dict(transforms or TRANSFORMS)
     pool = sorted({str(f) for f in files if isinstance(f, str)})
@@ -122,7 +123,7 @@ def transform_sensitivity(files, *, n: int = 50, seed: int = 0, tau: float = DEF
     skipped: list[dict] = []
     for f in sample:
         try:
-            with Image.open(f) as img:
+            with open_image(f) as img:
                 img.load()
                 base = image_features(img, thumb_size=thumb_size, interpolation=interpolation)
                 outs = {name: image_features(fn(img), thumb_size=thumb_size,

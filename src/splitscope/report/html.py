@@ -106,15 +106,16 @@ def to_json(value: Any, limit: int = 4000) -> str:
 
 # ---------------------------------------------------------------------------- thumbnails
 
-def thumbnail_uri(file: str | None, size: int = THUMB_PX) -> str | None:
+def thumbnail_uri(file: str | None, size: int = THUMB_PX, opener=None) -> str | None:
     """A JPEG data URI of ``file`` downscaled so its longest side is ``size`` pixels, or
-    ``None`` when the file cannot be read or decoded (the gallery then says so)."""
+    ``None`` when the file cannot be read or decoded (the gallery then says so). ``opener``
+    (default ``PIL.Image.open``) opens the key as an image, e.g. a table cell's."""
     if not file:
         return None
     try:
         from PIL import Image
 
-        with Image.open(file) as img:
+        with (opener or Image.open)(file) as img:
             img.draft("RGB", (size, size))
             img = img.convert("L") if img.mode in ("I", "I;16", "F", "L", "LA", "1") else img.convert("RGB")
             img.thumbnail((size, size))
@@ -156,7 +157,8 @@ def _safe_figure(fn, *args, **kwargs) -> dict[str, Any]:
 
 
 def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapping[str, Any],
-                   images: dict[str, str | None], max_pairs: int, thumb_px: int) -> dict[str, Any]:
+                   images: dict[str, str | None], max_pairs: int, thumb_px: int,
+                   opener=None) -> dict[str, Any]:
     name = boundary["name"]
     mine = [r for r in records if (r.get("boundary") or {}).get("name") == name]
     census = [r for r in mine if _layer_of(r).startswith(_PAIR_LAYERS)]
@@ -204,7 +206,7 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
             if row.get("path_issue") and not allowed:  # never read, never shown
                 continue
             if file not in images:
-                images[file] = thumbnail_uri(file, thumb_px)
+                images[file] = thumbnail_uri(file, thumb_px, opener)
     view["gallery"] = pairs
     summary = fig.get("gallery") or {}
     view["gallery_summary"] = summary
@@ -316,12 +318,12 @@ def _transform_view(records: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
-                   thumb_px: int = THUMB_PX) -> dict[str, Any]:
+                   thumb_px: int = THUMB_PX, opener=None) -> dict[str, Any]:
     """Everything the template shows, derived from the audit document (plus the gallery's
-    thumbnails, read from the files it names)."""
+    thumbnails, read from the files it names through ``opener``)."""
     records = list(audit.get("records") or [])
     images: dict[str, str | None] = {}
-    boundaries = [_boundary_view(b, records, audit, images, max_pairs, thumb_px)
+    boundaries = [_boundary_view(b, records, audit, images, max_pairs, thumb_px, opener)
                   for b in audit.get("boundaries") or []]
     named = {b["name"] for b in audit.get("boundaries") or []}
     unbounded = [r for r in records
@@ -371,7 +373,7 @@ def render_html(audit: Mapping[str, Any], **options) -> str:
 
 
 def render_report(audit: Mapping[str, Any], path: str | Path, *, max_pairs: int = MAX_PAIRS,
-                  thumb_px: int = THUMB_PX) -> Path:
+                  thumb_px: int = THUMB_PX, opener=None) -> Path:
     """Write ``report.html`` for an audit document.
 
     Parameters
@@ -385,6 +387,9 @@ def render_report(audit: Mapping[str, Any], path: str | Path, *, max_pairs: int 
         in ``lists/``); keeps the page small.
     thumb_px : int
         Longest side of a gallery thumbnail, in pixels.
+    opener : callable, optional
+        ``opener(file) -> PIL image`` for the gallery's thumbnails (default ``Image.open``;
+        the audit passes one that also reads table cells and arrays).
 
     Returns
     -------
@@ -393,5 +398,6 @@ def render_report(audit: Mapping[str, Any], path: str | Path, *, max_pairs: int 
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(audit, max_pairs=max_pairs, thumb_px=thumb_px), encoding="utf-8")
+    path.write_text(render_html(audit, max_pairs=max_pairs, thumb_px=thumb_px, opener=opener),
+                    encoding="utf-8")
     return path
