@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from splitscope.errors import InputError
+
 #: Options naming the columns of a list file (CSV, TSV, Parquet, XLSX) and where its paths lie.
 LIST_FILE_OPTIONS = [
     click.option("--path-column", default=None, help="List column holding the paths."),
@@ -38,6 +40,36 @@ SAFETY_OPTIONS = [
                  help="Files larger than this are listed as too_large and never read "
                       "(default 2 GiB)."),
 ]
+
+
+EXECUTOR_OPTIONS = [
+    click.option("--executor", "engine", type=click.Choice(["process", "dask"]),
+                 default="process", show_default=True,
+                 help="Where the per-file stage runs: a process pool on this machine, or a "
+                      "Dask cluster (the [distributed] extra; --workers N starts a local one, "
+                      "--scheduler joins a running one). With dask the audit's NCC search is "
+                      "partitioned over the cluster too. Workers must see the files and the "
+                      "workspace under the same paths."),
+    click.option("--scheduler", default=None, metavar="ADDRESS",
+                 help="With --executor dask: address of a running Dask scheduler "
+                      "(tcp://host:8786); --workers is then ignored."),
+]
+
+
+def executor_option(engine: str = "process", workers: int | None = None,
+                    scheduler: str | None = None):
+    """The executor of :data:`EXECUTOR_OPTIONS`: ``None`` for the process pool (the scan
+    chooses it from ``workers``), else a :class:`~splitscope.features.dask_executor.
+    DaskExecutor` (close it when done)."""
+    from splitscope.features.executor import make_executor
+
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers must be at least 1; got {workers}")
+    if engine != "dask":
+        if scheduler is not None:
+            raise InputError("--scheduler needs --executor dask")
+        return None
+    return make_executor(workers, engine="dask", scheduler=scheduler)
 
 
 def safety_options(allow_outside_root=False, follow_links=False, max_file_size=None) -> dict:

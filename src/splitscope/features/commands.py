@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import click
 
 from splitscope.cli_options import (
+    EXECUTOR_OPTIONS,
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
     SAFETY_OPTIONS,
+    executor_option,
     list_options,
     safety_options,
     with_options,
@@ -109,6 +112,7 @@ def _print_summary(summary: dict) -> None:
               help="Thumbnail resize filter.")
 @click.option("--workers", type=int, default=None,
               help="Worker processes (default: all cores; 1 runs in-process).")
+@with_options(EXECUTOR_OPTIONS)
 @click.option("--group-regex", default=None,
               help="Regex with a named group 'group' (and optionally 'frame') over the "
                    "file name, e.g. 'person(?P<group>\\d+)_'.")
@@ -121,7 +125,8 @@ def _print_summary(summary: dict) -> None:
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, group_regex,
+def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, engine,
+                 scheduler, group_regex,
                  path_column, label_column, split_column, source_column, group_column,
                  list_root, constant_split, label_map, allow_outside_root, follow_links,
                  max_file_size, out_dir, progress, as_json) -> None:
@@ -137,12 +142,15 @@ def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, gr
         raise InputError(f"--workers must be at least 1; got {workers}")
     if out_dir is not None:  # refused before anything is created
         refuse_inside_release(out_dir, release_roots(list(inputs), **list_opts))
-    result = scan(
-        list(inputs), workspace, thumb_size=thumb_size, mode=mode, interpolation=interpolation,
-        workers=workers, group_regex=group_regex, label_map=label_map,
-        progress=False if as_json else progress,
-        **safety_options(allow_outside_root, follow_links, max_file_size), **list_opts,
-    )
+    executor = executor_option(engine, workers, scheduler)
+    with contextlib.closing(executor) if executor is not None else contextlib.nullcontext():
+        result = scan(
+            list(inputs), workspace, thumb_size=thumb_size, mode=mode,
+            interpolation=interpolation, workers=workers, executor=executor,
+            group_regex=group_regex, label_map=label_map,
+            progress=False if as_json else progress,
+            **safety_options(allow_outside_root, follow_links, max_file_size), **list_opts,
+        )
     summary = result.summary()
     if out_dir is not None:
         _write_outputs(result, summary, out_dir)
