@@ -23,7 +23,7 @@ from splitscope.records.model import sha256_file
 distributed = pytest.importorskip("distributed")
 cloudpickle = pytest.importorskip("cloudpickle")
 
-from splitscope.features.dask_executor import INSTALL_HINT, DaskExecutor  # noqa: E402
+from splitscope.features.dask_executor import INSTALL_HINT, DaskExecutor
 
 # the workers unpickle this module's functions by value (they cannot import a test module)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
