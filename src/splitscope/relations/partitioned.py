@@ -216,6 +216,7 @@ def scan_searcher(client, scan, **blocks) -> Callable[..., NCCResult] | None:
     path = getattr(scan.thumbnails, "filename", None)
     if path is None:
         return None
+    blocks = {"query_block": QUERY_BLOCK, "reference_block": REFERENCE_BLOCK, **blocks}
 
     def stored(rows: ThumbnailRows) -> StoredThumbnails:
         return StoredThumbnails(str(path), scan.thumb_index(rows.rows), int(rows.shape[1]))
