@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from splitscope.errors import InputError
-
 #: Options naming the columns of a list file (CSV, TSV, Parquet, XLSX) and where its paths lie.
 LIST_FILE_OPTIONS = [
     click.option("--path-column", default=None, help="List column holding the paths."),
@@ -54,22 +52,6 @@ EXECUTOR_OPTIONS = [
                  help="With --executor dask: address of a running Dask scheduler "
                       "(tcp://host:8786); --workers is then ignored."),
 ]
-
-
-def executor_option(engine: str = "process", workers: int | None = None,
-                    scheduler: str | None = None):
-    """The executor of :data:`EXECUTOR_OPTIONS`: ``None`` for the process pool (the scan
-    chooses it from ``workers``), else a :class:`~splitscope.features.dask_executor.
-    DaskExecutor` (close it when done)."""
-    from splitscope.features.executor import make_executor
-
-    if workers is not None and workers < 1:
-        raise InputError(f"--workers must be at least 1; got {workers}")
-    if engine != "dask":
-        if scheduler is not None:
-            raise InputError("--scheduler needs --executor dask")
-        return None
-    return make_executor(workers, engine="dask", scheduler=scheduler)
 
 
 def safety_options(allow_outside_root=False, follow_links=False, max_file_size=None) -> dict:

@@ -136,7 +136,7 @@ def test_scheduler_needs_the_dask_executor(tmp_path, capsys):
     root = _release(tmp_path / "data", n=1)
     code = main(["scan", str(root), "--workspace", str(tmp_path / "ws"), "--scheduler",
                  "tcp://127.0.0.1:1"])
-    assert code == 2 and "--scheduler needs --executor dask" in capsys.readouterr().err
+    assert code == 2 and "(--scheduler) needs the dask executor" in capsys.readouterr().err
     code = main(["scan", str(root), "--workspace", str(tmp_path / "ws"), "--executor", "dask",
                  "--workers", "0"])
     assert code == 2

@@ -15,7 +15,6 @@ from splitscope.cli_options import (
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
     SAFETY_OPTIONS,
-    executor_option,
     list_options,
     safety_options,
     with_options,
@@ -227,10 +226,11 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
     """
     from splitscope.audit.conditions import parse_condition
     from splitscope.audit.run import audit
+    from splitscope.features.executor import executor_for
 
     conditions = [parse_condition(c) for c in fail_on]  # bad conditions fail before any work
     command = _command_line("audit", list(inputs), click.get_current_context())
-    executor = executor_option(engine, workers, scheduler)
+    executor = executor_for(engine, workers, scheduler)
     with contextlib.closing(executor) if executor is not None else contextlib.nullcontext():
         result = audit(list(inputs), control=control, external=external, predictions=predictions,
                        group_regex=group_regex, out_dir=out_dir, workspace=workspace, tau=tau,

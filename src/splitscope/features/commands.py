@@ -12,7 +12,6 @@ from splitscope.cli_options import (
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
     SAFETY_OPTIONS,
-    executor_option,
     list_options,
     safety_options,
     with_options,
@@ -133,6 +132,7 @@ def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, en
     """Scan a release (folder or list file): write its manifest and per-file features
     (hashes, header fields, thumbnails) to the workspace, reusing what is cached, and print
     a summary."""
+    from splitscope.features.executor import executor_for
     from splitscope.features.scanning import scan
     from splitscope.manifest.roots import refuse_inside_release, release_roots
 
@@ -142,7 +142,7 @@ def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, en
         raise InputError(f"--workers must be at least 1; got {workers}")
     if out_dir is not None:  # refused before anything is created
         refuse_inside_release(out_dir, release_roots(list(inputs), **list_opts))
-    executor = executor_option(engine, workers, scheduler)
+    executor = executor_for(engine, workers, scheduler)
     with contextlib.closing(executor) if executor is not None else contextlib.nullcontext():
         result = scan(
             list(inputs), workspace, thumb_size=thumb_size, mode=mode,

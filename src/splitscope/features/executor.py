@@ -44,6 +44,7 @@ __all__ = [
     "ProcessExecutor",
     "SerialExecutor",
     "default_workers",
+    "executor_for",
     "init_worker",
     "make_executor",
     "pin_blas_threads",
@@ -278,6 +279,19 @@ def make_executor(workers: int | None = None, *, engine: str = "process",
 
         return DaskExecutor(scheduler=scheduler, workers=None if scheduler else workers)
     if scheduler is not None:
-        raise InputError("a scheduler address needs the dask executor (--executor dask)")
+        raise InputError("a scheduler address (--scheduler) needs the dask executor "
+                         "(--executor dask)")
     workers = default_workers() if workers is None else int(workers)
     return SerialExecutor() if workers == 1 else ProcessExecutor(workers)
+
+
+def executor_for(engine: str = "process", workers: int | None = None,
+                 scheduler: str | None = None) -> Executor | None:
+    """The executor of the ``--executor``/``--workers``/``--scheduler`` options: ``None`` for
+    the process pool (the scan chooses it from ``workers``), else a
+    :class:`~splitscope.features.dask_executor.DaskExecutor` (the caller closes it)."""
+    if workers is not None and int(workers) < 1:
+        raise InputError(f"--workers must be at least 1; got {workers}")
+    if engine == "process" and scheduler is None:
+        return None
+    return make_executor(workers, engine=engine, scheduler=scheduler)
