@@ -258,10 +258,18 @@ def _existing(path: Path) -> Path:
 
 
 def file_signatures(files: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``(size, mtime_ns)`` of each file as int64 arrays; ``-1`` where ``os.stat`` fails."""
+    """``(size, mtime_ns)`` of each file as int64 arrays; ``-1`` where ``os.stat`` fails. For a
+    URL, its size and change marker from ``fs.info``
+    (:func:`splitscope.manifest.sources.url_signature`)."""
     size = np.full(len(files), -1, dtype=np.int64)
     mtime = np.full(len(files), -1, dtype=np.int64)
     for i, name in enumerate(files):
+        if "://" in name:
+            from splitscope.manifest.sources import is_url, url_signature
+
+            if is_url(name):
+                size[i], mtime[i] = url_signature(name)
+                continue
         try:
             st = os.stat(name)
         except (OSError, ValueError):  # missing, no permission on a folder, NUL in name

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
+from splitscope.manifest.sources import open_for_image
+
 #: name → (PIL transpose op applied to an image, numpy op on an (S, S) array)
 VARIANTS: dict[str, tuple[int | None, object]] = {
     "identity": (None, lambda a: a),
@@ -65,7 +67,7 @@ def query_side_features(files, variant: str, *, thumb_size: int = 96,
     ok = np.zeros(n, bool)
     for i, f in enumerate(files):
         try:
-            with Image.open(f) as img:
+            with Image.open(open_for_image(f)) as img:
                 img.load()
                 feats = image_features(apply_image(img, inv), thumb_size=thumb_size,
                                        interpolation=interpolation)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, Population
 from splitscope.errors import InputError
+from splitscope.manifest.sources import is_url, read_all
 
 REQUIRED = ("row", "path", "basename", "label", "source", "file", "sha256")
 
@@ -64,8 +65,11 @@ def confirm_bytes(files: list[str]) -> dict:
         first = distinct[0]
         for other in distinct[1:]:
             try:
-                same = filecmp.cmp(first, other, shallow=False)
-            except OSError:
+                if is_url(first) or is_url(other):  # a URL row: its bytes through fsspec
+                    same = read_all(first) == read_all(other)
+                else:
+                    same = filecmp.cmp(first, other, shallow=False)
+            except Exception:  # noqa: BLE001 - missing, refused, a remote error: unreadable
                 unreadable.append(other)
                 continue
             if not same:

@@ -19,6 +19,7 @@ import pandas as pd
 from PIL import Image
 
 from splitscope.errors import InputError
+from splitscope.manifest.sources import open_for_image
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.ncc import DEFAULT_TAU, pair_rho
 from splitscope.relations.ssim import ssim_pairs
@@ -122,7 +123,7 @@ def transform_sensitivity(files, *, n: int = 50, seed: int = 0, tau: float = DEF
     skipped: list[dict] = []
     for f in sample:
         try:
-            with Image.open(f) as img:
+            with Image.open(open_for_image(f)) as img:
                 img.load()
                 base = image_features(img, thumb_size=thumb_size, interpolation=interpolation)
                 outs = {name: image_features(fn(img), thumb_size=thumb_size,

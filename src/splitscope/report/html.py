@@ -106,6 +106,10 @@ def to_json(value: Any, limit: int = 4000) -> str:
 
 # ---------------------------------------------------------------------------- thumbnails
 
+#: Largest URL object read for a gallery thumbnail (the scan's default read cap).
+MAX_THUMB_SOURCE_BYTES = 2 << 30
+
+
 def thumbnail_uri(file: str | None, size: int = THUMB_PX) -> str | None:
     """A JPEG data URI of ``file`` downscaled so its longest side is ``size`` pixels, or
     ``None`` when the file cannot be read or decoded (the gallery then says so)."""
@@ -114,7 +118,15 @@ def thumbnail_uri(file: str | None, size: int = THUMB_PX) -> str | None:
     try:
         from PIL import Image
 
-        with Image.open(file) as img:
+        source = file
+        if "://" in file:  # a URL row (read through fsspec, as the scan read it)
+            import fsspec
+
+            with fsspec.open(file, "rb") as fh:
+                source = io.BytesIO(fh.read(MAX_THUMB_SOURCE_BYTES + 1))
+            if len(source.getvalue()) > MAX_THUMB_SOURCE_BYTES:
+                return None
+        with Image.open(source) as img:
             img.draft("RGB", (size, size))
             img = img.convert("L") if img.mode in ("I", "I;16", "F", "L", "LA", "1") else img.convert("RGB")
             img.thumbnail((size, size))
