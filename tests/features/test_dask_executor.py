@@ -140,3 +140,9 @@ def test_scheduler_needs_the_dask_executor(tmp_path, capsys):
     code = main(["scan", str(root), "--workspace", str(tmp_path / "ws"), "--executor", "dask",
                  "--workers", "0"])
     assert code == 2
+
+
+def test_unreachable_scheduler_is_an_input_error():
+    ex = DaskExecutor(scheduler="tcp://127.0.0.1:9", connect_timeout="1s")
+    with pytest.raises(InputError, match="cannot reach the Dask scheduler"):
+        ex.client  # noqa: B018 - connecting is the point

@@ -62,6 +62,8 @@ class DaskExecutor:
         shut down when the executor is closed.
     max_in_flight : int, optional
         Chunks submitted and not yet taken by the caller (default ``2 × workers``).
+    connect_timeout : str
+        How long to try reaching ``scheduler`` before :class:`InputError` (default 30 s).
 
     Notes
     -----
@@ -71,7 +73,8 @@ class DaskExecutor:
     """
 
     def __init__(self, client: Any = None, *, scheduler: str | None = None,
-                 workers: int | None = None, max_in_flight: int | None = None) -> None:
+                 workers: int | None = None, max_in_flight: int | None = None,
+                 connect_timeout: str = "30s") -> None:
         import_distributed()
         if workers is not None and int(workers) < 1:
             raise InputError(f"workers must be at least 1; got {workers}")
@@ -81,6 +84,7 @@ class DaskExecutor:
         self.scheduler = None if client is not None else scheduler
         self._requested_workers = None if workers is None else int(workers)
         self._max_in_flight = None if max_in_flight is None else int(max_in_flight)
+        self.connect_timeout = connect_timeout
 
     # -- the cluster --------------------------------------------------------------------------
 
@@ -92,7 +96,7 @@ class DaskExecutor:
             distributed = import_distributed()
             if self.scheduler is not None:
                 try:
-                    self._client = distributed.Client(self.scheduler, timeout="30s")
+                    self._client = distributed.Client(self.scheduler, timeout=self.connect_timeout)
                 except (OSError, TimeoutError) as exc:
                     raise InputError(f"cannot reach the Dask scheduler at {self.scheduler}: "
                                      f"{exc}") from None
