@@ -14,8 +14,9 @@ near copies, 20% test) is written once into a cache folder. Then, alternating, e
   partitioned_ncc_search`, tasks reading the workspace's thumbnail file). Results checked
   equal (best index, pair set).
 
-Wall seconds of each call; medians over ``--repeats``; the 1-minute load average before each
-call, since the machine may be shared.
+The two engines swap order every repeat (``order`` 0 = first). Wall seconds of each call;
+medians over ``--repeats``; the 1-minute load average before each call, since the machine may
+be shared.
 
 Usage::
 
@@ -123,22 +124,32 @@ def run(n: int, workers: int, repeats: int, cache: Path, tau: float = 0.98) -> d
         for rep in range(repeats):
             tmp = Path(tempfile.mkdtemp(prefix="bench-dask-"))
             try:
-                local_scan, m = _timed(lambda tmp=tmp: scan(
-                    root, tmp / "ws-process", executor=ProcessExecutor(workers), progress=False))
-                runs["scan_process"].append(m)
-                dask_scan, m = _timed(lambda tmp=tmp: scan(
-                    root, tmp / "ws-dask", executor=dask, progress=False))
-                runs["scan_dask"].append(m)
+                engines = {"process": ProcessExecutor(workers), "dask": dask}
+                scans = {}
+                for order, name in enumerate(("process", "dask") if rep % 2 == 0
+                                             else ("dask", "process")):
+                    scans[name], m = _timed(lambda tmp=tmp, name=name, engines=engines: scan(
+                        root, tmp / f"ws-{name}", executor=engines[name], progress=False))
+                    runs[f"scan_{name}"].append({**m, "order": order})
+                local_scan, dask_scan = scans["process"], scans["dask"]
                 pd.testing.assert_frame_equal(local_scan.features, dask_scan.features)
                 (ql, rl), _ = _search_inputs(local_scan)
                 _, (qs, rs) = _search_inputs(dask_scan)
-                a, m = _timed(lambda ql=ql, rl=rl: ncc_search(ql, rl, tau=tau))
-                runs["search_local"].append({**m, "search": a.params["search"]})
-                b, m = _timed(lambda qs=qs, rs=rs: partitioned_ncc_search(
-                    dask.client, qs, rs, tau=tau, query_block=1024, reference_block=8192))
-                runs["search_dask"].append({**m, "tasks": b.params["partitions"]["tasks"],
-                                            "task_searches": b.params["partitions"][
-                                                "task_searches"]})
+                searches = {
+                    "local": lambda ql=ql, rl=rl: ncc_search(ql, rl, tau=tau),
+                    "dask": lambda qs=qs, rs=rs: partitioned_ncc_search(
+                        dask.client, qs, rs, tau=tau, query_block=1024, reference_block=8192)}
+                found = {}
+                for order, name in enumerate(("local", "dask") if rep % 2 == 0
+                                             else ("dask", "local")):
+                    found[name], m = _timed(searches[name])
+                    params = found[name].params
+                    runs[f"search_{name}"].append({**m, "order": order,
+                                                   "search": params["search"], **(
+                        {"tasks": params["partitions"]["tasks"],
+                         "task_searches": params["partitions"]["task_searches"]}
+                        if name == "dask" else {})})
+                a, b = found["local"], found["dask"]
                 same = (np.array_equal(a.best_index, b.best_index)
                         and a.pairs[["query", "reference"]].equals(
                             b.pairs[["query", "reference"]]))
