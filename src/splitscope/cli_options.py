@@ -53,6 +53,20 @@ SAFETY_OPTIONS = [
 ]
 
 
+EXECUTOR_OPTIONS = [
+    click.option("--executor", "engine", type=click.Choice(["process", "dask"]),
+                 default="process", show_default=True,
+                 help="Where the per-file stage runs: a process pool on this machine, or a "
+                      "Dask cluster (the [distributed] extra; --workers N starts a local one, "
+                      "--scheduler joins a running one). With dask the audit's NCC search is "
+                      "partitioned over the cluster too. Workers must see the files and the "
+                      "workspace under the same paths."),
+    click.option("--scheduler", default=None, metavar="ADDRESS",
+                 help="With --executor dask: address of a running Dask scheduler "
+                      "(tcp://host:8786); --workers is then ignored."),
+]
+
+
 def safety_options(allow_outside_root=False, follow_links=False, max_file_size=None) -> dict:
     """Keyword arguments for :func:`splitscope.features.scanning.scan` from
     :data:`SAFETY_OPTIONS`."""

@@ -3,6 +3,7 @@ benchmark and audit it). Registered by :mod:`splitscope.cli`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import click
 
 from splitscope.cli_options import (
+    EXECUTOR_OPTIONS,
     IMAGE_COLUMN_OPTION,
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
@@ -197,6 +199,7 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 @click.option("--transforms", default=50, show_default=True, type=int,
               help="Reference images in the seeded transform-sensitivity sample (0: skip).")
 @click.option("--workers", default=None, type=int, help="Worker processes (default: all cores).")
+@with_options(EXECUTOR_OPTIONS)
 @click.option("--max-pairs", default=60, show_default=True, type=int,
               help="Flagged pairs per boundary shown in the report's gallery.")
 @click.option("--layers", default=None, metavar="NAMES",
@@ -212,7 +215,8 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 def audit_command(inputs, control, external, predictions, sheet, header_row, sep, decimal,
                   score_kind, attribution_maps,
                   attribution_masks, group_regex, out_dir, workspace, tau, radius, thumb_size,
-                  dihedral, transforms, workers, max_pairs, layers, fail_on, label_map,
+                  dihedral, transforms, workers, engine, scheduler, max_pairs, layers, fail_on,
+                  label_map,
                   path_column, label_column, split_column, source_column, group_column,
                   list_root, constant_split, image_column, allow_outside_root, follow_links,
                   max_file_size, as_json) -> None:
@@ -226,26 +230,29 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
     """
     from splitscope.audit.conditions import parse_condition
     from splitscope.audit.run import audit
+    from splitscope.features.executor import executor_for
 
     conditions = [parse_condition(c) for c in fail_on]  # bad conditions fail before any work
     command = _command_line("audit", list(inputs), click.get_current_context())
-    result = audit(list(inputs), control=control, external=external, predictions=predictions,
-                   group_regex=group_regex, out_dir=out_dir, workspace=workspace, tau=tau,
-                   radius=radius, thumb_size=thumb_size, dihedral=dihedral,
-                   transforms=transforms, fail_on=conditions,
-                   workers=workers, max_pairs=max_pairs, command=command,
-                   layers=_layer_names(layers), score_kind=score_kind,
-                   attribution_maps=attribution_maps, attribution_masks=attribution_masks,
-                   label_map=label_map,
-                   list_options=with_image_column(list_options(
-                       path_column, label_column, split_column, source_column, group_column,
-                       list_root, constant_split), image_column),
-                   **safety_options(allow_outside_root, follow_links, max_file_size),
-                   prediction_reading={k: v for k, v in (
-                       ("sheet", sheet), ("header_row", header_row),
-                       ("sep", {"\\t": "\t", "tab": "\t"}.get(sep, sep)),
-                       ("decimal", decimal)) if v is not None},
-                   progress=None if not as_json else False)
+    executor = executor_for(engine, workers, scheduler)
+    with contextlib.closing(executor) if executor is not None else contextlib.nullcontext():
+        result = audit(list(inputs), control=control, external=external, predictions=predictions,
+                       group_regex=group_regex, out_dir=out_dir, workspace=workspace, tau=tau,
+                       radius=radius, thumb_size=thumb_size, dihedral=dihedral,
+                       transforms=transforms, fail_on=conditions,
+                       workers=workers, executor=executor, max_pairs=max_pairs, command=command,
+                       layers=_layer_names(layers), score_kind=score_kind,
+                       attribution_maps=attribution_maps, attribution_masks=attribution_masks,
+                       label_map=label_map,
+                       list_options=with_image_column(list_options(
+                           path_column, label_column, split_column, source_column,
+                           group_column, list_root, constant_split), image_column),
+                       **safety_options(allow_outside_root, follow_links, max_file_size),
+                       prediction_reading={k: v for k, v in (
+                           ("sheet", sheet), ("header_row", header_row),
+                           ("sep", {"\\t": "\t", "tab": "\t"}.get(sep, sep)),
+                           ("decimal", decimal)) if v is not None},
+                       progress=None if not as_json else False)
     _finish(result, as_json)
 
 

@@ -161,6 +161,7 @@ def audit(
     transforms: int = 50,
     fail_on: Sequence[str | Condition] = (),
     workers: int | None = None,
+    executor: Any = None,
     progress: bool | None = None,
     max_pairs: int = MAX_GALLERY_PAIRS,
     command: str | None = None,
@@ -224,6 +225,13 @@ def audit(
         predicates of the deduplicated view) versus the others, with a cluster bootstrap over
         groups when the manifest has them. Without them the layer is ``not applicable``.
 
+    workers : int, optional
+        Worker processes of the scans (default: all cores).
+    executor : Executor, optional
+        Where the scans' per-file stage runs (:mod:`splitscope.features.executor`; the caller
+        closes it). With a :class:`~splitscope.features.dask_executor.DaskExecutor` the
+        duplicates layer's NCC search is also partitioned over its cluster
+        (:mod:`splitscope.relations.partitioned`), with the same result.
     label_map : str, path or mapping, optional
         Released labels → audited labels (``glioma=tumor,meningioma=tumor`` or a two-column
         CSV; METHODS §6.4), applied once to the audited manifest (and to an external corpus
@@ -276,11 +284,13 @@ def audit(
     params = {"tau": float(tau), "radius": int(radius), "dihedral": bool(dihedral),
               "transforms": transforms, "score_kind": score_kind, "group_regex": group_regex,
               "label_map": label_map, "list_options": dict(list_options or {}),
-              "prediction_reading": dict(prediction_reading or {}), "workspace": workspace}
+              "prediction_reading": dict(prediction_reading or {}), "workspace": workspace,
+              "executor": executor}
     context, scan_seconds, input_fps = _context(
         inputs_list, given, workspace, out_dir / "lists", params,
         {"thumb_size": thumb_size, "mode": mode, "interpolation": interpolation,
-         "workers": workers, "progress": progress, "allow_outside_root": allow_outside_root,
+         "workers": workers, "executor": executor, "progress": progress,
+         "allow_outside_root": allow_outside_root,
          "follow_links": follow_links,
          **({"max_file_bytes": int(max_file_bytes)} if max_file_bytes is not None else {})})
 

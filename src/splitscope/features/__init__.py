@@ -13,7 +13,9 @@ cached feature table and a memory-mapped thumbnail array.
   (:mod:`splitscope.features.stats`);
 - :mod:`splitscope.features.sources` — the bytes or pixels of an image embedded in a table or
   an array archive (the manifest's ``<container>::<member>/<index>`` keys);
-- executors (:mod:`splitscope.features.executor`) — where the per-file stage runs.
+- executors (:mod:`splitscope.features.executor`) — where the per-file stage runs; on a Dask
+  cluster with :class:`DaskExecutor` (:mod:`splitscope.features.dask_executor`, the
+  ``[distributed]`` extra).
 
 Every name is imported on first use, so a worker process that only extracts features never
 loads pandas.
@@ -40,12 +42,13 @@ _EXPORTS = {
     "Executor": "splitscope.features.executor",
     "SerialExecutor": "splitscope.features.executor",
     "ProcessExecutor": "splitscope.features.executor",
+    "DaskExecutor": "splitscope.features.dask_executor",
 }
 
 __all__ = [  # noqa: RUF022 - grouped by module, like _EXPORTS
     "scan", "load_scan", "Scan", "FeatureParams", "extract_files", "image_features",
     "to_gray8", "phash64", "dhash64", "thumbnail", "header_fields", "image_stats", "Executor",
-    "SerialExecutor", "ProcessExecutor",
+    "SerialExecutor", "ProcessExecutor", "DaskExecutor",
 ]
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import click
 
 from splitscope.cli_options import (
+    EXECUTOR_OPTIONS,
     IMAGE_COLUMN_OPTION,
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
@@ -111,6 +113,7 @@ def _print_summary(summary: dict) -> None:
               help="Thumbnail resize filter.")
 @click.option("--workers", type=int, default=None,
               help="Worker processes (default: all cores; 1 runs in-process).")
+@with_options(EXECUTOR_OPTIONS)
 @click.option("--group-regex", default=None,
               help="Regex with a named group 'group' (and optionally 'frame') over the "
                    "file name, e.g. 'person(?P<group>\\d+)_'.")
@@ -124,13 +127,15 @@ def _print_summary(summary: dict) -> None:
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, group_regex,
+def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, engine,
+                 scheduler, group_regex,
                  path_column, label_column, split_column, source_column, group_column,
                  list_root, constant_split, image_column, label_map, allow_outside_root,
                  follow_links, max_file_size, out_dir, progress, as_json) -> None:
     """Scan a release (folder, list file, table of embedded images, .npz): write its manifest and per-file features
     (hashes, header fields, thumbnails) to the workspace, reusing what is cached, and print
     a summary."""
+    from splitscope.features.executor import executor_for
     from splitscope.features.scanning import scan
     from splitscope.manifest.roots import refuse_inside_release, release_roots
 
@@ -141,12 +146,15 @@ def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, gr
         raise InputError(f"--workers must be at least 1; got {workers}")
     if out_dir is not None:  # refused before anything is created
         refuse_inside_release(out_dir, release_roots(list(inputs), **list_opts))
-    result = scan(
-        list(inputs), workspace, thumb_size=thumb_size, mode=mode, interpolation=interpolation,
-        workers=workers, group_regex=group_regex, label_map=label_map,
-        progress=False if as_json else progress,
-        **safety_options(allow_outside_root, follow_links, max_file_size), **list_opts,
-    )
+    executor = executor_for(engine, workers, scheduler)
+    with contextlib.closing(executor) if executor is not None else contextlib.nullcontext():
+        result = scan(
+            list(inputs), workspace, thumb_size=thumb_size, mode=mode,
+            interpolation=interpolation, workers=workers, executor=executor,
+            group_regex=group_regex, label_map=label_map,
+            progress=False if as_json else progress,
+            **safety_options(allow_outside_root, follow_links, max_file_size), **list_opts,
+        )
     summary = result.summary()
     if out_dir is not None:
         _write_outputs(result, summary, out_dir)

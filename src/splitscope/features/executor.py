@@ -17,10 +17,9 @@ the callers:
     more, alone, in a fresh pool; when that worker dies too, the chunk yields a
     :class:`ChunkFailed` in place of its result and the run goes on.
 
-A distributed executor (e.g. over ``dask.distributed``: ``client.submit`` per chunk, a bounded
-queue of futures, ``as_completed``) implements the same method with the same bounded number of
-chunks in flight; nothing else changes. None ships here: past one machine, use a real cluster
-engine rather than anything home-made.
+:class:`splitscope.features.dask_executor.DaskExecutor` implements the same method over
+``dask.distributed`` (``client.submit`` per chunk, a bounded number in flight,
+``as_completed``, the same retry of a chunk whose worker died); nothing else changes.
 """
 
 from __future__ import annotations
@@ -39,11 +38,13 @@ from splitscope.errors import InputError
 
 __all__ = [
     "BLAS_THREAD_VARIABLES",
+    "ENGINES",
     "ChunkFailed",
     "Executor",
     "ProcessExecutor",
     "SerialExecutor",
     "default_workers",
+    "executor_for",
     "init_worker",
     "make_executor",
     "pin_blas_threads",
@@ -260,10 +261,37 @@ class ProcessExecutor:
         return f"ProcessExecutor(workers={self.workers}, max_in_flight={self.max_in_flight})"
 
 
-def make_executor(workers: int | None = None) -> Executor:
-    """The executor for ``workers``: serial for 1, a process pool otherwise (default: all
-    cores)."""
-    workers = default_workers() if workers is None else int(workers)
-    if workers < 1:
+ENGINES = ("process", "dask")
+
+
+def make_executor(workers: int | None = None, *, engine: str = "process",
+                  scheduler: str | None = None) -> Executor:
+    """The executor for ``workers``: with ``engine="process"`` serial for 1, a process pool
+    otherwise (default: all cores); with ``engine="dask"`` a
+    :class:`~splitscope.features.dask_executor.DaskExecutor` connected to ``scheduler``, or
+    on a local cluster of ``workers`` processes (close it when done)."""
+    if engine not in ENGINES:
+        raise InputError(f"executor {engine!r} unknown; use one of {', '.join(ENGINES)}")
+    if workers is not None and int(workers) < 1:
         raise InputError(f"workers must be at least 1; got {workers}")
+    if engine == "dask":
+        from splitscope.features.dask_executor import DaskExecutor
+
+        return DaskExecutor(scheduler=scheduler, workers=None if scheduler else workers)
+    if scheduler is not None:
+        raise InputError("a scheduler address (--scheduler) needs the dask executor "
+                         "(--executor dask)")
+    workers = default_workers() if workers is None else int(workers)
     return SerialExecutor() if workers == 1 else ProcessExecutor(workers)
+
+
+def executor_for(engine: str = "process", workers: int | None = None,
+                 scheduler: str | None = None) -> Executor | None:
+    """The executor of the ``--executor``/``--workers``/``--scheduler`` options: ``None`` for
+    the process pool (the scan chooses it from ``workers``), else a
+    :class:`~splitscope.features.dask_executor.DaskExecutor` (the caller closes it)."""
+    if workers is not None and int(workers) < 1:
+        raise InputError(f"--workers must be at least 1; got {workers}")
+    if engine == "process" and scheduler is None:
+        return None
+    return make_executor(workers, engine=engine, scheduler=scheduler)

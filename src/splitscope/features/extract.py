@@ -278,7 +278,14 @@ def _read_bytes(path: str, limit: int = DEFAULT_MAX_FILE_BYTES) -> bytes:
     ``os.stat`` comes first: anything but a regular file is a ``special_file`` failure and is
     never opened; a file above ``limit`` is ``too_large`` and never read. The file is opened
     non-blocking and checked again on the open descriptor, and the read stops at ``limit``
-    (a file that grows, or one whose size the system reports as 0, cannot run past it)."""
+    (a file that grows, or one whose size the system reports as 0, cannot run past it).
+    A URL (``s3://…``; see :mod:`splitscope.manifest.sources`) is read through fsspec with
+    the same cap and reason codes (:func:`_read_url`)."""
+    if "://" in path:
+        from splitscope.manifest.sources import is_url
+
+        if is_url(path):
+            return _read_url(path, limit)
     try:
         st = os.stat(path)
         kind = _not_regular(st.st_mode)
@@ -317,6 +324,45 @@ def _read_bytes(path: str, limit: int = DEFAULT_MAX_FILE_BYTES) -> bytes:
         raise _Failure("special_file", "a directory, not a regular file; not read") from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
         raise _Failure("unreadable", f"{type(exc).__name__}: {exc}") from None
+
+
+def _read_url(url: str, limit: int) -> bytes:
+    """The bytes of a URL through ``fsspec.open``: ``fs.info`` first (not a file:
+    ``special_file``; above ``limit``: ``too_large``, never read), then a read capped at
+    ``limit``; a missing object is ``missing``, a refused one ``permission_denied``, a scheme
+    without its filesystem package ``unsupported``."""
+    try:
+        import fsspec
+    except ImportError:
+        from splitscope.manifest.sources import FSSPEC_HINT
+
+        raise _Failure("unsupported", f"{url} is a URL: {FSSPEC_HINT}") from None
+    try:
+        of = fsspec.open(url, "rb")
+        info = of.fs.info(of.path)
+        if info.get("type") not in (None, "file"):
+            raise _Failure("special_file", f"a {info.get('type')}, not a file; not read")
+        size = info.get("size")
+        if size is not None and size > limit:
+            raise _Failure("too_large", f"{size:,} bytes exceeds max_file_bytes = {limit:,}; "
+                                        f"not read")
+        with of as fh:
+            data = fh.read(limit + 1)
+        if len(data) > limit:
+            raise _Failure("too_large", f"more than max_file_bytes = {limit:,} bytes; not read")
+        return data
+    except _Failure:
+        raise
+    except FileNotFoundError:
+        raise _Failure("missing", f"no such object: {url}") from None
+    except PermissionError as exc:
+        raise _Failure("permission_denied", f"permission denied: {exc}") from None
+    except ImportError as exc:  # the scheme's filesystem package is not installed
+        raise _Failure("unsupported", f"{url}: {exc}") from None
+    except ValueError as exc:  # "Protocol not known"
+        raise _Failure("unsupported", f"{url}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - any other failure of a remote read
+        raise _Failure("unreadable", f"{type(exc).__name__}: {exc}"[:300]) from None
 
 
 def _is_dicom(name: str, header: dict[str, Any]) -> bool:

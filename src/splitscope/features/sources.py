@@ -271,11 +271,12 @@ def fetch(keys: Iterable[str], limit: int) -> dict[str, Embedded]:
 
 
 def read_content(key: str, limit: int = 2 << 30) -> bytes | np.ndarray:
-    """The bytes (a file, a table cell) or the pixel array behind one key; raises
+    """The bytes (a file, a listed URL, a table cell) or the pixel array behind one key; raises
     :class:`ReadFailure` or ``OSError``."""
     if parse_key(key) is None:
-        with open(key, "rb") as fh:
-            return fh.read()
+        from splitscope.manifest.sources import read_all
+
+        return read_all(key, limit)  # a local file, or a URL through fsspec
     got = fetch([key], limit)[key]
     if got.failure is not None:
         raise got.failure
@@ -283,14 +284,16 @@ def read_content(key: str, limit: int = 2 << 30) -> bytes | np.ndarray:
 
 
 def open_image(key: str) -> Any:
-    """A PIL image of the file or embedded image behind ``key`` (a context manager, as
-    ``Image.open``)."""
+    """A PIL image of the file, listed URL or embedded image behind ``key`` (a context
+    manager, as ``Image.open``)."""
     import io
 
     from PIL import Image
 
     if parse_key(key) is None:
-        return Image.open(key)
+        from splitscope.manifest.sources import open_for_image
+
+        return Image.open(open_for_image(key))
     content = read_content(key)
     if isinstance(content, np.ndarray):
         return Image.fromarray(content)

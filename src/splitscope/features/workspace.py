@@ -260,13 +260,20 @@ def _existing(path: Path) -> Path:
 def file_signatures(files: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """``(size, mtime_ns)`` of each file as int64 arrays; ``-1`` where ``os.stat`` fails. An
     embedded image (a table cell, an array row; :mod:`splitscope.features.sources`) has the
-    signature of the table or archive that holds it, stat'ed once."""
+    signature of the table or archive that holds it, stat'ed once. For a URL, its size and
+    change marker from ``fs.info`` (:func:`splitscope.manifest.sources.url_signature`)."""
     from splitscope.features.sources import container_of
 
     size = np.full(len(files), -1, dtype=np.int64)
     mtime = np.full(len(files), -1, dtype=np.int64)
     seen: dict[str, tuple[int, int]] = {}
     for i, name in enumerate(files):
+        if "://" in name:
+            from splitscope.manifest.sources import is_url, url_signature
+
+            if is_url(name):
+                size[i], mtime[i] = url_signature(name)
+                continue
         target = container_of(name) if "::" in name else name
         if target in seen:
             size[i], mtime[i] = seen[target]

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.manifest.sources import is_url, join_url, local_path, normalize_url, url_inside
 
 MANIFEST_COLUMNS = [
     "row",  # 0..n-1, release order; the row identity every export is keyed by
@@ -482,7 +483,9 @@ def read_list(
         The release root: the folder the listed paths are relative to; default: the list
         file's folder. A path that resolves outside it (``..``, an absolute path elsewhere, a
         symbolic link) gets ``path_issue`` ``outside_root``; a path that is not valid UTF-8
-        gets ``invalid_utf8`` and no ``file``.
+        gets ``invalid_utf8`` and no ``file``. A URL root (``s3://bucket/release``) holds the
+        URLs under it, and relative paths are joined to it; listed URLs are read through
+        fsspec (the rule is in :mod:`splitscope.manifest.sources`).
     corpus : str, optional
         Corpus name; default: the list file's stem.
     split : str, optional
@@ -529,17 +532,25 @@ def list_rows(table: pd.DataFrame, path: Path, *, root: str | Path | None = None
         raise InputError(
             f"{int(missing.sum())} row(s) of {where} have no path (first at line(s) {first})"
         )
-    root = Path(root) if root is not None else path.parent
+    root_url = str(root) if root is not None and is_url(str(root)) else None
+    if root_url is not None and local_path(root_url) is not None:  # file://: a local folder
+        root, root_url = local_path(root_url), None
+    root = Path(root) if root is not None and root_url is None else path.parent
     base = Path(base) if base is not None else root
     # Windows separators become "/"; an escaped invalid path keeps its backslashes, which
     # keeps it distinct from every valid path
     paths = pd.Series([p if bad else p.replace("\\", "/")
                        for p, bad in zip(raw_paths.astype(str), invalid)], dtype=object)
     frame = pd.DataFrame({"path": paths})
-    contained = _Containment(root)
-    joined = [p if os.path.isabs(p) else os.path.join(base, p) for p in paths]
-    inside = np.array([contained.inside(j) for j in joined], dtype=bool)
-    frame["file"] = [pd.NA if bad else os.path.abspath(j) for j, bad in zip(joined, invalid)]
+    located = [_locate(p, base, root_url) for p in paths]
+    if root_url is None:
+        contained = _Containment(root)
+        inside = np.array([contained.inside(j) if not url else False
+                           for j, url in located], dtype=bool)
+    else:  # a URL root holds only URLs under it
+        inside = np.array([url and url_inside(j, root_url) for j, url in located], dtype=bool)
+    frame["file"] = [pd.NA if bad else (j if url else os.path.abspath(j))
+                     for (j, url), bad in zip(located, invalid)]
     frame["path_issue"] = np.where(invalid, INVALID_UTF8,
                                    np.where(inside, None, OUTSIDE_ROOT))
     frame["split_released"] = split if split is not None else (
@@ -550,7 +561,7 @@ def list_rows(table: pd.DataFrame, path: Path, *, root: str | Path | None = None
     manifest = _finish(frame, corpus or path.stem)
     manifest.attrs = {
         "inputs": [{"kind": "list", "path": str(path), "columns": picked,
-                    "root": str(root), "split": split}],
+                    "root": root_url or str(root), "split": split}],
         "excluded": [],
     }
     return manifest
@@ -612,6 +623,20 @@ def read_input(item, *, follow_links: bool = False, image_column: str | None = N
         raise InputError(f"--image-column {image_column!r} given, but {path} is not a Parquet "
                          f"or Arrow table")
     return read_list(path, **list_options)
+
+
+def _locate(path: str, base: Path, root_url: str | None) -> tuple[str, bool]:
+    """Where a listed path points: ``(file, is_url)``. A ``file://`` URL is a local path; any
+    other URL is kept (normalised); with a URL root, relative paths are joined to it
+    (:mod:`splitscope.manifest.sources`)."""
+    if is_url(path):
+        local = local_path(path)
+        if local is None:
+            return normalize_url(path), True
+        path = local
+    if root_url is not None and not os.path.isabs(path):
+        return join_url(root_url, path), True
+    return (path if os.path.isabs(path) else os.path.join(base, path)), False
 
 
 def build_manifest(

@@ -23,6 +23,7 @@ def release_roots(inputs: Iterable[str | Path | pd.DataFrame], **list_options) -
     ``list_options`` are those of :func:`splitscope.manifest.read_list`.
     """
     from splitscope.manifest.build import read_input
+    from splitscope.manifest.sources import is_url
 
     roots: set[str] = set()
     for item in inputs:
@@ -46,7 +47,8 @@ def release_roots(inputs: Iterable[str | Path | pd.DataFrame], **list_options) -
         files = manifest["file"]
         if "path_issue" in manifest.columns:
             files = files[manifest["path_issue"].isna()]
-        roots |= {os.path.realpath(os.path.dirname(f)) for f in files.dropna().unique()}
+        roots |= {os.path.realpath(os.path.dirname(f)) for f in files.dropna().unique()
+                  if not is_url(f)}  # a URL's folder is no local folder to refuse
     return sorted(Path(r) for r in roots)
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, Population
 from splitscope.errors import InputError
+from splitscope.manifest.sources import is_url
 
 REQUIRED = ("row", "path", "basename", "label", "source", "file", "sha256")
 
@@ -58,16 +59,17 @@ def confirm_bytes(files: list[str]) -> dict:
     Returns ``{"files": n distinct, "mismatched": [...], "unreadable": [...]}``. Two rows naming
     the same file need no comparison.
     """
-    from splitscope.features.sources import ReadFailure, parse_key, read_content
+    from splitscope.features.sources import parse_key, read_content
 
     distinct = list(dict.fromkeys(str(f) for f in files if isinstance(f, str)))
     mismatched, unreadable = [], []
-    embedded = any(parse_key(f) is not None for f in distinct)
+    # a table cell or a URL has no local file to compare with filecmp: its bytes are read
+    embedded = any(parse_key(f) is not None or is_url(f) for f in distinct)
     if len(distinct) > 1:
         first = distinct[0]
-        try:  # a table cell has no file to compare with filecmp: its bytes are read
+        try:
             reference = read_content(first) if embedded else None
-        except (OSError, ReadFailure):
+        except Exception:  # noqa: BLE001 - missing, refused, a remote error: unreadable
             reference = None
         for other in distinct[1:]:
             try:
@@ -77,7 +79,7 @@ def confirm_bytes(files: list[str]) -> dict:
                     same = read_content(other) == reference
                 else:
                     same = filecmp.cmp(first, other, shallow=False)
-            except (OSError, ReadFailure):
+            except Exception:  # noqa: BLE001 - missing, refused, a remote error: unreadable
                 unreadable.append(other)
                 continue
             if not same:

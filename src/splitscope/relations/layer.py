@@ -148,18 +148,20 @@ def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
                        confirm: bool = True, ssim: bool = True,
                        workers: int | None = None, embeddings: np.ndarray | None = None,
                        embedding_tau: float = DEFAULT_EMBEDDING_TAU,
-                       embedding_params: dict | None = None) -> BoundaryRelations:
+                       embedding_params: dict | None = None,
+                       searcher=None) -> BoundaryRelations:
     """Identity and near-duplicate relations of one boundary (see module docstring).
 
     ``embeddings``, when given, is an (len(rows), d) array aligned with ``rows`` (NaN lines for
     rows without an embedding); it adds the ``embedding_cosine`` predicate at
     ``embedding_tau``, recorded with ``embedding_params`` (source file, digest, dimension).
+    ``searcher`` runs the NCC search in place of the local one (see :func:`near_duplicates`).
     """
     census = identity_census(rows, boundary, confirm=confirm)
     names = basename_matches(rows, boundary)
     pixels = pixel_identity(rows, boundary) if "pixel_sha256" in rows.columns else None
     near = near_duplicates(rows, thumbs, boundary, tau=tau, radius=radius, geometry=geometry,
-                           dihedral=dihedral, ssim=ssim, workers=workers)
+                           dihedral=dihedral, ssim=ssim, workers=workers, searcher=searcher)
     q = side(rows, boundary.query)
     flags = pd.DataFrame({"row": q["row"].to_numpy(np.int64)})
     has_digest = q["sha256"].notna().to_numpy()
@@ -308,7 +310,7 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
                      dedup_predicates=DEDUP_PREDICATES, transform_sample: int = 0,
                      seed: int = 0, embeddings=None,
                      embedding_tau: float = DEFAULT_EMBEDDING_TAU,
-                     artifacts_manifest: bool = True) -> LayerResult:
+                     artifacts_manifest: bool = True, executor=None) -> LayerResult:
     """Identity and near-duplicate audit of a scan (METHODS §1, §2).
 
     Parameters
@@ -348,6 +350,11 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
     embedding_tau : float
         Cosine threshold of ``embedding_cosine``; model-dependent, always reported with the
         sweep 0.80 … 0.999.
+    executor : Executor, optional
+        With a :class:`~splitscope.features.dask_executor.DaskExecutor`, the NCC search of
+        every boundary (and of the control) is partitioned over its cluster
+        (:func:`splitscope.relations.partitioned.scan_searcher`; same result); the tasks read
+        the thumbnails from the workspace, which every worker must see. Otherwise local.
 
     Returns
     -------
@@ -373,7 +380,8 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
                "embedding_params": emb_params}
     relations = [boundary_relations(rows, scan.thumbs, b, tau=tau, radius=radius,
                                     geometry=geometry, dihedral=dihedral, confirm=confirm,
-                                    ssim=ssim, workers=workers, **emb) for b in bounds]
+                                    ssim=ssim, workers=workers, searcher=_searcher(executor, scan),
+                                    **emb) for b in bounds]
     control_info = crel = None
     cb = _control_boundary(control, scan)
     if cb is not None:
@@ -382,6 +390,7 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         crel = boundary_relations(cscan.rows(), cscan.thumbs, cbound, tau=tau, radius=radius,
                                   geometry=geometry_of(cscan), dihedral=dihedral,
                                   confirm=confirm, ssim=False, workers=workers,
+                                  searcher=_searcher(executor, cscan),
                                   **(emb if cscan is scan else {}))
         control_info = {"boundary": cbound.to_dict(),
                         "corpus": sorted(set(cscan.manifest["corpus"].dropna().astype(str))),
@@ -461,6 +470,16 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         from splitscope.relations.exports import write_exports
         write_exports(result, out_dir, artifacts_manifest=artifacts_manifest)
     return result
+
+
+def _searcher(executor, scan):
+    """The partitioned NCC search over the executor's Dask cluster, or None (local)."""
+    client = getattr(executor, "search_client", None)
+    if client is None:
+        return None
+    from splitscope.relations.partitioned import scan_searcher
+
+    return scan_searcher(client, scan)
 
 
 def _dedup_record(b: Boundary, dedup: pd.DataFrame, predicates) -> AuditRecord:
@@ -751,6 +770,10 @@ def _search_options(context) -> dict:
     return {"tau": p["tau"], "radius": p["radius"], "dihedral": p["dihedral"]}
 
 
+def _duplicates_options(context) -> dict:
+    return {**_search_options(context), "executor": context.params.get("executor")}
+
+
 class DuplicatesLayer:
     """Identity and near duplicates on the release's boundaries (METHODS §1, §2), with the
     negative control when one is given; writes its lists into the audit's ``lists/``."""
@@ -765,7 +788,7 @@ class DuplicatesLayer:
                                   control=context.scans.get("control"),
                                   out_dir=context.lists_dir, artifacts_manifest=False,
                                   transform_sample=context.params["transforms"],
-                                  **_search_options(context))
+                                  **_duplicates_options(context))
         result.figures = boundary_figures(result.tables, context.boundaries,
                                           result.tables.get("control_query_flags"))
         return result

@@ -219,18 +219,29 @@ def search_vectors(query_vectors, reference_vectors, query_undefined: np.ndarray
     """The exact search by ``method`` (``"pruned"`` or ``"brute"``; arguments as
     :func:`_blocked_search`); also returns what ran: ``search``, ``flops`` and
     ``brute_flops`` (2·d per scored pair), and the pruned search's statistics."""
+    merge = SearchMerge(query_undefined.size, max_pairs=kwargs["max_pairs"])
+    info = collect_vectors(merge, query_vectors, reference_vectors, query_undefined,
+                           reference_undefined, method=method, rank=rank, **kwargs)
+    return (*merge.result(kwargs["value"]), info)
+
+
+def collect_vectors(merge: SearchMerge, query_vectors, reference_vectors,
+                    query_undefined: np.ndarray, reference_undefined: np.ndarray, *,
+                    method: str = "pruned", rank: int = 32, **kwargs) -> dict:
+    """Run the search of :func:`search_vectors` into ``merge`` (unresolved, so that the
+    parts of a partitioned search can be merged by the same rule); returns what ran."""
     from splitscope.relations import pruned
 
     if method not in ("pruned", "brute"):
         raise InputError(f"method must be 'pruned' or 'brute'; got {method!r}")
     n_pairs = int((~query_undefined).sum()) * int((~reference_undefined).sum())
     if method == "pruned" and n_pairs >= pruned.MIN_PAIRS:
-        *out, stats = pruned.pruned_search(query_vectors, reference_vectors, query_undefined,
-                                           reference_undefined, rank=rank, **kwargs)
-        return (*out, {"search": "pruned", **stats})
-    out = _blocked_search(query_vectors, reference_vectors, query_undefined,
-                          reference_undefined, **kwargs)
-    return (*out, {"search": "brute"})
+        return {"search": "pruned", **pruned.collect_pruned(
+            merge, query_vectors, reference_vectors, query_undefined, reference_undefined,
+            rank=rank, **kwargs)}
+    _blocked_collect(merge, query_vectors, reference_vectors, query_undefined,
+                     reference_undefined, **{k: v for k, v in kwargs.items() if k != "value"})
+    return {"search": "brute"}
 
 
 def _check_tau(tau) -> float:
@@ -284,14 +295,23 @@ def _blocked_search(query_vectors, reference_vectors, query_undefined: np.ndarra
     pairs_total : int
         Pairs that reached tau, stored or not.
     """
+    merge = SearchMerge(query_undefined.size, max_pairs=max_pairs)
+    _blocked_collect(merge, query_vectors, reference_vectors, query_undefined,
+                     reference_undefined, tau=tau, block=block, exclude=exclude,
+                     query_chunk=query_chunk, collect_pairs=collect_pairs, max_pairs=max_pairs)
+    return merge.result(value)
+
+
+def _blocked_collect(merge: SearchMerge, query_vectors, reference_vectors,
+                     query_undefined: np.ndarray, reference_undefined: np.ndarray, *,
+                     tau: float, block: int, exclude: np.ndarray | None, query_chunk: int,
+                     collect_pairs: bool, max_pairs: int) -> None:
+    """The loop of :func:`_blocked_search`: every query chunk against every reference block,
+    each block's near-best candidates and pairs added to ``merge``."""
     nq = query_undefined.size
     block = max(1, int(block))
     query_chunk = max(1, int(query_chunk))
     r_keep = np.flatnonzero(~reference_undefined)  # undefined references never enter products
-    best_val = np.full(nq, -np.inf, np.float32)
-    best_idx = np.full(nq, -1, np.int64)
-    found: list[tuple] = []
-    n_pairs = stored = 0
     for c0 in range(0, nq, query_chunk):
         c1 = min(c0 + query_chunk, nq)
         qpos = c0 + np.flatnonzero(~query_undefined[c0:c1])
@@ -300,7 +320,6 @@ def _blocked_search(query_vectors, reference_vectors, query_undefined: np.ndarra
         qv = query_vectors(qpos)
         ex = exclude[qpos] if exclude is not None else None
         c_best = np.full(qpos.size, -np.inf, np.float32)
-        near = NearBest(qpos.size)
         for b0 in range(0, r_keep.size, block):
             rpos = r_keep[b0:b0 + block]
             rv = reference_vectors(rpos)
@@ -313,18 +332,70 @@ def _blocked_search(query_vectors, reference_vectors, query_undefined: np.ndarra
                 prod[hit, loc_c[hit]] = -np.inf
             np.maximum(c_best, prod.max(axis=1), out=c_best)
             qi, ri = np.nonzero((prod >= (c_best - SETTLE)[:, None]) & (prod > -np.inf))
-            near.add(qi, rpos[ri], canonical_values(qv, qi, rv, ri))
+            merge.add_candidates(qpos[qi], rpos[ri], canonical_values(qv, qi, rv, ri))
             if collect_pairs:
                 qi, ri = np.nonzero(prod >= tau - SETTLE)
                 qi, ri, vals = settled_pairs(qv, qi, rv, ri, prod[qi, ri], tau)
-                n_pairs += qi.size
-                keep = max(0, min(qi.size, max_pairs - stored))
-                if keep:
-                    found.append((qpos[qi[:keep]], rpos[ri[:keep]], vals[:keep]))
-                    stored += keep
+                merge.add_pairs(qpos[qi], rpos[ri], vals)
             del prod, rv  # free this block before the next one is built
-        best_val[qpos], best_idx[qpos] = near.best()
-    return (*search_result(best_val, best_idx, found, value), int(n_pairs))
+
+
+class SearchMerge:
+    """What an exact search collects, part by part, and the one rule that makes its result.
+
+    Every search fills one: the blocked and the pruned search block by block, a search
+    partitioned over a cluster one (query block × reference block) task at a time
+    (:mod:`splitscope.relations.partitioned`, which ships :meth:`part` and merges it with
+    :meth:`merge`). The result does not depend on how the work was cut: a query's best is
+    the candidate with the highest :func:`canonical_values` value, lowest reference position
+    on ties (:class:`NearBest`), and the pairs are those that reached τ, settled the same way.
+    Pairs are stored in the order they are added up to ``max_pairs`` and counted beyond it.
+    """
+
+    def __init__(self, n_queries: int, *, max_pairs: int):
+        self.near = NearBest(int(n_queries))
+        self.max_pairs = int(max_pairs)
+        self.found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.stored = 0
+        self.pairs_total = 0
+
+    def add_candidates(self, qpos: np.ndarray, rpos: np.ndarray, canon: np.ndarray) -> None:
+        """References near a query's best so far (query and reference positions, canonical
+        values)."""
+        self.near.add(qpos, rpos, canon)
+
+    def add_pairs(self, qpos: np.ndarray, rpos: np.ndarray, vals: np.ndarray,
+                  total: int | None = None) -> None:
+        """Pairs that reached τ; ``total`` counts them where more were found than given."""
+        self.pairs_total += int(qpos.size if total is None else total)
+        keep = max(0, min(qpos.size, self.max_pairs - self.stored))
+        if keep:
+            self.found.append((qpos[:keep], rpos[:keep], vals[:keep]))
+            self.stored += keep
+
+    def part(self, query_offset: int = 0, reference_offset: int = 0) -> dict:
+        """This merge's content as plain arrays, positions shifted by the offsets: the one
+        best candidate per query (float64 canonical value), the stored pairs and their
+        count."""
+        qi, rpos, canon = self.near.reduce()
+        if self.found:
+            pq, pr, pv = (np.concatenate(x) for x in zip(*self.found))
+        else:
+            pq, pr, pv = np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
+        return {"candidates": (qi + query_offset, rpos + reference_offset, canon),
+                "pairs": (pq.astype(np.int64) + query_offset,
+                          pr.astype(np.int64) + reference_offset, pv.astype(np.float32)),
+                "pairs_total": int(self.pairs_total)}
+
+    def merge(self, part: dict) -> None:
+        """Add a :meth:`part` (of a search over a subset, positions already global)."""
+        self.add_candidates(*part["candidates"])
+        self.add_pairs(*part["pairs"], total=part["pairs_total"])
+
+    def result(self, value: str) -> tuple[np.ndarray, np.ndarray, pd.DataFrame, int]:
+        """``best_index, best_value, pairs, pairs_total`` (see :func:`_blocked_search`)."""
+        best_val, best_idx = self.near.best()
+        return (*search_result(best_val, best_idx, self.found, value), int(self.pairs_total))
 
 
 def search_result(best_val: np.ndarray, best_idx: np.ndarray, found: list, value: str
@@ -386,27 +457,41 @@ def settled_pairs(qv, qi, rv, ri, vals, tau: float):
 class NearBest:
     """The references within :data:`SETTLE` of each query's running best, with their
     :func:`canonical_values`; :meth:`best` picks the highest canonical value, lowest position
-    on ties."""
+    on ties. That choice is associative, so what is held is cut down to one candidate per
+    query whenever it grows past a few per query (memory stays bounded by the query count)."""
 
     def __init__(self, n: int):
         self.n = n
         self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.held = 0
+        self.limit = max(4 * n, 1 << 20)
 
     def add(self, qi: np.ndarray, rpos: np.ndarray, canon: np.ndarray) -> None:
         if qi.size:
-            self.parts.append((qi, rpos, canon))
+            self.parts.append((np.asarray(qi, np.int64), np.asarray(rpos, np.int64),
+                               np.asarray(canon, np.float64)))
+            self.held += qi.size
+            if self.held > self.limit:
+                self.parts = [self.reduce()]
+                self.held = self.parts[0][0].size
+
+    def reduce(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One candidate per query that has any: (query, reference position, canonical
+        value float64), sorted by query."""
+        if not self.parts:
+            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
+        qi, rpos, canon = (np.concatenate(x) for x in zip(*self.parts))
+        order = np.lexsort((rpos, -canon, qi))
+        first = order[np.r_[True, qi[order][1:] != qi[order][:-1]]]
+        return qi[first], rpos[first], canon[first]
 
     def best(self) -> tuple[np.ndarray, np.ndarray]:
         """(value float32, reference position) per query; -inf and -1 where none."""
         val = np.full(self.n, -np.inf, np.float32)
         idx = np.full(self.n, -1, np.int64)
-        if not self.parts:
-            return val, idx
-        qi, rpos, canon = (np.concatenate(x) for x in zip(*self.parts))
-        order = np.lexsort((rpos, -canon, qi))
-        first = order[np.r_[True, qi[order][1:] != qi[order][:-1]]]
-        val[qi[first]] = canon[first].astype(np.float32)
-        idx[qi[first]] = rpos[first]
+        qi, rpos, canon = self.reduce()
+        val[qi] = canon.astype(np.float32)
+        idx[qi] = rpos
         return val, idx
 
 

@@ -100,7 +100,7 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: floa
                     dihedral: bool = False, ssim: bool = True, max_ssim_pairs: int = 200_000,
                     workers: int | None = None, block: int = 2048,
                     max_pairs_per_query: int = MAX_PAIRS_PER_QUERY,
-                    search: str = "pruned") -> NearDuplicates:
+                    search: str = "pruned", searcher=None) -> NearDuplicates:
     """Run the hash rules and NCC (with counterpart rules) on one boundary.
 
     Parameters
@@ -128,6 +128,10 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: floa
     search : {"pruned", "brute"}
         NCC search method (:func:`splitscope.relations.ncc.ncc_search`); both give the same
         result.
+    searcher : callable, optional
+        Runs the NCC search in place of :func:`~splitscope.relations.ncc.ncc_search` (same
+        signature and result), e.g. partitioned over a cluster
+        (:func:`splitscope.relations.partitioned.scan_searcher`).
     """
     geometry = dict(geometry or {})
     q = side(rows, boundary.query)
@@ -185,12 +189,12 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: floa
     tpos = np.flatnonzero(qt)
     if qthumbs is not None and rthumbs is not None:
         exclude = _exclude_positions(qt_rows, rt_rows) if boundary.within else None
-        nres = ncc_search(qthumbs, rthumbs, tau=tau, exclude=exclude, block=block,
-                          method=search)
+        nres = (searcher or ncc_search)(qthumbs, rthumbs, tau=tau, exclude=exclude,
+                                        block=block, method=search)
         best_rho, best_idx, q_flat = nres.best_rho, nres.best_index, nres.query_flat
         ncc_pairs = nres.pairs
         notes["ncc_search"] = {k: nres.params[k] for k in (
-            "search", "rank", "margin", "scored_pairs", "flops", "brute_flops")
+            "search", "rank", "margin", "scored_pairs", "flops", "brute_flops", "partitions")
             if k in nres.params}
         if nres.params.get("pairs_truncated"):
             notes["ncc_pairs"] = (f"{nres.params['pairs_total']} pairs reached tau; only "

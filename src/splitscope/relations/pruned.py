@@ -36,10 +36,9 @@ import pandas as pd
 
 from splitscope.relations.ncc import (
     SETTLE,
-    NearBest,
-    _blocked_search,
+    SearchMerge,
+    _blocked_collect,
     canonical_values,
-    search_result,
     settled_pairs,
 )
 
@@ -115,14 +114,30 @@ def pruned_search(query_vectors, reference_vectors, query_undefined: np.ndarray,
     passes run on one BLAS thread: their products are small, and threads cost more than
     they save there.
     """
+    merge = SearchMerge(query_undefined.size, max_pairs=max_pairs)
+    stats = collect_pruned(merge, query_vectors, reference_vectors, query_undefined,
+                           reference_undefined, tau=tau, block=block, exclude=exclude,
+                           query_chunk=query_chunk, collect_pairs=collect_pairs,
+                           max_pairs=max_pairs, value=value, rank=rank, seed=seed,
+                           fall_back=fall_back)
+    return (*merge.result(value), stats)
+
+
+def collect_pruned(merge: SearchMerge, query_vectors, reference_vectors,
+                   query_undefined: np.ndarray, reference_undefined: np.ndarray, *,
+                   tau: float, block: int, exclude: np.ndarray | None, query_chunk: int,
+                   collect_pairs: bool, max_pairs: int, value: str = "rho", rank: int = 32,
+                   seed: int = 0, fall_back: bool = True) -> dict:
+    """:func:`pruned_search` into ``merge`` (see :class:`~splitscope.relations.ncc.
+    SearchMerge`); returns its statistics."""
     from threadpoolctl import threadpool_limits
 
-    args = (query_vectors, reference_vectors, query_undefined, reference_undefined)
+    args = (merge, query_vectors, reference_vectors, query_undefined, reference_undefined)
     kwargs = {"tau": tau, "block": block, "exclude": exclude, "query_chunk": query_chunk,
-                  "collect_pairs": collect_pairs, "max_pairs": max_pairs, "value": value}
+              "collect_pairs": collect_pairs, "max_pairs": max_pairs}
     if query_undefined.all() or reference_undefined.all():  # nothing to compare
-        return (*_blocked_search(*args, **kwargs), {"search": "brute (nothing to compare)",
-                                                    "flops": 0.0, "brute_flops": 0.0})
+        _blocked_collect(*args, **kwargs)
+        return {"search": "brute (nothing to compare)", "flops": 0.0, "brute_flops": 0.0}
     with threadpool_limits(1):
         out = _pruned(*args, **kwargs, rank=rank, seed=seed, fall_back=fall_back)
     if not isinstance(out, float):
@@ -130,22 +145,18 @@ def pruned_search(query_vectors, reference_vectors, query_undefined: np.ndarray,
     # most blocks would be scored densely anyway: the bound would only add its cost
     n_dense = 2 * int((~query_undefined).sum()) * int((~reference_undefined).sum())
     d = int(np.asarray(reference_vectors(np.flatnonzero(~reference_undefined)[:1])).shape[1])
-    return (*_blocked_search(*args, **kwargs), {
-        "search": "brute (projection bound would keep too many pairs)", "rank": int(rank),
-        "estimated_surviving_share": out, "flops": float(n_dense * d),
-        "brute_flops": float(n_dense * d)})
+    _blocked_collect(*args, **kwargs)
+    return {"search": "brute (projection bound would keep too many pairs)", "rank": int(rank),
+            "estimated_surviving_share": out, "flops": float(n_dense * d),
+            "brute_flops": float(n_dense * d)}
 
 
-def _pruned(query_vectors, reference_vectors, query_undefined, reference_undefined, *, tau,
-            block, exclude, query_chunk, collect_pairs, max_pairs, value, rank, seed, fall_back):
-    """The pruned search, or, when ``fall_back`` and the bound would not pay, the estimated
-    surviving share alone."""
+def _pruned(merge, query_vectors, reference_vectors, query_undefined, reference_undefined, *,
+            tau, block, exclude, query_chunk, collect_pairs, max_pairs, rank, seed, fall_back):
+    """The pruned search into ``merge`` (its statistics returned), or, when ``fall_back`` and
+    the bound would not pay, the estimated surviving share alone (``merge`` untouched)."""
     nq = query_undefined.size
     r_keep = np.flatnonzero(~reference_undefined)
-    best_val = np.full(nq, -np.inf, np.float32)
-    best_idx = np.full(nq, -1, np.int64)
-    found: list[tuple] = []
-    n_pairs = stored = 0
     basis, ref_sample = principal_basis(reference_vectors, r_keep, rank, seed)
     q_keep = np.flatnonzero(~query_undefined)
     q_sample = np.sort(np.random.default_rng(seed).choice(
@@ -204,7 +215,6 @@ def _pruned(query_vectors, reference_vectors, query_undefined, reference_undefin
             need = np.minimum(need, np.float32(tau - MARGIN))
         # pass 2: score every pair whose bound reaches what it must beat
         c_best = np.full(qpos.size, -np.inf, np.float32)
-        near = NearBest(qpos.size)
         for b0 in range(0, nr, block):
             survive = bounds(b0) >= need[:, None]
             qi, rj = np.nonzero(survive)
@@ -226,17 +236,12 @@ def _pruned(query_vectors, reference_vectors, query_undefined, reference_undefin
                 scored += qi.size
             np.maximum.at(c_best, qi, vals)
             m = vals >= c_best[qi] - SETTLE
-            near.add(qi[m], r_keep[b0 + ur[ir[m]]], canonical_values(qv, qi[m], rv, ir[m]))
+            merge.add_candidates(qpos[qi[m]], r_keep[b0 + ur[ir[m]]],
+                                 canonical_values(qv, qi[m], rv, ir[m]))
             if collect_pairs:
                 m = vals >= tau - SETTLE
                 hq, hr, hv = settled_pairs(qv, qi[m], rv, ir[m], vals[m], tau)
-                n_pairs += hq.size
-                keep = max(0, min(hq.size, max_pairs - stored))
-                if keep:
-                    found.append((qpos[hq[:keep]], r_keep[b0 + ur[hr[:keep]]], hv[:keep]))
-                    stored += keep
-        best_val[qpos], best_idx[qpos] = near.best()
-    best_idx, best_val, pairs = search_result(best_val, best_idx, found, value)
+                merge.add_pairs(qpos[hq], r_keep[b0 + ur[hr]], hv)
     m = min(nr, BASIS_SAMPLE_PER_RANK * rank)
     flops = (2 * 2 * m * m * d + 2 * m * d * k  # basis and the survivor estimate
              + 2 * (nr + n_defined_q) * d * k  # projections
@@ -246,7 +251,7 @@ def _pruned(query_vectors, reference_vectors, query_undefined, reference_undefin
              "basis_sample": int(m), "seed": seed,
              "scored_pairs": int(scored), "flops": float(flops),
              "brute_flops": float(2 * n_defined_q * nr * d)}
-    return best_idx, best_val, pairs, int(n_pairs), stats
+    return stats
 
 
 def _pair_values(qv: np.ndarray, qi: np.ndarray, reference_vectors, r_keep: np.ndarray,

@@ -109,7 +109,8 @@ def to_json(value: Any, limit: int = 4000) -> str:
 def thumbnail_uri(file: str | None, size: int = THUMB_PX, opener=None) -> str | None:
     """A JPEG data URI of ``file`` downscaled so its longest side is ``size`` pixels, or
     ``None`` when the file cannot be read or decoded (the gallery then says so). ``opener``
-    (default ``PIL.Image.open``) opens the key as an image, e.g. a table cell's."""
+    (default ``PIL.Image.open``) opens the key as an image, e.g. a table cell's or a listed
+    URL's (the audit passes :func:`splitscope.features.sources.open_image`)."""
     if not file:
         return None
     try:
