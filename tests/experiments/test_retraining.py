@@ -86,6 +86,26 @@ def test_the_same_seed_gives_identical_logits(experiment, tiny_release, tmp_path
     assert not np.array_equal(other, b)
 
 
+def test_logits_do_not_depend_on_thread_limits_set_by_the_caller(experiment, tiny_release,
+                                                                   tmp_path):
+    """The experiment runs under one torch thread count whatever pools the caller limited
+    (a scan in this process pins BLAS/OpenMP to one thread), so a run resumed in another
+    process gives the same logits."""
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    with threadpool_limits(limits=1):
+        again = train_experiment(tiny_release, tmp_path / "limited", seeds=(0,),
+                                 pools=("Full",), policies=("finetune",), protocol=PROTOCOL,
+                                 workers=1, device="cpu",
+                                 workspace=experiment.info["workspace"])
+    assert torch.get_num_threads() == before
+    rid = "small-cnn__finetune__Full__seed0"
+    np.testing.assert_array_equal(
+        _logits(experiment.out_dir / "runs" / rid / "predictions.parquet"),
+        _logits(again.out_dir / "runs" / rid / "predictions.parquet"))
+
+
 def test_predictions_are_read_unchanged_by_metrics(experiment, capsys):
     out = experiment.out_dir
     rid = "small-cnn__frozen__Full__seed0"

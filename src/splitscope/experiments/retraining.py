@@ -47,6 +47,7 @@ import pandas as pd
 from splitscope.errors import InputError
 from splitscope.experiments.backbones import BackboneSpec, require_torch, resolve_backbone
 from splitscope.experiments.protocol import POLICIES, Protocol, validation_holdout
+from splitscope.features.executor import default_workers
 from splitscope.records.model import _clean
 
 VIEWS = ("official", "deduplicated")
@@ -271,11 +272,6 @@ def train_experiment(
     -------
     ExperimentResult
     """
-    from splitscope.evaluation.pools import training_pools
-    from splitscope.experiments.training import RunData, classifier, train_run
-    from splitscope.features.scanning import scan
-    from splitscope.relations.layer import DEDUP_PREDICATES
-
     protocol = protocol or Protocol()
     bad = [p for p in policies if p not in POLICIES]
     if bad or not policies:
@@ -285,6 +281,31 @@ def train_experiment(
     spec = resolve_backbone(backbone, weights, init_seed)
     torch = require_torch()
     device = pick_device(device)
+    # CPU kernels reduce in an order that depends on the thread count: one count for every
+    # run and every process (a resumed run included), whatever limits the caller set
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(default_workers())
+    try:
+        return _train(release, out_dir, spec=spec, torch=torch, device=device,
+                      backbone=backbone, policies=policies, seeds=seeds, pools=pools,
+                      protocol=protocol, workspace=workspace, audit_dir=audit_dir,
+                      drop_source=drop_source, removal_predicates=removal_predicates,
+                      pool_seed=pool_seed, group_regex=group_regex, label_map=label_map,
+                      external=external, workers=workers, progress=progress, echo=echo,
+                      on_epoch=on_epoch)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, pools, protocol,
+           workspace, audit_dir, drop_source, removal_predicates, pool_seed, group_regex,
+           label_map, external, workers, progress, echo, on_epoch) -> ExperimentResult:
+    """The body of :func:`train_experiment`, under its thread count."""
+    from splitscope.evaluation.pools import training_pools
+    from splitscope.experiments.training import RunData, classifier, train_run
+    from splitscope.features.scanning import scan
+    from splitscope.relations.layer import DEDUP_PREDICATES
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     ws = Path(workspace) if workspace is not None else out / "workspace"
