@@ -29,16 +29,26 @@ def make_release(root: Path, per_class=(20, 8), seed: int = 0) -> Path:
     """``root/{train,test}/{a,b}/*.png`` with ``LEAKS`` test files copied from train."""
     rng = np.random.default_rng(seed)
     for split, n in zip(("train", "test"), per_class):
-        for label in ("a", "b"):
-            d = root / split / label
-            d.mkdir(parents=True, exist_ok=True)
-            for i in range(n):
-                Image.fromarray(_image(rng, label)).save(d / f"{split}_{label}_{i:02d}.png")
-    for i in range(LEAKS):
-        label = "ab"[i % 2]
-        shutil.copyfile(root / "train" / label / f"train_{label}_{i:02d}.png",
-                        root / "test" / label / f"leak_{label}_{i:02d}.png")
+        _write_classes(rng, root / split, n, split)
+    _copy_train(root, root / "test", "leak", range(LEAKS))
     return root
+
+
+def _write_classes(rng, folder: Path, n: int, prefix: str) -> None:
+    """``n`` images of each class into ``folder/{a,b}/<prefix>_<class>_<i>.png``."""
+    for label in ("a", "b"):
+        d = folder / label
+        d.mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            Image.fromarray(_image(rng, label)).save(d / f"{prefix}_{label}_{i:02d}.png")
+
+
+def _copy_train(release: Path, folder: Path, prefix: str, indices) -> None:
+    """Byte copies of training images ``train_<class>_<i>`` (classes alternating)."""
+    for k, i in enumerate(indices):
+        label = "ab"[k % 2]
+        shutil.copyfile(release / "train" / label / f"train_{label}_{i:02d}.png",
+                        folder / label / f"{prefix}_{label}_{k:02d}.png")
 
 
 EXTERNAL_NEW = 6  # new images per class
@@ -50,15 +60,8 @@ def make_external(root: Path, release: Path, seed: int = 7) -> Path:
     byte copies of training images of the release (rows contained in train) and one image
     of a class the release has not (left out of the evaluation, counted)."""
     rng = np.random.default_rng(seed)
-    for label in ("a", "b"):
-        d = root / label
-        d.mkdir(parents=True, exist_ok=True)
-        for i in range(EXTERNAL_NEW):
-            Image.fromarray(_image(rng, label)).save(d / f"ext_{label}_{i:02d}.png")
-    for i in range(EXTERNAL_CONTAINED):
-        label = "ab"[i % 2]
-        shutil.copyfile(release / "train" / label / f"train_{label}_{10 + i:02d}.png",
-                        root / label / f"copied_{label}_{i:02d}.png")
+    _write_classes(rng, root, EXTERNAL_NEW, "ext")
+    _copy_train(release, root, "copied", range(10, 10 + EXTERNAL_CONTAINED))
     (root / "c").mkdir(exist_ok=True)
     Image.fromarray(_image(rng, "a")).save(root / "c" / "other_class.png")
     return root

@@ -92,19 +92,24 @@ def image_columns(schema, features: Mapping | None = None) -> list[str]:
     return declared or out
 
 
+def _arrow_reader(path: Path):
+    """A reader of an Arrow IPC file (``ARROW1`` magic) or stream, memory-mapped."""
+    import pyarrow as pa
+
+    with open(path, "rb") as fh:
+        head = fh.read(6)
+    source = pa.memory_map(str(path), "r")
+    return pa.ipc.open_file(source) if head == b"ARROW1" else pa.ipc.open_stream(source)
+
+
 def _schema(path: Path):
     """The Arrow schema of a Parquet file or an Arrow IPC file/stream (InputError when the
     file is not one)."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         if path.suffix.lower() == ".arrow":
-            with open(path, "rb") as fh:
-                head = fh.read(6)
-            source = pa.memory_map(str(path), "r")
-            reader = pa.ipc.open_file(source) if head == b"ARROW1" else pa.ipc.open_stream(source)
-            return reader.schema
+            return _arrow_reader(path).schema
         return pq.read_schema(path)
     except Exception as exc:
         raise InputError(f"cannot read table {path}: {type(exc).__name__}: {exc}") from exc
@@ -113,16 +118,11 @@ def _schema(path: Path):
 def _read_columns(path: Path, columns: list[str], image: str | None, nested_path: bool):
     """The named columns of a table as pandas, plus the image structs' stored ``path``
     (``None`` per row when the struct has none)."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         if path.suffix.lower() == ".arrow":
-            with open(path, "rb") as fh:
-                head = fh.read(6)
-            source = pa.memory_map(str(path), "r")
-            reader = pa.ipc.open_file(source) if head == b"ARROW1" else pa.ipc.open_stream(source)
-            table = reader.read_all()
+            table = _arrow_reader(path).read_all()
             n = table.num_rows
             stored = (table.column(image).combine_chunks().field("path").to_pylist()
                       if image and nested_path else [None] * n)
