@@ -5,11 +5,12 @@ chunking, through :func:`splitscope.features.scanning.scan`, so pool start-up, b
 cache writes are identical and only the per-file work differs):
 
 ``exact``       splitscope exact mode: SHA-256 of the bytes, header fields, decoded-pixel
-                digest, pHash, dHash, 96² thumbnail (bit-identical to imagehash).
+                digest (XXH3-128), pHash, dHash, 96² thumbnail (bit-identical to imagehash).
 ``baseline``    the same scan with a per-file extractor that opens each file with Pillow and
                 calls ``imagehash.phash``, ``imagehash.dhash`` and
                 ``img.convert("L").resize((96, 96), BICUBIC)`` — and nothing else.
-``fast``        splitscope fast mode (reduced-scale JPEG decode; 512² set only).
+``fast``        splitscope fast mode (reduced-scale JPEG decode; no Kermany file is large
+                enough for it, so there it does the work of exact mode).
 ``decode``      the same scan with an extractor that only decodes every file with Pillow and
                 computes nothing: the ceiling for any exact-mode extractor run by the scan
                 (bit-identical pHash/dHash need every pixel decoded).
@@ -33,13 +34,16 @@ Images/s = files extracted / wall seconds of the ``scan()`` call (interpreter st
 Images per CPU-second = files / CPU seconds (user + system) of the whole process tree
 (interpreter start and imports included, as for every method); on a machine shared with other
 work this is the steadier measure of the work each method does. Each run is repeated
-``--repeats`` times, alternating methods; medians are reported.
+``--repeats`` times, alternating methods; medians are reported, with the 1-minute load
+average before each run (what else the machine was doing). ``--methods`` picks the runs.
 
 Usage::
 
     python benchmarks/bench_features.py --workers 2 --json bench-features.json \\
         --imagededup-python /path/to/venv/bin/python
     python benchmarks/bench_features.py --fidelity-only     # exact vs fast fidelity only
+    python benchmarks/bench_features.py --methods exact,fast --n-mri 2000 --repeats 3 \
+        --skip-memory --skip-fidelity --imagededup-python /path/to/venv/bin/python
 """
 
 from __future__ import annotations
@@ -264,7 +268,9 @@ def _tree_sample(root_pid: int) -> tuple[int, int, int, dict[int, int]]:
 def run_child(argv: list[str]) -> dict:
     """Run ``argv`` (its last stdout line is JSON) while sampling its process tree every
     50 ms: peak resident memory and CPU seconds (each process's last sample; processes that
-    end between samples lose at most 50 ms)."""
+    end between samples lose at most 50 ms). The 1-minute load average just before the run
+    is kept with it (``load_1min``): on a shared machine it says what else was running."""
+    load_before = os.getloadavg()[0]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONWARNINGS": "ignore"})
     peak = {"sum": 0, "max": 0, "anon": 0}
@@ -293,6 +299,7 @@ def run_child(argv: list[str]) -> dict:
     result["peak_rss_largest_process_mib"] = round(peak["max"] / 1024, 1)
     result["peak_rss_anon_tree_mib"] = round(peak["anon"] / 1024, 1)
     result["cpu_seconds_tree"] = round(sum(cpu.values()) / _TICK, 2)
+    result["load_1min"] = round(load_before, 2)
     return result
 
 
@@ -369,8 +376,8 @@ def speed_table(name: str, folder: Path, methods: list[str], workers: int, repea
             runs[method].append(res)
             print(f"  {name} {method:10s} run {r + 1}: {res['images_per_s']:8.1f} images/s "
                   f"({res['files']} files, {res['seconds']:.2f} s wall, "
-                  f"{res['cpu_seconds_tree']:.1f} CPU-s, {_per_cpu(res):.1f} images/CPU-s)",
-                  flush=True)
+                  f"{res['cpu_seconds_tree']:.1f} CPU-s, {_per_cpu(res):.1f} images/CPU-s, "
+                  f"load {res['load_1min']:.2f})", flush=True)
         if imagededup_python:
             try:
                 res = imagededup_run(imagededup_python, folder, workers)
@@ -382,7 +389,7 @@ def speed_table(name: str, folder: Path, methods: list[str], workers: int, repea
             runs["imagededup"].append(res)
             print(f"  {name} imagededup run {r + 1}: {res['images_per_s']:8.1f} images/s "
                   f"({res['seconds']:.2f} s wall, {res['cpu_seconds_tree']:.1f} CPU-s, "
-                  f"{_per_cpu(res):.1f} images/CPU-s)", flush=True)
+                  f"{_per_cpu(res):.1f} images/CPU-s, load {res['load_1min']:.2f})", flush=True)
     summary = {}
     for method, rs in runs.items():
         if not rs:
@@ -395,6 +402,7 @@ def speed_table(name: str, folder: Path, methods: list[str], workers: int, repea
             "files": rs[0]["files"],
             "ok": rs[0]["ok"],
             "peak_rss_tree_mib_max": max(r["peak_rss_tree_mib"] for r in rs),
+            "load_1min_runs": [r["load_1min"] for r in rs],
             **({"version": rs[0].get("version"), "cnn_module_stubbed":
                 rs[0].get("cnn_module_stubbed")} if method == "imagededup" else {}),
         }
@@ -439,7 +447,7 @@ def fidelity(folders: dict[str, Path], limit: int | None = None) -> dict:
         ex, te = extract_files(files, FeatureParams())
         fa, tf = extract_files(files, FeatureParams(mode="fast"))
         ok = (ex["status"] == "ok").to_numpy() & (fa["status"] == "ok").to_numpy()
-        reduced = ok & fa["pixel_sha256"].isna().to_numpy()
+        reduced = ok & fa["pixel_xxh128"].isna().to_numpy()
         n_red, pixels = int(reduced.sum()), te.shape[1] * te.shape[2]
         x = te[reduced].reshape(n_red, pixels).astype(np.float64)
         y = tf[reduced].reshape(n_red, pixels).astype(np.float64)
@@ -489,12 +497,17 @@ def _print_speed(name: str, summary: dict) -> None:
     print(f"\n{name}  (medians; wall = images/s of the scan call, cpu = images per CPU-second "
           f"of the process tree)")
     print(f"  {'method':11s} {'wall img/s':>10s} {'vs base':>8s} {'vs idd':>8s} "
-          f"{'img/CPU-s':>10s} {'vs base':>8s} {'vs idd':>8s} {'peak RSS MiB':>13s}")
+          f"{'img/CPU-s':>10s} {'vs base':>8s} {'vs idd':>8s} {'peak RSS MiB':>13s} "
+          f"{'load (1 min)':>18s}")
     for method, s in summary.items():
+        load = "–".join(f"{v:.1f}" for v in (min(s["load_1min_runs"]), max(s["load_1min_runs"])))
         print(f"  {method:11s} {s['images_per_s_median']:10.1f} {x(s.get('ratio_vs_baseline')):>8s}"
               f" {x(s.get('ratio_vs_imagededup')):>8s} {s['images_per_cpu_s_median']:10.1f}"
               f" {x(s.get('cpu_ratio_vs_baseline')):>8s} {x(s.get('cpu_ratio_vs_imagededup')):>8s}"
-              f" {s['peak_rss_tree_mib_max']:13.1f}")
+              f" {s['peak_rss_tree_mib_max']:13.1f} {load:>18s}")
+
+
+METHODS = ("exact", "fast", "baseline", "decode", "decode_pool")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -515,6 +528,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--imagededup-python", default=None,
                     help="python of an environment where imagededup is installed")
+    ap.add_argument("--methods", default=",".join(METHODS),
+                    help=f"speed runs, comma-separated, of {', '.join(METHODS)} (imagededup "
+                         f"runs too when --imagededup-python is given)")
     ap.add_argument("--skip-kermany", action="store_true")
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
@@ -545,17 +561,20 @@ def main(argv: list[str] | None = None) -> int:
         _write(report, args.json)
         return 0
 
+    methods = [m for m in args.methods.split(",") if m]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        ap.error(f"unknown method(s) {', '.join(unknown)}; use {', '.join(METHODS)}")
     report["speed"] = {}
     if not args.skip_speed and not args.skip_kermany and args.kermany.is_dir():
         print(f"speed on {args.kermany}", flush=True)
         report["speed"]["kermany-chest-xray-224"] = speed_table(
-            "kermany", args.kermany, ["exact", "baseline", "decode", "decode_pool"], args.workers, args.repeats,
+            "kermany", args.kermany, methods, args.workers, args.repeats,
             args.imagededup_python)
     if not args.skip_speed:
         print(f"speed on {mri}", flush=True)
         report["speed"]["mri512"] = speed_table(
-            "mri512", mri, ["exact", "baseline", "fast", "decode", "decode_pool"], args.workers, args.repeats,
-            args.imagededup_python)
+            "mri512", mri, methods, args.workers, args.repeats, args.imagededup_python)
     if not args.skip_memory:
         grown = make_grown_set(mri, args.grow)
         print(f"memory: {mri} vs {grown}", flush=True)
