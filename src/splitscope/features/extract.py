@@ -6,9 +6,12 @@ from those bytes, in order:
 1. ``size_bytes`` and ``sha256`` of the bytes;
 2. header fields without a pixel decode (:func:`splitscope.features.header.header_fields`);
 3. one decode from the in-memory bytes (Pillow; DICOM through pydicom), the decoded-pixel
-   digest ``pixel_sha256`` (SHA-256 over mode, size and raw pixel bytes — and, for palette
+   digest ``pixel_xxh128`` (XXH3-128 over mode, size and raw pixel bytes — and, for palette
    images, the palette — so two re-encodes with equal pixels match and a different mode or
-   shape never does);
+   shape never does). It is an equality key, not a security digest: 128 bits make an
+   accidental collision among even 10**12 images a chance of about 10**-15, and the byte
+   digest ``sha256`` stays SHA-256. It hashes the decoded buffer where one exists (an 8-bit
+   grayscale image's pixel array, shared with step 4) instead of a further copy;
 4. one 8-bit grayscale conversion (:func:`splitscope.features.imaging.to_gray8`), from which
    pHash, dHash, the S×S thumbnail and its flatness are computed.
 
@@ -44,6 +47,11 @@ Modes (``FeatureParams.mode``):
 
 - ``exact`` (default): full decode; pHash and dHash are bit-identical to ``imagehash.phash`` and
   ``imagehash.dhash`` on 8-bit images, the thumbnail is Pillow's direct resize of the full image.
+  A colour (YCbCr) JPEG is decoded to RGB even when it holds a grey image: its luma channel
+  alone equals ``convert("L")`` of the RGB decode only where both upsampled chroma planes are
+  128 at every pixel, and Pillow offers no way to establish that for less than a full decode
+  (its YCbCr decode costs as much as the RGB one; the quantised chroma coefficients are not
+  exposed).
 - ``fast``: JPEGs whose both sides are at least 2 × 2·T (T = max(thumb_size, 32)) are decoded at
   reduced DCT scale (Pillow ``draft``: scale 1/2, 1/4 or 1/8, chosen so that the decoded image
   keeps at least 2·T pixels on each side; for YCbCr JPEGs the Y channel is decoded as the
@@ -51,7 +59,7 @@ Modes (``FeatureParams.mode``):
   antialiasing Pillow filters as exact mode (LANCZOS for the hashes, the thumbnail
   interpolation for the thumbnail). It is a different geometry: ``FeatureParams.key()`` differs, so fast features are
   cached apart and never compared with exact ones. Files decoded at reduced scale get no
-  ``pixel_sha256`` (their full-resolution pixels were never decoded; decoded-pixel identity is
+  ``pixel_xxh128`` (their full-resolution pixels were never decoded; decoded-pixel identity is
   not assessed for them). Other files are decoded exactly as in exact mode.
 
   Fidelity versus exact mode (same file, exact vs fast features; measured with
@@ -85,6 +93,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import xxhash
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from splitscope.errors import InputError
@@ -102,7 +111,7 @@ __all__ = [
     "extract_files",
 ]
 
-EXTRACT_VERSION = "1"
+EXTRACT_VERSION = "2"
 """Version of the extraction code; part of every cache key. Bump when any feature changes."""
 
 DEFAULT_MAX_PIXELS = 2**27
@@ -186,7 +195,7 @@ class FeatureParams:
 
     def key(self) -> str:
         """Stable short string naming this geometry and code version (cache key), e.g.
-        ``exact-s96-bicubic-p134217728-v1``."""
+        ``exact-s96-bicubic-p134217728-v2``."""
         return (
             f"{self.mode}-s{self.thumb_size}-{self.interpolation}"
             f"-p{self.max_pixels}-v{EXTRACT_VERSION}"
@@ -206,7 +215,7 @@ _OWN_DTYPES: dict[str, str] = {
     "error": "string",
     "size_bytes": "Int64",
     "sha256": "string",
-    "pixel_sha256": "string",
+    "pixel_xxh128": "string",
     "decoded_mode": "string",
     "gray_rule": "string",
     "phash": "UInt64",
@@ -318,8 +327,11 @@ def _is_dicom(name: str, header: dict[str, Any]) -> bool:
     return name.lower().endswith((".dcm", ".dicom"))
 
 
-def _pixel_digest(img: Image.Image) -> str:
-    h = hashlib.sha256()
+def _pixel_digest(img: Image.Image, pixels: np.ndarray | None = None) -> str:
+    """XXH3-128 (hex) of the decoded image: mode, size, palette (with its transparency) and the
+    raw pixel bytes of ``img.tobytes()``. ``pixels``, when given, is the C-contiguous array of
+    those bytes (``np.asarray(img)`` of a one-byte-per-pixel mode), hashed in place."""
+    h = xxhash.xxh3_128()
     h.update(f"{img.mode}:{img.size[0]}x{img.size[1]}:".encode())
     if img.mode in ("P", "PA") and img.palette is not None:
         h.update(img.palette.mode.encode() + b":" + bytes(img.palette.tobytes()) + b":")
@@ -327,7 +339,9 @@ def _pixel_digest(img: Image.Image) -> str:
         if transparency is not None:
             h.update(repr(transparency).encode() + b":")
     w, height = img.size
-    if w * height <= _DIGEST_STRIP_PIXELS:
+    if pixels is not None:
+        h.update(pixels)
+    elif w * height <= _DIGEST_STRIP_PIXELS:
         h.update(img.tobytes())
     else:  # same bytes in row strips, so a large image is not copied whole once more
         step = max(1, _DIGEST_STRIP_PIXELS // max(w, 1))
@@ -384,8 +398,9 @@ def _unidentified(header: dict[str, Any]) -> _Failure:
 
 def _decode_pillow(
     data: bytes, params: FeatureParams, header: dict[str, Any]
-) -> tuple[Image.Image, str, str | None, str]:
-    """Decode with Pillow; return (gray image, decoded mode, pixel digest or None, gray rule)."""
+) -> tuple[Image.Image | np.ndarray, str, str | None, str]:
+    """Decode with Pillow; return (8-bit gray image or uint8 array, decoded mode, pixel digest
+    or None, gray rule)."""
     try:
         img = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
@@ -413,8 +428,13 @@ def _decode_pillow(
     except Exception as exc:  # noqa: BLE001 - decoders raise OSError, SyntaxError, ValueError...
         raise _decode_failure(exc, data) from None
     mode = img.mode
-    digest = None if reduced else _pixel_digest(img)
     rule = "minmax" if mode in imaging.WIDE_MODES else "convert"
+    # an 8-bit grayscale image is copied out of Pillow once: the digest hashes that array and
+    # the resizes read it (a very large one stays in Pillow, hashed in strips)
+    pixels = np.asarray(img) if mode == "L" and w * h <= _DIGEST_STRIP_PIXELS else None
+    digest = None if reduced else _pixel_digest(img, pixels)
+    if pixels is not None:
+        return pixels, mode, digest, rule
     try:
         gray = imaging.to_gray8(img)
     except (ValueError, OSError) as exc:
@@ -446,9 +466,9 @@ def _decode_dicom(data: bytes, params: FeatureParams) -> tuple[np.ndarray, str, 
         status = "truncated" if any(w in text for w in _TRUNCATION_WORDS) else "unsupported"
         raise _Failure(status, f"DICOM pixel data not decodable: {exc}"[:300]) from None
     arr = np.asarray(arr)
-    digest = hashlib.sha256()
+    digest = xxhash.xxh3_128()
     digest.update(f"DICOM:{arr.dtype.str}:{'x'.join(map(str, arr.shape))}:".encode())
-    digest.update(np.ascontiguousarray(arr).tobytes())
+    digest.update(np.ascontiguousarray(arr))
     frames = int(getattr(ds, "NumberOfFrames", 1) or 1)
     samples = int(getattr(ds, "SamplesPerPixel", 1) or 1)
     frame = arr[0] if frames > 1 else arr
@@ -484,7 +504,7 @@ def _extract_one(path: str, params: FeatureParams) -> tuple[dict, np.ndarray | N
             gray, mode, digest, rule = _decode_pillow(data, params, header)
         row["decoded_mode"] = mode
         row["gray_rule"] = rule
-        row["pixel_sha256"] = digest
+        row["pixel_xxh128"] = digest
         small32, small9, thumb = imaging.gray_features(
             gray, params.thumb_size, params.interpolation
         )
