@@ -47,11 +47,14 @@ Modes (``FeatureParams.mode``):
 
 - ``exact`` (default): full decode; pHash and dHash are bit-identical to ``imagehash.phash`` and
   ``imagehash.dhash`` on 8-bit images, the thumbnail is Pillow's direct resize of the full image.
-  A colour (YCbCr) JPEG is decoded to RGB even when it holds a grey image: its luma channel
-  alone equals ``convert("L")`` of the RGB decode only where both upsampled chroma planes are
-  128 at every pixel, and Pillow offers no way to establish that for less than a full decode
-  (its YCbCr decode costs as much as the RGB one; the quantised chroma coefficients are not
-  exposed).
+  A colour (YCbCr) JPEG is decoded by its luma alone (Pillow ``draft("L", None)``) when its
+  chroma coefficients are provably zero from its Huffman tables
+  (:mod:`splitscope.features.jpeg_chroma`): its RGB decode would be (Y, Y, Y), so the features
+  are those of the RGB decode, ``decoded_mode`` stays ``RGB`` and ``chroma_flat`` is True.
+  Otherwise the luma alone equals ``convert("L")`` only where both upsampled chroma planes are
+  128 at every pixel, which Pillow cannot establish for less than a full decode (its YCbCr
+  decode costs as much as the RGB one and it does not expose the coefficients): such files,
+  grey or not, are decoded to RGB.
 - ``fast``: JPEGs whose both sides are at least 2 × 2·T (T = max(thumb_size, 32)) are decoded at
   reduced DCT scale (Pillow ``draft``: scale 1/2, 1/4 or 1/8, chosen so that the decoded image
   keeps at least 2·T pixels on each side; for YCbCr JPEGs the Y channel is decoded as the
@@ -98,7 +101,7 @@ from PIL import Image, ImageFile, UnidentifiedImageError
 
 from splitscope.errors import InputError
 from splitscope.features import header as header_mod
-from splitscope.features import imaging
+from splitscope.features import imaging, jpeg_chroma
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -218,6 +221,7 @@ _OWN_DTYPES: dict[str, str] = {
     "pixel_xxh128": "string",
     "decoded_mode": "string",
     "gray_rule": "string",
+    "chroma_flat": "boolean",
     "phash": "UInt64",
     "dhash": "UInt64",
     "flat": "boolean",
@@ -236,7 +240,10 @@ FEATURE_COLUMNS: list[str] = list(_DTYPES)
 
 ``decoded_mode`` is the mode of the decoded image (Pillow mode, or ``DICOM``); ``gray_rule`` says
 how it became 8-bit grayscale: ``convert`` (``Image.convert("L")``, imagehash semantics) or
-``minmax`` (the linear rule of :func:`splitscope.features.imaging.array_to_gray8`)."""
+``minmax`` (the linear rule of :func:`splitscope.features.imaging.array_to_gray8`).
+``chroma_flat`` is True for a colour JPEG whose chroma is provably flat (decoded by its luma
+alone: R = G = B at every pixel, ``decoded_mode`` still ``RGB``), ``<NA>`` where that was not
+established (which says nothing either way)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -352,6 +359,24 @@ def _pixel_digest(img: Image.Image, pixels: np.ndarray | None = None) -> str:
 
 _DIGEST_STRIP_PIXELS = 1 << 22
 
+
+def _luma_gray_and_rgb_digest(img: Image.Image) -> tuple[Image.Image | np.ndarray, str]:
+    """For the luma-only decode (mode ``L``) of a colour JPEG whose chroma is zero: the gray
+    image, and the digest of the RGB decode, (Y, Y, Y) at every pixel — the bytes of its
+    ``tobytes()``, so :func:`_pixel_digest` of the RGB image gives the same value."""
+    w, height = img.size
+    h = xxhash.xxh3_128()
+    h.update(f"RGB:{w}x{height}:".encode())
+    if w * height <= _DIGEST_STRIP_PIXELS:
+        y = np.asarray(img)
+        h.update(np.repeat(y.reshape(-1), 3))
+        return y, h.hexdigest()
+    step = max(1, _DIGEST_STRIP_PIXELS // max(w, 1))
+    for top in range(0, height, step):
+        strip = np.asarray(img.crop((0, top, w, min(top + step, height))))
+        h.update(np.repeat(strip.reshape(-1), 3))
+    return img, h.hexdigest()
+
 _TRUNCATION_WORDS = ("truncat", "broken", "premature", "unexpected end", "eof", "incomplete")
 _UNSUPPORTED_WORDS = ("not available", "not supported", "unsupported", "not installed",
                       "unable to locate", "ghostscript", "unknown", "not implemented")
@@ -397,10 +422,17 @@ def _unidentified(header: dict[str, Any]) -> _Failure:
 
 
 def _decode_pillow(
-    data: bytes, params: FeatureParams, header: dict[str, Any]
-) -> tuple[Image.Image | np.ndarray, str, str | None, str]:
+    data: bytes, params: FeatureParams, header: dict[str, Any], luma: bool = True
+) -> tuple[Image.Image | np.ndarray, str, str | None, str, bool | None]:
     """Decode with Pillow; return (8-bit gray image or uint8 array, decoded mode, pixel digest
-    or None, gray rule)."""
+    or None, gray rule, chroma flat: True for a colour JPEG decoded by its luma alone, else
+    None).
+
+    A colour JPEG whose chroma coefficients are provably zero
+    (:func:`splitscope.features.jpeg_chroma.chroma_provably_zero`) is decoded by its luma
+    alone (``luma``): its RGB decode would be (Y, Y, Y), so the gray image, the decoded mode
+    (``RGB``) and the digest of the RGB pixels are those of the RGB decode. Should that decode
+    fail, the file is decoded again the usual way, so its failure is reported as before."""
     try:
         img = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
@@ -423,10 +455,20 @@ def _decode_pillow(
         if min(w, h) >= 2 * need:
             img.draft("L", (need, need))
             reduced = img.size != (w, h)
+    luma_only = (luma and not reduced and img.format == "JPEG" and img.mode == "RGB"
+                 and len(img.tile) == 1 and jpeg_chroma.chroma_provably_zero(data))
+    if luma_only:
+        img.draft("L", None)
+        luma_only = img.mode == "L" and img.size == (w, h)
     try:
         img.load()
     except Exception as exc:  # noqa: BLE001 - decoders raise OSError, SyntaxError, ValueError...
+        if luma_only:
+            return _decode_pillow(data, params, header, luma=False)
         raise _decode_failure(exc, data) from None
+    if luma_only:
+        gray, digest = _luma_gray_and_rgb_digest(img)
+        return gray, "RGB", digest, "convert", True
     mode = img.mode
     rule = "minmax" if mode in imaging.WIDE_MODES else "convert"
     # an 8-bit grayscale image is copied out of Pillow once: the digest hashes that array and
@@ -434,12 +476,12 @@ def _decode_pillow(
     pixels = np.asarray(img) if mode == "L" and w * h <= _DIGEST_STRIP_PIXELS else None
     digest = None if reduced else _pixel_digest(img, pixels)
     if pixels is not None:
-        return pixels, mode, digest, rule
+        return pixels, mode, digest, rule, None
     try:
         gray = imaging.to_gray8(img)
     except (ValueError, OSError) as exc:
         raise _Failure("unsupported", f"no grayscale conversion for mode {mode}: {exc}") from None
-    return gray, mode, digest, rule
+    return gray, mode, digest, rule, None
 
 
 def _decode_dicom(data: bytes, params: FeatureParams) -> tuple[np.ndarray, str, str, str]:
@@ -498,12 +540,14 @@ def _extract_one(path: str, params: FeatureParams) -> tuple[dict, np.ndarray | N
                 row[k] = v
         if not data:
             raise _Failure("zero_byte", "empty file (0 bytes)")
+        chroma_flat = None
         if _is_dicom(path, header):
             gray, mode, digest, rule = _decode_dicom(data, params)
         else:
-            gray, mode, digest, rule = _decode_pillow(data, params, header)
+            gray, mode, digest, rule, chroma_flat = _decode_pillow(data, params, header)
         row["decoded_mode"] = mode
         row["gray_rule"] = rule
+        row["chroma_flat"] = chroma_flat
         row["pixel_xxh128"] = digest
         small32, small9, thumb = imaging.gray_features(
             gray, params.thumb_size, params.interpolation
