@@ -455,8 +455,12 @@ def _decode_pillow(
         if min(w, h) >= 2 * need:
             img.draft("L", (need, need))
             reduced = img.size != (w, h)
+    # the header fields rule out most files at no cost: standard Huffman tables code every
+    # symbol, and only sequential three-component frames can be proved
     luma_only = (luma and not reduced and img.format == "JPEG" and img.mode == "RGB"
-                 and len(img.tile) == 1 and jpeg_chroma.chroma_provably_zero(data))
+                 and len(img.tile) == 1 and header.get("jpeg_optimized_huffman") is True
+                 and header.get("jpeg_sof") in ("SOF0", "SOF1")
+                 and jpeg_chroma.chroma_provably_zero(data))
     if luma_only:
         img.draft("L", None)
         luma_only = img.mode == "L" and img.size == (w, h)
