@@ -265,14 +265,15 @@ def _tree_sample(root_pid: int) -> tuple[int, int, int, dict[int, int]]:
     return total, largest, anon, cpu
 
 
-def run_child(argv: list[str]) -> dict:
+def run_child(argv: list[str], src: Path | None = None) -> dict:
     """Run ``argv`` (its last stdout line is JSON) while sampling its process tree every
     50 ms: peak resident memory and CPU seconds (each process's last sample; processes that
     end between samples lose at most 50 ms). The 1-minute load average just before the run
     is kept with it (``load_1min``): on a shared machine it says what else was running."""
     load_before = os.getloadavg()[0]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                            env={**os.environ, "PYTHONWARNINGS": "ignore",
+                                 **({"PYTHONPATH": str(src)} if src is not None else {})})
     peak = {"sum": 0, "max": 0, "anon": 0}
     cpu: dict[int, int] = {}
     stop = threading.Event()
@@ -364,17 +365,24 @@ def _per_cpu(res: dict) -> float:
 
 
 def speed_table(name: str, folder: Path, methods: list[str], workers: int, repeats: int,
-                imagededup_python: str | None) -> dict:
-    """Alternate the methods ``repeats`` times on one data set; medians per method."""
+                imagededup_python: str | None, baseline_src: Path | None = None) -> dict:
+    """Alternate the methods ``repeats`` times on one data set; medians per method.
+    ``baseline_src``: exact mode also runs with that source tree first on the path
+    (``exact_baseline_src``), e.g. the code before a change."""
     runs: dict[str, list[dict]] = {m: [] for m in methods}
+    if baseline_src is not None:
+        runs["exact_baseline_src"] = []
     if imagededup_python:
         runs["imagededup"] = []
     for r in range(repeats):
-        for method in methods:
+        plan = [(m, m, None) for m in methods]
+        if baseline_src is not None:
+            plan.append(("exact_baseline_src", "exact", baseline_src))
+        for label, method, src in plan:
             res = run_child([sys.executable, str(HERE), "_scan", str(folder), method,
-                             str(workers)])
-            runs[method].append(res)
-            print(f"  {name} {method:10s} run {r + 1}: {res['images_per_s']:8.1f} images/s "
+                             str(workers)], src=src)
+            runs[label].append(res)
+            print(f"  {name} {label:10s} run {r + 1}: {res['images_per_s']:8.1f} images/s "
                   f"({res['files']} files, {res['seconds']:.2f} s wall, "
                   f"{res['cpu_seconds_tree']:.1f} CPU-s, {_per_cpu(res):.1f} images/CPU-s, "
                   f"load {res['load_1min']:.2f})", flush=True)
@@ -496,12 +504,12 @@ def _print_speed(name: str, summary: dict) -> None:
 
     print(f"\n{name}  (medians; wall = images/s of the scan call, cpu = images per CPU-second "
           f"of the process tree)")
-    print(f"  {'method':11s} {'wall img/s':>10s} {'vs base':>8s} {'vs idd':>8s} "
+    print(f"  {'method':19s} {'wall img/s':>10s} {'vs base':>8s} {'vs idd':>8s} "
           f"{'img/CPU-s':>10s} {'vs base':>8s} {'vs idd':>8s} {'peak RSS MiB':>13s} "
           f"{'load (1 min)':>18s}")
     for method, s in summary.items():
         load = "–".join(f"{v:.1f}" for v in (min(s["load_1min_runs"]), max(s["load_1min_runs"])))
-        print(f"  {method:11s} {s['images_per_s_median']:10.1f} {x(s.get('ratio_vs_baseline')):>8s}"
+        print(f"  {method:19s} {s['images_per_s_median']:10.1f} {x(s.get('ratio_vs_baseline')):>8s}"
               f" {x(s.get('ratio_vs_imagededup')):>8s} {s['images_per_cpu_s_median']:10.1f}"
               f" {x(s.get('cpu_ratio_vs_baseline')):>8s} {x(s.get('cpu_ratio_vs_imagededup')):>8s}"
               f" {s['peak_rss_tree_mib_max']:13.1f} {load:>18s}")
@@ -528,6 +536,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--imagededup-python", default=None,
                     help="python of an environment where imagededup is installed")
+    ap.add_argument("--baseline-src", type=Path, default=None,
+                    help="also run exact mode with this source tree (e.g. the previous code)")
     ap.add_argument("--methods", default=",".join(METHODS),
                     help=f"speed runs, comma-separated, of {', '.join(METHODS)} (imagededup "
                          f"runs too when --imagededup-python is given)")
@@ -570,11 +580,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"speed on {args.kermany}", flush=True)
         report["speed"]["kermany-chest-xray-224"] = speed_table(
             "kermany", args.kermany, methods, args.workers, args.repeats,
-            args.imagededup_python)
+            args.imagededup_python, args.baseline_src)
     if not args.skip_speed:
         print(f"speed on {mri}", flush=True)
         report["speed"]["mri512"] = speed_table(
-            "mri512", mri, methods, args.workers, args.repeats, args.imagededup_python)
+            "mri512", mri, methods, args.workers, args.repeats, args.imagededup_python,
+            args.baseline_src)
     if not args.skip_memory:
         grown = make_grown_set(mri, args.grow)
         print(f"memory: {mri} vs {grown}", flush=True)
