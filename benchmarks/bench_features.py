@@ -318,7 +318,10 @@ def child_scan(folder: str, method: str, workers: int) -> None:
         kwargs["extractor"] = decode_only_extract
     elif method == "fast":
         kwargs["mode"] = "fast"
-    with tempfile.TemporaryDirectory(prefix="bench-ws-") as ws:
+    # BENCH_WORKSPACE_ROOT: where the scan's workspace goes (e.g. a tmpfs, so the cache's
+    # fsyncs do not wait on other users' disk traffic); default the system temporary folder
+    root = os.environ.get("BENCH_WORKSPACE_ROOT") or None
+    with tempfile.TemporaryDirectory(prefix="bench-ws-", dir=root) as ws:
         t = time.perf_counter()
         result = scan(folder, Path(ws) / "workspace", **kwargs)
         seconds = time.perf_counter() - t
@@ -536,6 +539,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--imagededup-python", default=None,
                     help="python of an environment where imagededup is installed")
+    ap.add_argument("--workspace-root", type=Path, default=None,
+                    help="folder for the scans' temporary workspaces (default: the system "
+                         "temporary folder; a tmpfs such as /dev/shm takes the cache's fsyncs "
+                         "off a shared disk)")
     ap.add_argument("--baseline-src", type=Path, default=None,
                     help="also run exact mode with this source tree (e.g. the previous code)")
     ap.add_argument("--methods", default=",".join(METHODS),
@@ -548,11 +555,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fidelity-only", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args(argv)
+    if args.workspace_root is not None:
+        os.environ["BENCH_WORKSPACE_ROOT"] = str(args.workspace_root)  # read by the children
 
     report: dict = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "workers": args.workers,
         "repeats": args.repeats,
+        "workspace_root": str(args.workspace_root) if args.workspace_root else None,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                     "load_average_at_start": os.getloadavg()},
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
