@@ -377,6 +377,7 @@ def _luma_gray_and_rgb_digest(img: Image.Image) -> tuple[Image.Image | np.ndarra
         h.update(np.repeat(strip.reshape(-1), 3))
     return img, h.hexdigest()
 
+
 _TRUNCATION_WORDS = ("truncat", "broken", "premature", "unexpected end", "eof", "incomplete")
 _UNSUPPORTED_WORDS = ("not available", "not supported", "unsupported", "not installed",
                       "unable to locate", "ghostscript", "unknown", "not implemented")
