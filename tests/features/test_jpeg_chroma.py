@@ -185,3 +185,12 @@ def test_realdata_every_proved_jpeg_decodes_to_convert_l(shared_data):
             assert (np.asarray(rgb) == y[..., None]).all(), path.name
     if (shared_data / "c3-brain-mri-yes-no").is_dir():
         assert proved > 0  # c3 holds grey images stored as colour with optimal tables
+
+
+def test_extension_and_adobe_markers_before_the_frame_are_not_proved():
+    data, _ = CASES["grey-444-opt"]
+    assert chroma_provably_zero(data)
+    assert chroma_provably_zero(data[:2] + b"\xff\xfe\x00\x05abc" + data[2:])  # a comment
+    for segment in (b"\xff\xf8\x00\x04\x0d\x01",  # JPG8 (a libjpeg 9 colour transform)
+                    b"\xff\xee\x00\x0eAdobe\x00\x64\x00\x00\x00\x00\x01"):  # Adobe, YCbCr
+        assert not chroma_provably_zero(data[:2] + segment + data[2:])

@@ -26,8 +26,9 @@ using the standard tables do not, and their files keep the full RGB decode.
 
 Everything else keeps the RGB decode: progressive and arithmetic-coded JPEGs (their DC
 refinement bits are not Huffman-coded), several scans, a precision other than 8 bits, an Adobe
-segment (its transform may declare RGB or YCCK), component ids that do not say YCbCr without a
-JFIF segment, and any marker between the scan and the end of the image other than a restart.
+segment (its transform may declare RGB or YCCK), a JPGn extension marker, component ids that
+do not say YCbCr without a JFIF segment, and any marker between the scan and the end of the
+image other than a restart.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ import re
 __all__ = ["chroma_provably_zero"]
 
 _SEQUENTIAL_HUFFMAN = (0xC0, 0xC1)  # baseline, extended sequential
-# other frame types (progressive, lossless, hierarchical, arithmetic) and arithmetic-coding
-# conditioning: their coefficients cannot be bounded from Huffman tables
+# other frame types (progressive, lossless, hierarchical, arithmetic), arithmetic-coding
+# conditioning, and the JPGn extensions (libjpeg 9 reads a colour transform from JPG8): their
+# coefficients or colour space cannot be settled from Huffman tables
 _NOT_PROVABLE = frozenset((0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCC, 0xCD, 0xCE,
-                           0xCF))
+                           0xCF, 0xC8, *range(0xF0, 0xFE)))
 _STANDALONE = frozenset((0x01, *range(0xD0, 0xD8)))  # TEM, RSTn: no length field
 # a marker in entropy-coded data: 0xFF not followed by a stuffed 0x00, a restart or a fill byte
 _NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
