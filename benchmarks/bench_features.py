@@ -5,11 +5,12 @@ chunking, through :func:`splitscope.features.scanning.scan`, so pool start-up, b
 cache writes are identical and only the per-file work differs):
 
 ``exact``       splitscope exact mode: SHA-256 of the bytes, header fields, decoded-pixel
-                digest, pHash, dHash, 96² thumbnail (bit-identical to imagehash).
+                digest (XXH3-128), pHash, dHash, 96² thumbnail (bit-identical to imagehash).
 ``baseline``    the same scan with a per-file extractor that opens each file with Pillow and
                 calls ``imagehash.phash``, ``imagehash.dhash`` and
                 ``img.convert("L").resize((96, 96), BICUBIC)`` — and nothing else.
-``fast``        splitscope fast mode (reduced-scale JPEG decode; 512² set only).
+``fast``        splitscope fast mode (reduced-scale JPEG decode; no Kermany file is large
+                enough for it, so there it does the work of exact mode).
 ``decode``      the same scan with an extractor that only decodes every file with Pillow and
                 computes nothing: the ceiling for any exact-mode extractor run by the scan
                 (bit-identical pHash/dHash need every pixel decoded).
@@ -33,13 +34,16 @@ Images/s = files extracted / wall seconds of the ``scan()`` call (interpreter st
 Images per CPU-second = files / CPU seconds (user + system) of the whole process tree
 (interpreter start and imports included, as for every method); on a machine shared with other
 work this is the steadier measure of the work each method does. Each run is repeated
-``--repeats`` times, alternating methods; medians are reported.
+``--repeats`` times, alternating methods; medians are reported, with the 1-minute load
+average before each run (what else the machine was doing). ``--methods`` picks the runs.
 
 Usage::
 
     python benchmarks/bench_features.py --workers 2 --json bench-features.json \\
         --imagededup-python /path/to/venv/bin/python
     python benchmarks/bench_features.py --fidelity-only     # exact vs fast fidelity only
+    python benchmarks/bench_features.py --methods exact,fast --n-mri 2000 --repeats 3 \
+        --skip-memory --skip-fidelity --imagededup-python /path/to/venv/bin/python
 """
 
 from __future__ import annotations
@@ -261,12 +265,15 @@ def _tree_sample(root_pid: int) -> tuple[int, int, int, dict[int, int]]:
     return total, largest, anon, cpu
 
 
-def run_child(argv: list[str]) -> dict:
+def run_child(argv: list[str], src: Path | None = None) -> dict:
     """Run ``argv`` (its last stdout line is JSON) while sampling its process tree every
     50 ms: peak resident memory and CPU seconds (each process's last sample; processes that
-    end between samples lose at most 50 ms)."""
+    end between samples lose at most 50 ms). The 1-minute load average just before the run
+    is kept with it (``load_1min``): on a shared machine it says what else was running."""
+    load_before = os.getloadavg()[0]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                            env={**os.environ, "PYTHONWARNINGS": "ignore",
+                                 **({"PYTHONPATH": str(src)} if src is not None else {})})
     peak = {"sum": 0, "max": 0, "anon": 0}
     cpu: dict[int, int] = {}
     stop = threading.Event()
@@ -293,6 +300,7 @@ def run_child(argv: list[str]) -> dict:
     result["peak_rss_largest_process_mib"] = round(peak["max"] / 1024, 1)
     result["peak_rss_anon_tree_mib"] = round(peak["anon"] / 1024, 1)
     result["cpu_seconds_tree"] = round(sum(cpu.values()) / _TICK, 2)
+    result["load_1min"] = round(load_before, 2)
     return result
 
 
@@ -310,7 +318,10 @@ def child_scan(folder: str, method: str, workers: int) -> None:
         kwargs["extractor"] = decode_only_extract
     elif method == "fast":
         kwargs["mode"] = "fast"
-    with tempfile.TemporaryDirectory(prefix="bench-ws-") as ws:
+    # BENCH_WORKSPACE_ROOT: where the scan's workspace goes (e.g. a tmpfs, so the cache's
+    # fsyncs do not wait on other users' disk traffic); default the system temporary folder
+    root = os.environ.get("BENCH_WORKSPACE_ROOT") or None
+    with tempfile.TemporaryDirectory(prefix="bench-ws-", dir=root) as ws:
         t = time.perf_counter()
         result = scan(folder, Path(ws) / "workspace", **kwargs)
         seconds = time.perf_counter() - t
@@ -357,20 +368,27 @@ def _per_cpu(res: dict) -> float:
 
 
 def speed_table(name: str, folder: Path, methods: list[str], workers: int, repeats: int,
-                imagededup_python: str | None) -> dict:
-    """Alternate the methods ``repeats`` times on one data set; medians per method."""
+                imagededup_python: str | None, baseline_src: Path | None = None) -> dict:
+    """Alternate the methods ``repeats`` times on one data set; medians per method.
+    ``baseline_src``: exact mode also runs with that source tree first on the path
+    (``exact_baseline_src``), e.g. the code before a change."""
     runs: dict[str, list[dict]] = {m: [] for m in methods}
+    if baseline_src is not None:
+        runs["exact_baseline_src"] = []
     if imagededup_python:
         runs["imagededup"] = []
     for r in range(repeats):
-        for method in methods:
+        plan = [(m, m, None) for m in methods]
+        if baseline_src is not None:
+            plan.append(("exact_baseline_src", "exact", baseline_src))
+        for label, method, src in plan:
             res = run_child([sys.executable, str(HERE), "_scan", str(folder), method,
-                             str(workers)])
-            runs[method].append(res)
-            print(f"  {name} {method:10s} run {r + 1}: {res['images_per_s']:8.1f} images/s "
+                             str(workers)], src=src)
+            runs[label].append(res)
+            print(f"  {name} {label:10s} run {r + 1}: {res['images_per_s']:8.1f} images/s "
                   f"({res['files']} files, {res['seconds']:.2f} s wall, "
-                  f"{res['cpu_seconds_tree']:.1f} CPU-s, {_per_cpu(res):.1f} images/CPU-s)",
-                  flush=True)
+                  f"{res['cpu_seconds_tree']:.1f} CPU-s, {_per_cpu(res):.1f} images/CPU-s, "
+                  f"load {res['load_1min']:.2f})", flush=True)
         if imagededup_python:
             try:
                 res = imagededup_run(imagededup_python, folder, workers)
@@ -382,7 +400,7 @@ def speed_table(name: str, folder: Path, methods: list[str], workers: int, repea
             runs["imagededup"].append(res)
             print(f"  {name} imagededup run {r + 1}: {res['images_per_s']:8.1f} images/s "
                   f"({res['seconds']:.2f} s wall, {res['cpu_seconds_tree']:.1f} CPU-s, "
-                  f"{_per_cpu(res):.1f} images/CPU-s)", flush=True)
+                  f"{_per_cpu(res):.1f} images/CPU-s, load {res['load_1min']:.2f})", flush=True)
     summary = {}
     for method, rs in runs.items():
         if not rs:
@@ -395,6 +413,7 @@ def speed_table(name: str, folder: Path, methods: list[str], workers: int, repea
             "files": rs[0]["files"],
             "ok": rs[0]["ok"],
             "peak_rss_tree_mib_max": max(r["peak_rss_tree_mib"] for r in rs),
+            "load_1min_runs": [r["load_1min"] for r in rs],
             **({"version": rs[0].get("version"), "cnn_module_stubbed":
                 rs[0].get("cnn_module_stubbed")} if method == "imagededup" else {}),
         }
@@ -439,7 +458,7 @@ def fidelity(folders: dict[str, Path], limit: int | None = None) -> dict:
         ex, te = extract_files(files, FeatureParams())
         fa, tf = extract_files(files, FeatureParams(mode="fast"))
         ok = (ex["status"] == "ok").to_numpy() & (fa["status"] == "ok").to_numpy()
-        reduced = ok & fa["pixel_sha256"].isna().to_numpy()
+        reduced = ok & fa["pixel_xxh128"].isna().to_numpy()
         n_red, pixels = int(reduced.sum()), te.shape[1] * te.shape[2]
         x = te[reduced].reshape(n_red, pixels).astype(np.float64)
         y = tf[reduced].reshape(n_red, pixels).astype(np.float64)
@@ -488,13 +507,18 @@ def _print_speed(name: str, summary: dict) -> None:
 
     print(f"\n{name}  (medians; wall = images/s of the scan call, cpu = images per CPU-second "
           f"of the process tree)")
-    print(f"  {'method':11s} {'wall img/s':>10s} {'vs base':>8s} {'vs idd':>8s} "
-          f"{'img/CPU-s':>10s} {'vs base':>8s} {'vs idd':>8s} {'peak RSS MiB':>13s}")
+    print(f"  {'method':19s} {'wall img/s':>10s} {'vs base':>8s} {'vs idd':>8s} "
+          f"{'img/CPU-s':>10s} {'vs base':>8s} {'vs idd':>8s} {'peak RSS MiB':>13s} "
+          f"{'load (1 min)':>18s}")
     for method, s in summary.items():
-        print(f"  {method:11s} {s['images_per_s_median']:10.1f} {x(s.get('ratio_vs_baseline')):>8s}"
+        load = "–".join(f"{v:.1f}" for v in (min(s["load_1min_runs"]), max(s["load_1min_runs"])))
+        print(f"  {method:19s} {s['images_per_s_median']:10.1f} {x(s.get('ratio_vs_baseline')):>8s}"
               f" {x(s.get('ratio_vs_imagededup')):>8s} {s['images_per_cpu_s_median']:10.1f}"
               f" {x(s.get('cpu_ratio_vs_baseline')):>8s} {x(s.get('cpu_ratio_vs_imagededup')):>8s}"
-              f" {s['peak_rss_tree_mib_max']:13.1f}")
+              f" {s['peak_rss_tree_mib_max']:13.1f} {load:>18s}")
+
+
+METHODS = ("exact", "fast", "baseline", "decode", "decode_pool")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -515,6 +539,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--imagededup-python", default=None,
                     help="python of an environment where imagededup is installed")
+    ap.add_argument("--workspace-root", type=Path, default=None,
+                    help="folder for the scans' temporary workspaces (default: the system "
+                         "temporary folder; a tmpfs such as /dev/shm takes the cache's fsyncs "
+                         "off a shared disk)")
+    ap.add_argument("--baseline-src", type=Path, default=None,
+                    help="also run exact mode with this source tree (e.g. the previous code)")
+    ap.add_argument("--methods", default=",".join(METHODS),
+                    help=f"speed runs, comma-separated, of {', '.join(METHODS)} (imagededup "
+                         f"runs too when --imagededup-python is given)")
     ap.add_argument("--skip-kermany", action="store_true")
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
@@ -522,11 +555,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fidelity-only", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args(argv)
+    if args.workspace_root is not None:
+        os.environ["BENCH_WORKSPACE_ROOT"] = str(args.workspace_root)  # read by the children
 
     report: dict = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "workers": args.workers,
         "repeats": args.repeats,
+        "workspace_root": str(args.workspace_root) if args.workspace_root else None,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                     "load_average_at_start": os.getloadavg()},
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -545,17 +581,21 @@ def main(argv: list[str] | None = None) -> int:
         _write(report, args.json)
         return 0
 
+    methods = [m for m in args.methods.split(",") if m]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        ap.error(f"unknown method(s) {', '.join(unknown)}; use {', '.join(METHODS)}")
     report["speed"] = {}
     if not args.skip_speed and not args.skip_kermany and args.kermany.is_dir():
         print(f"speed on {args.kermany}", flush=True)
         report["speed"]["kermany-chest-xray-224"] = speed_table(
-            "kermany", args.kermany, ["exact", "baseline", "decode", "decode_pool"], args.workers, args.repeats,
-            args.imagededup_python)
+            "kermany", args.kermany, methods, args.workers, args.repeats,
+            args.imagededup_python, args.baseline_src)
     if not args.skip_speed:
         print(f"speed on {mri}", flush=True)
         report["speed"]["mri512"] = speed_table(
-            "mri512", mri, ["exact", "baseline", "fast", "decode", "decode_pool"], args.workers, args.repeats,
-            args.imagededup_python)
+            "mri512", mri, methods, args.workers, args.repeats, args.imagededup_python,
+            args.baseline_src)
     if not args.skip_memory:
         grown = make_grown_set(mri, args.grow)
         print(f"memory: {mri} vs {grown}", flush=True)

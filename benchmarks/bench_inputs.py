@@ -102,7 +102,7 @@ def main() -> None:
                 rows = result.rows()
                 assert (rows["status"] == "ok").all(), kind
                 digests[kind] = sorted(rows["sha256"].dropna()), \
-                    sorted(rows["pixel_sha256"].dropna())
+                    sorted(rows["pixel_xxh128"].dropna())
     assert digests["folder"][0] == digests["parquet"][0] == digests["arrow"][0]
     n = len(images)
     base = statistics.median(times["folder"])

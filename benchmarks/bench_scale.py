@@ -173,7 +173,7 @@ def synthetic_scan(kind: str, n: int, folder: Path, seed: int = 0,
         "label": np.where(np.arange(n) % 2, "a", "b"), "file": files}), "synthetic")
     digest = pd.array([f"{i:064x}" for i in range(n)], dtype="string")
     features = pd.DataFrame({
-        "file": pd.array(files, dtype="string"), "sha256": digest, "pixel_sha256": digest,
+        "file": pd.array(files, dtype="string"), "sha256": digest, "pixel_xxh128": digest,
         "phash": pd.array(h["phash"], dtype="UInt64"), "dhash": pd.array(h["dhash"], dtype="UInt64"),
         "flat": np.zeros(n, bool), "thumb_index": np.arange(n),
         "status": "ok"})

@@ -16,7 +16,7 @@ from splitscope.audit.run import AuditResult, audit
 from splitscope.errors import InputError
 
 #: record predicate name → issue-table column (the census predicates of the duplicates layer)
-CENSUS = ("sha256", "pixel_sha256", "ncc_nearest", "ncc_first_candidate", "ncc_any_candidate",
+CENSUS = ("sha256", "pixel_xxh128", "ncc_nearest", "ncc_first_candidate", "ncc_any_candidate",
           "hash_screen", "hash_joint", "hash_sum", "hash_exact_phash", "basename")
 
 

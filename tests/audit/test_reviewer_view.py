@@ -75,7 +75,7 @@ def _records(doc, predicate):
 
 def test_label_conflicting_twin_is_a_record_a_verdict_and_first(audited):
     _, doc, html = audited
-    rec = _records(doc, "label_conflict_pixel_sha256")[0]
+    rec = _records(doc, "label_conflict_pixel_xxh128")[0]
     assert (rec["numerator"], rec["denominator"]) == (1, 26)  # twin.png, under b vs a
     assert rec["details"]["examples"][0]["path"] == "test/b/twin.png"
     assert _records(doc, "label_conflict_sha256")[0]["numerator"] == 0  # copy.png keeps a
@@ -90,7 +90,7 @@ def test_pixel_identical_union_counts_each_row_once(audited):
     _, doc, _ = audited
     union = _records(doc, "pixel_identical_union")[0]
     byte = _records(doc, "sha256")[0]
-    pixel = _records(doc, "pixel_sha256")[0]
+    pixel = _records(doc, "pixel_xxh128")[0]
     assert (byte["numerator"], pixel["numerator"], union["numerator"]) == (1, 1, 2)
     assert any("has a pixel-identical copy in train" in v for v in doc["summary"]["verdicts"])
 

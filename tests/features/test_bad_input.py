@@ -140,7 +140,7 @@ def test_truncated_file_keeps_digest_and_header(tmp_path, fmt):
     assert row["sha256"] == hashlib.sha256(data).hexdigest()
     assert row["size_bytes"] == len(data)
     assert row["format"] == fmt and row["width"] == 200 and row["height"] == 150
-    assert not row["has_thumb"] and not thumb.any() and pd.isna(row["pixel_sha256"])
+    assert not row["has_thumb"] and not thumb.any() and pd.isna(row["pixel_xxh128"])
 
 
 def test_unsupported_format(tmp_path):

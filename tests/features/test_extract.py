@@ -98,7 +98,7 @@ def test_pixel_digest_equal_for_lossless_reencodes_and_distinct_otherwise(tmp_pa
     p6 = _save(tmp_path / "b.png", np.where(a == a.max(), 0, a).astype(np.uint8))
     table, _ = extract_files([p1, p2, p3, p4, p5, p6])
     assert (table["status"] == "ok").all()
-    sha, pix = table["sha256"].tolist(), table["pixel_sha256"].tolist()
+    sha, pix = table["sha256"].tolist(), table["pixel_xxh128"].tolist()
     assert sha[0] != sha[1] and sha[0] != sha[2]
     assert pix[0] == pix[1] == pix[2]
     assert len({pix[0], pix[3], pix[4], pix[5]}) == 4
@@ -116,7 +116,7 @@ def test_pixel_digest_of_palette_images_includes_the_palette(tmp_path):
         img.putpalette(pal)
         paths.append(_save(tmp_path / name, img))
     table, _ = extract_files(paths)
-    assert table.loc[0, "pixel_sha256"] != table.loc[1, "pixel_sha256"]
+    assert table.loc[0, "pixel_xxh128"] != table.loc[1, "pixel_xxh128"]
 
 
 def test_params_key_validation_and_round_trip():
@@ -147,10 +147,10 @@ def test_fast_mode_reduced_jpeg_decode_is_close_to_exact(tmp_path):
     fast, tf = extract_files(files, FeatureParams(mode="fast"))
     assert (exact["status"] == "ok").all() and (fast["status"] == "ok").all()
     # reduced-scale decodes carry no decoded-pixel digest; full decodes keep it
-    assert fast["pixel_sha256"].isna().tolist() == [True] * 4 + [False, False]
+    assert fast["pixel_xxh128"].isna().tolist() == [True] * 4 + [False, False]
     # files not decoded at reduced scale: identical features in both modes
     for i in (4, 5):
-        assert fast.loc[i, "pixel_sha256"] == exact.loc[i, "pixel_sha256"]
+        assert fast.loc[i, "pixel_xxh128"] == exact.loc[i, "pixel_xxh128"]
         assert fast.loc[i, "phash"] == exact.loc[i, "phash"]
         np.testing.assert_array_equal(tf[i], te[i])
     # reduced-scale decodes: same image, small differences (a different geometry)
@@ -181,7 +181,7 @@ def test_dicom_decodes_with_rescale_and_linear_rule():
     expected = imaging.image_features(Image.fromarray(gray))
     assert int(row["phash"]) == expected["phash"] and int(row["dhash"]) == expected["dhash"]
     np.testing.assert_array_equal(thumbs[0], expected["thumb"])
-    assert isinstance(row["pixel_sha256"], str) and len(row["pixel_sha256"]) == 64
+    assert isinstance(row["pixel_xxh128"], str) and len(row["pixel_xxh128"]) == 32
 
 
 def test_dicom_without_pydicom_is_unsupported_and_names_the_extra(monkeypatch):
@@ -255,10 +255,10 @@ def test_realdata_c3_every_file_extracts_and_matches_imagehash(shared_data):
             assert format(int(d), "016x") == str(imagehash.dhash(img))
     # some files are PNGs saved under JPEG names: format comes from the bytes
     assert set(table["format"]) >= {"JPEG", "PNG"}
-    assert table["pixel_sha256"].notna().all()
+    assert table["pixel_xxh128"].notna().all()
     # the release holds byte-identical copies; equal bytes always mean equal decoded pixels
     assert table["sha256"].duplicated().any()
-    assert (table.groupby("sha256")["pixel_sha256"].nunique() == 1).all()
+    assert (table.groupby("sha256")["pixel_xxh128"].nunique() == 1).all()
 
 
 def test_dcm_suffix_does_not_override_the_bytes(tmp_path):
@@ -280,4 +280,21 @@ def test_pixel_digest_of_large_images_is_streamed_identically(tmp_path, monkeypa
     whole, _ = extract_files([path])
     monkeypatch.setattr(extract_mod, "_DIGEST_STRIP_PIXELS", 200)  # ~3 rows per strip
     strips, _ = extract_files([path])
-    assert whole.loc[0, "pixel_sha256"] == strips.loc[0, "pixel_sha256"]
+    assert whole.loc[0, "pixel_xxh128"] == strips.loc[0, "pixel_xxh128"]
+
+
+@pytest.mark.parametrize("mode", ["L", "RGB", "RGBA", "I;16", "P"])
+def test_pixel_digest_is_xxh3_128_of_mode_size_and_pixel_bytes(tmp_path, mode):
+    xxhash = pytest.importorskip("xxhash")
+    rng = np.random.default_rng(11)
+    img = Image.fromarray(rng.integers(0, 256, (23, 37, 3), dtype=np.uint8)).convert(mode)
+    path = _save(tmp_path / "x.png", img)
+    table, _ = extract_files([path])
+    with Image.open(path) as back:
+        back.load()
+        content = f"{back.mode}:{back.size[0]}x{back.size[1]}:".encode()
+        if back.mode == "P":
+            content += back.palette.mode.encode() + b":" + bytes(back.palette.tobytes()) + b":"
+        content += back.tobytes()
+    assert table.loc[0, "status"] == "ok"
+    assert table.loc[0, "pixel_xxh128"] == xxhash.xxh3_128(content).hexdigest()

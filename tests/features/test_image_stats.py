@@ -126,3 +126,18 @@ def test_a_one_pixel_image_has_every_statistic_but_sharpness():
     s = image_stats(Image.new("L", (1, 1), 7))
     assert s["intensity_mean"] == s["intensity_p99"] == 7.0 and s["border_share"] == 1.0
     assert s["sharpness"] is None
+
+
+def test_a_jpeg_decoded_by_its_luma_has_zero_colour_spread(tmp_path):
+    """A grey JPEG stored as YCbCr with optimised Huffman tables is decoded by its luma alone
+    (chroma provably zero): no colour image exists, and its colour spread is the proved 0, so
+    the grey-as-colour check still sees it; a colour JPEG keeps its measured spread."""
+    rng = np.random.default_rng(0)
+    grey = rng.integers(0, 256, (64, 64), dtype=np.uint8)
+    Image.fromarray(np.stack([grey] * 3, -1)).save(tmp_path / "g.jpg", optimize=True)
+    Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(
+        tmp_path / "c.jpg", optimize=True)
+    table, _ = extract_files([str(tmp_path / "g.jpg"), str(tmp_path / "c.jpg")])
+    assert bool(table["chroma_flat"][0]) and table["chroma_flat"].isna()[1]
+    assert table["colour_spread"][0] == 0.0 and table["colour_spread"][1] > 10
+    assert (table["decoded_mode"] == "RGB").all()

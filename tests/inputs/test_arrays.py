@@ -52,7 +52,7 @@ def test_npz_audit_via_cli_byte_identity_not_applicable(tmp_path, capsys):
     assert recs["identity.basename.test--train"]["status"] == "not applicable"
     assert recs["identity.within_copies.train--train"]["status"] == "not applicable"
     assert recs["identity.label_conflict_sha256.test--train"]["status"] == "not applicable"
-    pixel = recs["identity.pixel_sha256.test--train"]
+    pixel = recs["identity.pixel_xxh128.test--train"]
     assert (pixel["status"], pixel["numerator"], pixel["denominator"]) == ("completed", 1, 10)
     ncc = recs["near_duplicate.ncc_nearest.test--train"]
     assert ncc["status"] == "completed" and ncc["numerator"] == 2 and ncc["denominator"] == 10
@@ -71,7 +71,7 @@ def test_npz_audit_via_cli_byte_identity_not_applicable(tmp_path, capsys):
     test = issues[issues["split"] == "test"]
     assert issues["sha256"].isna().all() and issues["basename"].isna().all()
     assert issues["byte_copies"].isna().all()
-    assert int(test["pixel_sha256"].sum()) == 1 and int(test["ncc_nearest"].sum()) == 2
+    assert int(test["pixel_xxh128"].sum()) == 1 and int(test["ncc_nearest"].sum()) == 2
 
 
 def test_npz_manifest_rows_and_array_features_match_decoded_images(tmp_path):
@@ -95,7 +95,7 @@ def test_npz_manifest_rows_and_array_features_match_decoded_images(tmp_path):
     Image.fromarray(images["train"][4]).save(png)
     table, thumbs = extract_files([str(png)])
     row = rows.iloc[4]
-    assert row["pixel_sha256"] == table["pixel_sha256"].iloc[0]
+    assert row["pixel_xxh128"] == table["pixel_xxh128"].iloc[0]
     assert int(row["phash"]) == int(table["phash"].iloc[0])
     assert int(row["dhash"]) == int(table["dhash"].iloc[0])
     assert np.array_equal(result.thumbs([int(row["row"])])[0], thumbs[0])
@@ -116,7 +116,7 @@ def test_in_memory_arrays_through_the_api(tmp_path):
                            transforms=0, layers=["duplicates"])
     doc = json.loads(out.audit_json.read_text())
     recs = {r["id"]: r for r in doc["records"]}
-    assert recs["identity.pixel_sha256.test--train"]["numerator"] == 1
+    assert recs["identity.pixel_xxh128.test--train"]["numerator"] == 1
     assert recs["identity.sha256.test--train"]["status"] == "not applicable"
 
 
@@ -128,7 +128,7 @@ def test_deflated_npz_reads_like_a_stored_one(tmp_path):
                                      (("images", images[s]), ("labels", labels[s]))})
     a = scan(stored, tmp_path / "wa", workers=1, progress=False).rows()
     b = scan(deflated, tmp_path / "wb", workers=1, progress=False).rows()
-    assert list(a["pixel_sha256"]) == list(b["pixel_sha256"])
+    assert list(a["pixel_xxh128"]) == list(b["pixel_xxh128"])
     assert list(a["phash"]) == list(b["phash"])
 
 

@@ -49,13 +49,13 @@ def mini_scan(inputs, thumb_size: int = 96) -> MiniScan:
     for f in files:
         data = Path(f).read_bytes() if Path(f).exists() else None
         row = {"file": f, "sha256": hashlib.sha256(data).hexdigest() if data else pd.NA,
-               "pixel_sha256": pd.NA, "phash": pd.NA, "dhash": pd.NA, "flat": pd.NA,
+               "pixel_xxh128": pd.NA, "phash": pd.NA, "dhash": pd.NA, "flat": pd.NA,
                "thumb_index": -1, "status": "ok" if data else "missing"}
         try:
             with Image.open(f) as img:
                 img.load()
                 arr = np.asarray(img)
-                row["pixel_sha256"] = hashlib.sha256(
+                row["pixel_xxh128"] = hashlib.sha256(
                     f"{img.mode}{arr.shape}".encode() + arr.tobytes()).hexdigest()
                 ft = image_features(img, thumb_size=thumb_size)
             row.update(phash=np.uint64(ft["phash"]), dhash=np.uint64(ft["dhash"]),

@@ -22,7 +22,7 @@ MUST_FLAG = {
     "byte_copy": ["sha256", "basename", *NEAR],
     "renamed_copy": ["sha256", *NEAR],
     "label_conflict": ["sha256", *NEAR],
-    "re_encode": ["pixel_sha256", *NEAR],
+    "re_encode": ["pixel_xxh128", *NEAR],
     "resize": ["ncc_nearest", "hash_screen", "hash_joint", "hash_sum"],
     "brightness_contrast": ["ncc_nearest", "hash_screen", "hash_joint", "hash_sum"],
     "crop": [],
@@ -31,11 +31,11 @@ MUST_FLAG = {
     "rot90": ["ncc_nearest_dihedral", "hash_joint_dihedral"],
 }
 MUST_MISS = {
-    "byte_copy": ["pixel_sha256", "ncc_nearest_dihedral"],
-    "renamed_copy": ["basename", "pixel_sha256"],
+    "byte_copy": ["pixel_xxh128", "ncc_nearest_dihedral"],
+    "renamed_copy": ["basename", "pixel_xxh128"],
     "re_encode": ["sha256", "basename"],
-    "resize": ["sha256", "pixel_sha256"],
-    "brightness_contrast": ["sha256", "pixel_sha256"],
+    "resize": ["sha256", "pixel_xxh128"],
+    "brightness_contrast": ["sha256", "pixel_xxh128"],
     "crop": ["sha256", "ncc_nearest", *HASHES],  # hashes miss crops, as the method predicts
     "rotate_small": ["sha256", *HASHES],
     "flip_lr": ["sha256", *NEAR],  # found only with the dihedral option

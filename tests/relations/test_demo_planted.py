@@ -9,7 +9,7 @@ import pytest
 
 from splitscope.relations.layer import audit_duplicates
 
-_MAP = {"sha256": "sha256", "basename": "basename", "pixel_reencode": "pixel_sha256",
+_MAP = {"sha256": "sha256", "basename": "basename", "pixel_reencode": "pixel_xxh128",
         "ncc": "ncc_nearest", "hash_screen": "hash_screen", "hash_joint": "hash_joint",
         "hash_sum": "hash_sum", "hash_exact_phash": "hash_exact_phash",
         "dihedral_ncc": "ncc_nearest_dihedral", "dihedral_hash": "hash_joint_dihedral"}

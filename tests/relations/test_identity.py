@@ -46,10 +46,10 @@ def rows(tmp_path):
         out.append({"row": row, "corpus": "c", "path": path, "split": split, "label": label,
                     "source": source, "file": str(f), "basename": path.rsplit("/", 1)[1],
                     "sha256": hashlib.sha256(contents[content]).hexdigest() if content else pd.NA,
-                    "pixel_sha256": pixel if pixel else pd.NA})
+                    "pixel_xxh128": pixel if pixel else pd.NA})
     table = pd.DataFrame(out)
     for c in ("corpus", "path", "split", "label", "source", "file", "basename", "sha256",
-              "pixel_sha256"):
+              "pixel_xxh128"):
         table[c] = table[c].astype("string")
     return table
 

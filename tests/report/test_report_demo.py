@@ -48,7 +48,7 @@ def test_records_count_exactly_the_planted_rows(demo):
     records = {r["id"]: r for r in doc["records"]}
     found = flagged_paths(result.out_dir / "lists")
     for demo_name, predicate in FLAG_COLUMNS.items():
-        rec = records[f"{'identity' if predicate in ('sha256', 'basename', 'pixel_sha256') else 'near_duplicate'}.{predicate}.test--train"]
+        rec = records[f"{'identity' if predicate in ('sha256', 'basename', 'pixel_xxh128') else 'near_duplicate'}.{predicate}.test--train"]
         assert rec["status"] == "completed"
         assert rec["denominator"] == 50
         expected = _expected(planted, demo_name)

@@ -64,7 +64,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("byte_identical_rows", "query rows with a byte-identical counterpart",
            ("identity",), ("sha256",), field="numerator"),
     Metric("pixel_identical_rate", "share of query rows whose decoded pixels equal a reference "
-           "row's with different bytes (re-encodes)", ("identity",), ("pixel_sha256",)),
+           "row's with different bytes (re-encodes)", ("identity",), ("pixel_xxh128",)),
     Metric("basename_rate", "share of query rows whose basename occurs on the reference side",
            ("identity",), ("basename",)),
     Metric("ncc_rate", "share of query rows with a near-twin (best NCC ρ ≥ τ, nearest rule)",

@@ -21,7 +21,7 @@ from splitscope.errors import InputError
 FLAG_COLUMNS = {
     "sha256": "sha256",
     "basename": "basename",
-    "pixel_reencode": "pixel_sha256",
+    "pixel_reencode": "pixel_xxh128",
     "ncc": "ncc_nearest",
     "hash_screen": "hash_screen",
     "hash_joint": "hash_joint",

@@ -87,7 +87,7 @@ def issue_table(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> pd.Da
         pd.NA, index=rows.index, dtype="string")
     out["readable"] = (status == "ok").fillna(False).to_numpy(bool)
     out["failure_reason"] = status.where(status != "ok").to_numpy()
-    for col, name in (("sha256", "byte"), ("pixel_sha256", "pixel")):
+    for col, name in (("sha256", "byte"), ("pixel_xxh128", "pixel")):
         if col in rows:
             out[f"{name}_copies"] = _copies(rows[col]).to_numpy()
     if "sha256" in rows:

@@ -99,7 +99,7 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
             parts = (union.get("details") or {}).get("parts") or {}
             lines.append(_count_line(union, b, "a pixel-identical copy", "byte copies "
                                      f"{fmt_int(parts.get('sha256'))} and re-encodes "
-                                     f"{fmt_int(parts.get('pixel_sha256'))}, a row counted once"))
+                                     f"{fmt_int(parts.get('pixel_xxh128'))}, a row counted once"))
     for b in bounds:
         dedup = next(iter(records_on(records, b["name"], predicate="dedup_split")), None)
         if dedup is not None and dedup.get("denominator"):
@@ -189,7 +189,7 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
 
 
 _CONFLICT_NAMES = {"label_conflict_sha256": "byte copies",
-                   "label_conflict_pixel_sha256": "decoded-pixel twins",
+                   "label_conflict_pixel_xxh128": "decoded-pixel twins",
                    "label_conflict_ncc": "NCC ≥ {tau:g}",
                    "label_conflict_hash_joint": "hash joint rule",
                    "label_conflict_hash_sum": "hash sum rule",

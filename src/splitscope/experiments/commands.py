@@ -57,7 +57,7 @@ training_options = [
     click.option("--drop-source", default=None, help="Source dropped for Source-only."),
     click.option("--removal-predicate", "removal_predicates", default=None,
                  help="Comma-separated predicates whose flagged training rows Removal drops "
-                      "(default: sha256, pixel_sha256, ncc_nearest, ncc_nearest_dihedral, the "
+                      "(default: sha256, pixel_xxh128, ncc_nearest, ncc_nearest_dihedral, the "
                       "deduplicated view's; e.g. hash_screen for screen-positive rows)."),
     click.option("--pool-seed", default=0, show_default=True, type=int,
                  help="Seed of the Random and class-matched pools."),

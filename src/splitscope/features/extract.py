@@ -6,9 +6,12 @@ from those bytes, in order:
 1. ``size_bytes`` and ``sha256`` of the bytes;
 2. header fields without a pixel decode (:func:`splitscope.features.header.header_fields`);
 3. one decode from the in-memory bytes (Pillow; DICOM through pydicom), the decoded-pixel
-   digest ``pixel_sha256`` (SHA-256 over mode, size and raw pixel bytes — and, for palette
+   digest ``pixel_xxh128`` (XXH3-128 over mode, size and raw pixel bytes — and, for palette
    images, the palette — so two re-encodes with equal pixels match and a different mode or
-   shape never does);
+   shape never does). It is an equality key, not a security digest: 128 bits make an
+   accidental collision among even 10**12 images a chance of about 10**-15, and the byte
+   digest ``sha256`` stays SHA-256. It hashes the decoded buffer where one exists (an 8-bit
+   grayscale image's pixel array, shared with step 4) instead of a further copy;
 4. one 8-bit grayscale conversion (:func:`splitscope.features.imaging.to_gray8`), from which
    pHash, dHash, the S×S thumbnail and its flatness are computed;
 5. intensity statistics of that grayscale image and of the decoded colour image
@@ -54,6 +57,14 @@ Modes (``FeatureParams.mode``):
 
 - ``exact`` (default): full decode; pHash and dHash are bit-identical to ``imagehash.phash`` and
   ``imagehash.dhash`` on 8-bit images, the thumbnail is Pillow's direct resize of the full image.
+  A colour (YCbCr) JPEG is decoded by its luma alone (Pillow ``draft("L", None)``) when its
+  chroma coefficients are provably zero from its Huffman tables
+  (:mod:`splitscope.features.jpeg_chroma`): its RGB decode would be (Y, Y, Y), so the features
+  are those of the RGB decode, ``decoded_mode`` stays ``RGB`` and ``chroma_flat`` is True.
+  Otherwise the luma alone equals ``convert("L")`` only where both upsampled chroma planes are
+  128 at every pixel, which Pillow cannot establish for less than a full decode (its YCbCr
+  decode costs as much as the RGB one and it does not expose the coefficients): such files,
+  grey or not, are decoded to RGB.
 - ``fast``: JPEGs whose both sides are at least 2 × 2·T (T = max(thumb_size, 32)) are decoded at
   reduced DCT scale (Pillow ``draft``: scale 1/2, 1/4 or 1/8, chosen so that the decoded image
   keeps at least 2·T pixels on each side; for YCbCr JPEGs the Y channel is decoded as the
@@ -61,7 +72,7 @@ Modes (``FeatureParams.mode``):
   antialiasing Pillow filters as exact mode (LANCZOS for the hashes, the thumbnail
   interpolation for the thumbnail). It is a different geometry: ``FeatureParams.key()`` differs, so fast features are
   cached apart and never compared with exact ones. Files decoded at reduced scale get no
-  ``pixel_sha256`` (their full-resolution pixels were never decoded; decoded-pixel identity is
+  ``pixel_xxh128`` (their full-resolution pixels were never decoded; decoded-pixel identity is
   not assessed for them). Other files are decoded exactly as in exact mode.
 
   Fidelity versus exact mode (same file, exact vs fast features; measured with
@@ -95,11 +106,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import xxhash
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from splitscope.errors import InputError
 from splitscope.features import header as header_mod
-from splitscope.features import imaging, sources, stats
+from splitscope.features import imaging, jpeg_chroma, sources, stats
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,7 +124,7 @@ __all__ = [
     "extract_files",
 ]
 
-EXTRACT_VERSION = "2"
+EXTRACT_VERSION = "3"
 """Version of the extraction code; part of every cache key. Bump when any feature changes."""
 
 DEFAULT_MAX_PIXELS = 2**27
@@ -216,9 +228,10 @@ _OWN_DTYPES: dict[str, str] = {
     "error": "string",
     "size_bytes": "Int64",
     "sha256": "string",
-    "pixel_sha256": "string",
+    "pixel_xxh128": "string",
     "decoded_mode": "string",
     "gray_rule": "string",
+    "chroma_flat": "boolean",
     "phash": "UInt64",
     "dhash": "UInt64",
     "flat": "boolean",
@@ -238,7 +251,10 @@ FEATURE_COLUMNS: list[str] = list(_DTYPES)
 
 ``decoded_mode`` is the mode of the decoded image (Pillow mode, or ``DICOM``); ``gray_rule`` says
 how it became 8-bit grayscale: ``convert`` (``Image.convert("L")``, imagehash semantics) or
-``minmax`` (the linear rule of :func:`splitscope.features.imaging.array_to_gray8`)."""
+``minmax`` (the linear rule of :func:`splitscope.features.imaging.array_to_gray8`).
+``chroma_flat`` is True for a colour JPEG whose chroma is provably flat (decoded by its luma
+alone: R = G = B at every pixel, ``decoded_mode`` still ``RGB``), ``<NA>`` where that was not
+established (which says nothing either way)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -375,8 +391,11 @@ def _is_dicom(name: str, header: dict[str, Any]) -> bool:
     return name.lower().endswith((".dcm", ".dicom"))
 
 
-def _pixel_digest(img: Image.Image) -> str:
-    h = hashlib.sha256()
+def _pixel_digest(img: Image.Image, pixels: np.ndarray | None = None) -> str:
+    """XXH3-128 (hex) of the decoded image: mode, size, palette (with its transparency) and the
+    raw pixel bytes of ``img.tobytes()``. ``pixels``, when given, is the C-contiguous array of
+    those bytes (``np.asarray(img)`` of a one-byte-per-pixel mode), hashed in place."""
+    h = xxhash.xxh3_128()
     h.update(f"{img.mode}:{img.size[0]}x{img.size[1]}:".encode())
     if img.mode in ("P", "PA") and img.palette is not None:
         h.update(img.palette.mode.encode() + b":" + bytes(img.palette.tobytes()) + b":")
@@ -384,7 +403,9 @@ def _pixel_digest(img: Image.Image) -> str:
         if transparency is not None:
             h.update(repr(transparency).encode() + b":")
     w, height = img.size
-    if w * height <= _DIGEST_STRIP_PIXELS:
+    if pixels is not None:
+        h.update(pixels)
+    elif w * height <= _DIGEST_STRIP_PIXELS:
         h.update(img.tobytes())
     else:  # same bytes in row strips, so a large image is not copied whole once more
         step = max(1, _DIGEST_STRIP_PIXELS // max(w, 1))
@@ -394,6 +415,25 @@ def _pixel_digest(img: Image.Image) -> str:
 
 
 _DIGEST_STRIP_PIXELS = 1 << 22
+
+
+def _luma_gray_and_rgb_digest(img: Image.Image) -> tuple[Image.Image | np.ndarray, str]:
+    """For the luma-only decode (mode ``L``) of a colour JPEG whose chroma is zero: the gray
+    image, and the digest of the RGB decode, (Y, Y, Y) at every pixel — the bytes of its
+    ``tobytes()``, so :func:`_pixel_digest` of the RGB image gives the same value."""
+    w, height = img.size
+    h = xxhash.xxh3_128()
+    h.update(f"RGB:{w}x{height}:".encode())
+    if w * height <= _DIGEST_STRIP_PIXELS:
+        y = np.asarray(img)
+        h.update(np.repeat(y.reshape(-1), 3))
+        return y, h.hexdigest()
+    step = max(1, _DIGEST_STRIP_PIXELS // max(w, 1))
+    for top in range(0, height, step):
+        strip = np.asarray(img.crop((0, top, w, min(top + step, height))))
+        h.update(np.repeat(strip.reshape(-1), 3))
+    return img, h.hexdigest()
+
 
 _TRUNCATION_WORDS = ("truncat", "broken", "premature", "unexpected end", "eof", "incomplete")
 _UNSUPPORTED_WORDS = ("not available", "not supported", "unsupported", "not installed",
@@ -440,10 +480,17 @@ def _unidentified(header: dict[str, Any]) -> _Failure:
 
 
 def _decode_pillow(
-    data: bytes, params: FeatureParams, header: dict[str, Any]
-) -> tuple[Image.Image, str, str | None, str, Image.Image | None]:
-    """Decode with Pillow; return (gray image, decoded mode, pixel digest or None, gray rule,
-    the decoded image when it has colour channels, else None)."""
+    data: bytes, params: FeatureParams, header: dict[str, Any], luma: bool = True
+) -> tuple[Image.Image | np.ndarray, str, str | None, str, Image.Image | None, bool | None]:
+    """Decode with Pillow; return (8-bit gray image or uint8 array, decoded mode, pixel digest
+    or None, gray rule, the decoded image when it has colour channels else None, chroma flat:
+    True for a colour JPEG decoded by its luma alone, else None).
+
+    A colour JPEG whose chroma coefficients are provably zero
+    (:func:`splitscope.features.jpeg_chroma.chroma_provably_zero`) is decoded by its luma
+    alone (``luma``): its RGB decode would be (Y, Y, Y), so the gray image, the decoded mode
+    (``RGB``) and the digest of the RGB pixels are those of the RGB decode. Should that decode
+    fail, the file is decoded again the usual way, so its failure is reported as before."""
     try:
         img = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
@@ -466,18 +513,37 @@ def _decode_pillow(
         if min(w, h) >= 2 * need:
             img.draft("L", (need, need))
             reduced = img.size != (w, h)
+    # the header fields rule out most files at no cost: standard Huffman tables code every
+    # symbol, and only sequential three-component frames can be proved
+    luma_only = (luma and not reduced and img.format == "JPEG" and img.mode == "RGB"
+                 and len(img.tile) == 1 and header.get("jpeg_optimized_huffman") is True
+                 and header.get("jpeg_sof") in ("SOF0", "SOF1")
+                 and jpeg_chroma.chroma_provably_zero(data))
+    if luma_only:
+        img.draft("L", None)
+        luma_only = img.mode == "L" and img.size == (w, h)
     try:
         img.load()
     except Exception as exc:  # noqa: BLE001 - decoders raise OSError, SyntaxError, ValueError...
+        if luma_only:
+            return _decode_pillow(data, params, header, luma=False)
         raise _decode_failure(exc, data) from None
+    if luma_only:
+        gray, digest = _luma_gray_and_rgb_digest(img)
+        return gray, "RGB", digest, "convert", None, True
     mode = img.mode
-    digest = None if reduced else _pixel_digest(img)
     rule = "minmax" if mode in imaging.WIDE_MODES else "convert"
+    # an 8-bit grayscale image is copied out of Pillow once: the digest hashes that array and
+    # the resizes read it (a very large one stays in Pillow, hashed in strips)
+    pixels = np.asarray(img) if mode == "L" and w * h <= _DIGEST_STRIP_PIXELS else None
+    digest = None if reduced else _pixel_digest(img, pixels)
+    if pixels is not None:
+        return pixels, mode, digest, rule, None, None
     try:
         gray = imaging.to_gray8(img)
     except (ValueError, OSError) as exc:
         raise _Failure("unsupported", f"no grayscale conversion for mode {mode}: {exc}") from None
-    return gray, mode, digest, rule, (img if img is not gray else None)
+    return gray, mode, digest, rule, (img if img is not gray else None), None
 
 
 def _decode_dicom(data: bytes, params: FeatureParams
@@ -505,9 +571,9 @@ def _decode_dicom(data: bytes, params: FeatureParams
         status = "truncated" if any(w in text for w in _TRUNCATION_WORDS) else "unsupported"
         raise _Failure(status, f"DICOM pixel data not decodable: {exc}"[:300]) from None
     arr = np.asarray(arr)
-    digest = hashlib.sha256()
+    digest = xxhash.xxh3_128()
     digest.update(f"DICOM:{arr.dtype.str}:{'x'.join(map(str, arr.shape))}:".encode())
-    digest.update(np.ascontiguousarray(arr).tobytes())
+    digest.update(np.ascontiguousarray(arr))
     frames = int(getattr(ds, "NumberOfFrames", 1) or 1)
     samples = int(getattr(ds, "SamplesPerPixel", 1) or 1)
     frame = arr[0] if frames > 1 else arr
@@ -555,6 +621,7 @@ def _extract_one(path: str, params: FeatureParams,
     row: dict[str, Any] = {"file": path}
     try:
         data, name = _content(path, params, embedded)
+        chroma_flat = None
         if isinstance(data, np.ndarray):  # pixels without bytes: no digest, no header
             gray, mode, digest, rule, colour = _from_array(data, params)
         else:
@@ -569,14 +636,18 @@ def _extract_one(path: str, params: FeatureParams,
             if _is_dicom(name, header):
                 gray, mode, digest, rule, colour = _decode_dicom(data, params)
             else:
-                gray, mode, digest, rule, colour = _decode_pillow(data, params, header)
+                gray, mode, digest, rule, colour, chroma_flat = _decode_pillow(
+                    data, params, header)
         row["decoded_mode"] = mode
         row["gray_rule"] = rule
-        row["pixel_sha256"] = digest
+        row["chroma_flat"] = chroma_flat
+        row["pixel_xxh128"] = digest
         small32, small9, thumb = imaging.gray_features(
             gray, params.thumb_size, params.interpolation
         )
         row.update(stats.image_stats(gray, colour, thumb))
+        if chroma_flat:  # decoded by its luma: R = G = B at every pixel, proved
+            row["colour_spread"] = 0.0
     except _Failure as f:
         row["status"] = f.status
         row["error"] = f.error

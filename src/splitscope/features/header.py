@@ -20,6 +20,7 @@ is returned together with ``header_error``, a short reason.
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 import warnings
@@ -456,8 +457,7 @@ def _parse_jpeg(data: bytes, out: dict[str, Any]) -> None:
         out["jpeg_n_qtables"] = len(qtables)
         for tid, (prec, values) in sorted(qtables.items()):
             if tid < _N_QT:
-                out[f"jpeg_qt{tid}"] = ",".join(map(str, values))
-                out[f"jpeg_qt{tid}_sum"] = int(sum(values))
+                out[f"jpeg_qt{tid}"], out[f"jpeg_qt{tid}_sum"] = _qtable_text(values)
         if huffman_seen:
             out["jpeg_optimized_huffman"] = optimized
         elif out["jpeg_sof"] in ("SOF0", "SOF1", "SOF2") and reached_sos:
@@ -470,7 +470,7 @@ def _parse_jpeg(data: bytes, out: dict[str, Any]) -> None:
                 chroma = None
                 if chroma_id is not None and chroma_id != luma_id and chroma_id in qtables:
                     chroma = qtables[chroma_id][1]
-                q, err = estimate_jpeg_quality(luma, chroma, 16 if prec else 8)
+                q, err = _quality_of(luma, chroma, 16 if prec else 8)
                 out["jpeg_quality"] = q
                 out["jpeg_quality_error"] = round(err, 4)
 
@@ -549,6 +549,31 @@ def _parse_jpeg(data: bytes, out: dict[str, Any]) -> None:
             raise _HeaderError("malformed JPEG: scan (SOS) before frame header (SOF)")
     finally:
         finish()
+
+
+# A release's files mostly share a few quantization tables: their text and quality fit are
+# computed once per distinct table (pure functions of the values; tuples as cache keys).
+
+
+@functools.lru_cache(maxsize=1024)
+def _qtable_text_cached(values: tuple[int, ...]) -> tuple[str, int]:
+    return ",".join(map(str, values)), int(sum(values))
+
+
+def _qtable_text(values: list[int]) -> tuple[str, int]:
+    """(comma-separated coefficients, their sum) of one table."""
+    return _qtable_text_cached(tuple(values))
+
+
+@functools.lru_cache(maxsize=1024)
+def _quality_cached(luma: tuple[int, ...], chroma: tuple[int, ...] | None,
+                    bits: int) -> tuple[int, float]:
+    return estimate_jpeg_quality(luma, chroma, bits)
+
+
+def _quality_of(luma: list[int], chroma: list[int] | None, bits: int) -> tuple[int, float]:
+    """:func:`estimate_jpeg_quality`, once per distinct pair of tables."""
+    return _quality_cached(tuple(luma), None if chroma is None else tuple(chroma), bits)
 
 
 def _jpeg_app(n: int, seg: bytes, flags: dict[str, bool], out: dict[str, Any]) -> None:

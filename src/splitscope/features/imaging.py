@@ -250,8 +250,7 @@ def _fixed_to_u8(acc: np.ndarray) -> np.ndarray:
     floor (the arithmetic shift), clip to 0..255 (in place)."""
     acc += 0.5
     np.floor(acc, out=acc)
-    np.maximum(acc, 0.0, out=acc)
-    return np.minimum(acc, 255.0, out=acc)
+    return np.clip(acc, 0.0, 255.0, out=acc)
 
 
 def _pass_rows(work: np.ndarray, axis: _Axis, offset: int) -> np.ndarray:
@@ -339,6 +338,30 @@ def resize_exact(
     return _resample(gray.astype(np.float64), *axes, order).astype(np.uint8)
 
 
+class _GraySource:
+    """One 8-bit grayscale image as Pillow and numpy need it, each form made once, on demand:
+    a Pillow image (for Pillow's resize) and a float64 array (for the matrix products)."""
+
+    __slots__ = ("_array", "_image", "_work", "size")
+
+    def __init__(self, gray: Image.Image | np.ndarray):
+        self._image = gray if isinstance(gray, Image.Image) else None
+        self._array = None if self._image is not None else gray
+        self._work = None
+        self.size = self._image.size if self._image is not None else gray.shape[::-1]
+
+    def image(self) -> Image.Image:
+        if self._image is None:
+            self._image = Image.fromarray(self._array, mode="L")
+        return self._image
+
+    def work(self) -> np.ndarray:
+        if self._work is None:
+            a = self._array if self._array is not None else np.asarray(self._image)
+            self._work = a.astype(np.float64)
+        return self._work
+
+
 class _ExactResizer:
     """Resizes of 8-bit grayscale images that equal Pillow's ``Image.resize``, computed faster.
 
@@ -357,11 +380,14 @@ class _ExactResizer:
     def __init__(self) -> None:
         self._state: dict[tuple, object] = {}
 
-    def resize(self, img: Image.Image, targets) -> list[np.ndarray]:
-        """``targets``: list of ``((width, height), resample)``; returns uint8 arrays."""
-        w, h = img.size
+    def resize(self, gray: Image.Image | np.ndarray, targets) -> list[np.ndarray]:
+        """``gray``: a mode ``L`` image or a C-contiguous 2-D uint8 array; ``targets``: list of
+        ``((width, height), resample)``; returns uint8 arrays. An array is wrapped for Pillow
+        without a copy, and an image is copied out of Pillow once, only when needed."""
+        src = _GraySource(gray)
+        w, h = src.size
         if w * h > self._MAX_PIXELS or w * h < 64 * 64:
-            return [np.asarray(img.resize(size, f)) for size, f in targets]
+            return [np.asarray(src.image().resize(size, f)) for size, f in targets]
         if len(self._state) > self._MAX_GEOMETRIES:
             self._state.clear()
         out: list = [None] * len(targets)
@@ -372,23 +398,23 @@ class _ExactResizer:
             if state in ("h", "v"):
                 planned.append((i, state, _axes(w, h, size[0], size[1], f)))
                 continue
-            out[i] = np.asarray(img.resize(size, f))
+            out[i] = np.asarray(src.image().resize(size, f))
             if state == 0:
                 self._state[key] = 1
             elif state == 1:
-                self._state[key] = self._learn(img, out[i], size, f)
+                self._state[key] = self._learn(src, out[i], size, f)
         if planned:
-            work = np.asarray(img).astype(np.float64)
+            work = src.work()
             for i, order, axes in planned:
                 out[i] = _resample(work, *axes, order).astype(np.uint8)
         return out
 
     @staticmethod
-    def _learn(img: Image.Image, expected: np.ndarray, size, f) -> object:
-        axes = _axes(img.size[0], img.size[1], size[0], size[1], f)
+    def _learn(src: _GraySource, expected: np.ndarray, size, f) -> object:
+        axes = _axes(src.size[0], src.size[1], size[0], size[1], f)
         if axes is False:
             return "pillow"
-        work = np.asarray(img).astype(np.float64)
+        work = src.work()
         orders = ("h", "v") if axes[0] is not None and axes[1] is not None else ("h",)
         match = [o for o in orders if np.array_equal(_resample(work, *axes, o), expected)]
         if len(match) == 1:
@@ -561,7 +587,9 @@ def gray_features(
     size = _check_size(thumb_size)
     thumb_filter = _resample_filter(interpolation)
     if isinstance(gray, np.ndarray):
-        img = Image.fromarray(np.ascontiguousarray(gray, dtype=np.uint8), mode="L")
+        if gray.ndim != 2:
+            raise ValueError(f"gray_features needs a 2-D array, got shape {gray.shape}")
+        img = np.ascontiguousarray(gray, dtype=np.uint8)
     else:
         img = gray
         if img.mode != "L":

@@ -57,7 +57,7 @@ __all__ = [
 
 #: Columns derived from decoded pixels or row identity; never header-probe inputs.
 PIXEL_DERIVED = frozenset({
-    "sha256", "pixel_sha256", "phash", "dhash", "pdq", "flat", "thumb_index", "has_thumb",
+    "sha256", "pixel_xxh128", "phash", "dhash", "pdq", "flat", "thumb_index", "has_thumb",
     "status", "error", "row", "path", "file", "basename", "corpus", "split", "split_released",
     "label", "source", "group", "frame",
 })

@@ -51,7 +51,7 @@ def contaminated_table(relations, rows: pd.DataFrame) -> pd.DataFrame:
             if pred == "sha256":
                 cp = rel.census.affected.set_index("row")["counterpart_row"].reindex(r)
                 value = pd.Series([np.nan] * r.size)
-            elif pred == "pixel_sha256":
+            elif pred == "pixel_xxh128":
                 cp = rel.pixels.set_index("row")["counterpart_row"].reindex(r)
                 value = pd.Series([np.nan] * r.size)
             elif pred == "basename":
@@ -161,7 +161,7 @@ def dedup_splits(rows: pd.DataFrame, relations, within: pd.DataFrame,
             hit = rel.flags[pred].fillna(False).to_numpy(bool)
             if pred == "sha256":
                 counterpart = rel.census.affected.set_index("row")["counterpart_row"]
-            elif pred == "pixel_sha256":
+            elif pred == "pixel_xxh128":
                 counterpart = rel.pixels.set_index("row")["counterpart_row"]
             else:
                 counterpart = near.get(f"{pred}_counterpart")  # None when not recorded

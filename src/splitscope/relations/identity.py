@@ -1,7 +1,7 @@
 """Identity layer (METHODS §1): byte, name and decoded-pixel identity across a boundary.
 
 The input is a row table: the manifest joined with the features (``Scan.rows()``), with at least
-``row, path, basename, split, label, source, file, sha256`` (and ``pixel_sha256`` for decoded-pixel
+``row, path, basename, split, label, source, file, sha256`` (and ``pixel_xxh128`` for decoded-pixel
 identity). Rows whose bytes could not be read have no ``sha256``: they stay in every denominator
 and are counted as *not assessed*, never as clean.
 
@@ -124,7 +124,7 @@ def identity_census(rows: pd.DataFrame, boundary: Boundary, *, confirm: bool = T
         Read the files of every crossing group and compare them byte for byte; groups whose
         bytes differ are reported (``confirmed`` False) and left out of the affected rows.
     key : str
-        Digest column (``sha256``; ``pixel_sha256`` gives decoded-pixel groups).
+        Digest column (``sha256``; ``pixel_xxh128`` gives decoded-pixel groups).
 
     Returns
     -------
@@ -314,7 +314,7 @@ def _bytes_or_array(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows with a pixel digest and bytes, or pixel arrays (no bytes, each its own ``sha256``
     stand-in, so two arrays with equal pixels count as pixel-identical with different bytes)."""
     arrays = no_bytes(rows)
-    keep = rows["pixel_sha256"].notna().to_numpy(bool) & \
+    keep = rows["pixel_xxh128"].notna().to_numpy(bool) & \
         (rows["sha256"].notna().to_numpy(bool) | arrays)
     out = rows[keep].copy()
     if arrays.any():
@@ -326,25 +326,25 @@ def _bytes_or_array(rows: pd.DataFrame) -> pd.DataFrame:
 def pixel_identity(rows: pd.DataFrame, boundary: Boundary) -> pd.DataFrame:
     """Decoded-pixel identity with different bytes (METHODS §1.7): re-encodes of one image.
 
-    Returns one row per query row that has a reference row with equal ``pixel_sha256`` (decoded
-    pixels, mode and shape) but a different ``sha256``: ``row, path, pixel_sha256,
+    Returns one row per query row that has a reference row with equal ``pixel_xxh128`` (decoded
+    pixels, mode and shape) but a different ``sha256``: ``row, path, pixel_xxh128,
     counterpart_row, counterpart_path, n_counterparts, byte_match`` (whether the row also has a
     byte-identical counterpart).
     """
-    check_rows(rows, ("pixel_sha256",))
+    check_rows(rows, ("pixel_xxh128",))
     q = side(rows, boundary.query)
     r = q if boundary.within else side(rows, boundary.reference)
     q, r = _bytes_or_array(q), _bytes_or_array(r)
-    pairs = q[["row", "path", "sha256", "pixel_sha256"]].merge(
-        r[["row", "path", "sha256", "pixel_sha256"]].rename(columns={
+    pairs = q[["row", "path", "sha256", "pixel_xxh128"]].merge(
+        r[["row", "path", "sha256", "pixel_xxh128"]].rename(columns={
             "row": "counterpart_row", "path": "counterpart_path", "sha256": "cp_sha256"}),
-        on="pixel_sha256")
+        on="pixel_xxh128")
     if boundary.within:
         pairs = pairs[pairs["row"] != pairs["counterpart_row"]]
     byte_rows = set(pairs.loc[pairs["sha256"] == pairs["cp_sha256"], "row"])
     diff = pairs[pairs["sha256"] != pairs["cp_sha256"]].sort_values(
         ["row", "counterpart_row"], kind="stable")
-    cols = ["row", "path", "pixel_sha256", "counterpart_row", "counterpart_path",
+    cols = ["row", "path", "pixel_xxh128", "counterpart_row", "counterpart_path",
             "n_counterparts", "byte_match"]
     if diff.empty:
         return pd.DataFrame(columns=cols)

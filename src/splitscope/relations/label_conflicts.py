@@ -8,7 +8,7 @@ query rows over all query rows of the boundary, and listed pair by pair.
 Which pairs each predicate finds:
 
 - ``sha256`` — every reference row with the query row's SHA-256;
-- ``pixel_sha256`` — every reference row with the query row's decoded-pixel digest (byte
+- ``pixel_xxh128`` — every reference row with the query row's decoded-pixel digest (byte
   copies included: equal pixels are the same image whatever the encoding);
 - ``ncc`` — every pair of the pair table with ρ ≥ τ (plain orientation);
 - ``hash_joint``, ``hash_sum``, ``hash_exact_phash`` — every pair of the pair table that
@@ -34,7 +34,7 @@ __all__ = ["CONFLICT_PREDICATES", "label_conflicts", "pixel_identical_union"]
 #: predicate → (where its pairs come from, the pair-table rule tag)
 CONFLICT_PREDICATES = {
     "sha256": ("digest", "sha256"),
-    "pixel_sha256": ("digest", "pixel_sha256"),
+    "pixel_xxh128": ("digest", "pixel_xxh128"),
     "ncc": ("pairs", "ncc"),
     "hash_joint": ("pairs", "joint"),
     "hash_sum": ("pairs", "sum"),
@@ -137,11 +137,11 @@ def label_conflicts(rows: pd.DataFrame, boundary, pair_table: pd.DataFrame | Non
 
 def pixel_identical_union(flags: pd.DataFrame) -> tuple[np.ndarray, int]:
     """Query rows with a byte-identical or a decoded-pixel-identical counterpart (the union
-    of the ``sha256`` and ``pixel_sha256`` flags), and how many rows neither flag could
+    of the ``sha256`` and ``pixel_xxh128`` flags), and how many rows neither flag could
     assess."""
     hit = np.zeros(len(flags), bool)
     assessed = np.zeros(len(flags), bool)
-    for col in ("sha256", "pixel_sha256"):
+    for col in ("sha256", "pixel_xxh128"):
         if col in flags:
             hit |= flags[col].fillna(False).to_numpy(bool)
             assessed |= flags[col].notna().to_numpy(bool)
@@ -150,7 +150,7 @@ def pixel_identical_union(flags: pd.DataFrame) -> tuple[np.ndarray, int]:
 
 _CONFLICT_TITLES = {
     "sha256": "Byte-identical copies under another label",
-    "pixel_sha256": "Decoded-pixel twins under another label",
+    "pixel_xxh128": "Decoded-pixel twins under another label",
     "ncc": "NCC near-twins (ρ ≥ τ) under another label",
     "hash_joint": "Hash joint-rule twins under another label",
     "hash_sum": "Hash sum-rule twins under another label",
@@ -245,13 +245,13 @@ def union_record(rel, rows: pd.DataFrame, slug: str):
     n_query = len(side(rows, b.query))
     hit_rows, not_assessed = pixel_identical_union(rel.flags)
     arrays = bool(n_query) and bool(no_bytes(side(rows, b.query)).all())
-    parts = {p: int(rel.flags[p].fillna(False).sum()) for p in ("sha256", "pixel_sha256")
+    parts = {p: int(rel.flags[p].fillna(False).sum()) for p in ("sha256", "pixel_xxh128")
              if p in rel.flags and not (arrays and p == "sha256")}
     details: dict = {"parts": parts}
     if arrays:  # byte identity does not apply: the union is the decoded-pixel part alone
         details["not_applicable"] = {"sha256": "pixel arrays without file bytes"}
-        not_assessed = int(rel.flags["pixel_sha256"].isna().sum()) \
-            if "pixel_sha256" in rel.flags else n_query
+        not_assessed = int(rel.flags["pixel_xxh128"].isna().sum()) \
+            if "pixel_xxh128" in rel.flags else n_query
     return AuditRecord(
         id=f"identity.pixel_identical_union.{slug}",
         layer="identity",

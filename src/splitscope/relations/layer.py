@@ -60,19 +60,19 @@ from splitscope.relations.near_duplicate import (
     near_duplicates,
 )
 
-IDENTITY_PREDICATES = ("sha256", "basename", "pixel_sha256")
+IDENTITY_PREDICATES = ("sha256", "basename", "pixel_xxh128")
 #: predicates that need file bytes or a file name: not applicable to rows given as pixel arrays
 NEEDS_BYTES = ("sha256", "basename")
 
 #: measured only when embeddings are supplied (METHODS §2.4)
 EMBEDDING_PREDICATE = "embedding_cosine"
 #: predicates whose query rows a deduplicated split removes by default
-DEDUP_PREDICATES = ("sha256", "pixel_sha256", "ncc_nearest", "ncc_nearest_dihedral")
+DEDUP_PREDICATES = ("sha256", "pixel_xxh128", "ncc_nearest", "ncc_nearest_dihedral")
 
 _TITLES = {
     "sha256": "Byte-identical copies (SHA-256, confirmed byte for byte)",
     "basename": "Basename matches (filename only)",
-    "pixel_sha256": "Decoded-pixel identity with different bytes (re-encodes)",
+    "pixel_xxh128": "Decoded-pixel identity with different bytes (re-encodes)",
     "hash_screen": "Hash screen (min d_p ≤ k and min d_d ≤ k)",
     "hash_joint": "Hash joint rule (one reference with d_p ≤ k and d_d ≤ k)",
     "hash_sum": "Hash sum rule (one reference with d_p + d_d ≤ k)",
@@ -159,7 +159,7 @@ def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
     """
     census = identity_census(rows, boundary, confirm=confirm)
     names = basename_matches(rows, boundary)
-    pixels = pixel_identity(rows, boundary) if "pixel_sha256" in rows.columns else None
+    pixels = pixel_identity(rows, boundary) if "pixel_xxh128" in rows.columns else None
     near = near_duplicates(rows, thumbs, boundary, tau=tau, radius=radius, geometry=geometry,
                            dihedral=dihedral, ssim=ssim, workers=workers, searcher=searcher)
     q = side(rows, boundary.query)
@@ -167,14 +167,14 @@ def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
     has_digest = q["sha256"].notna().to_numpy()
     for name, hit_rows in (("sha256", census.affected["row"]),
                            ("basename", names.loc[names["basename_match"], "row"]),
-                           ("pixel_sha256", pixels["row"] if pixels is not None else None)):
+                           ("pixel_xxh128", pixels["row"] if pixels is not None else None)):
         if hit_rows is None:
             continue
         col = pd.array(flags["row"].isin(set(hit_rows)).to_numpy(), dtype="boolean")
         if name == "sha256":
             col[~has_digest] = pd.NA
-        if name == "pixel_sha256":
-            col[~q["pixel_sha256"].notna().to_numpy()] = pd.NA
+        if name == "pixel_xxh128":
+            col[~q["pixel_xxh128"].notna().to_numpy()] = pd.NA
         if name == "basename":  # a pixel array has no file name to match
             col[no_bytes(q)] = pd.NA
         flags[name] = col

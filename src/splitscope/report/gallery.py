@@ -74,7 +74,7 @@ def _bands(pairs: pd.DataFrame, conflicts: set[tuple[int, int]], tau: float) -> 
     conflict = np.array([k in conflicts for k in keys], bool)
     rho = pairs["rho"].to_numpy(np.float64)
     identical = (rho >= IDENTICAL_RHO) | (np.isnan(rho) & pairs["predicate"].isin(
-        ["sha256", "pixel_sha256"]).to_numpy(bool))
+        ["sha256", "pixel_xxh128"]).to_numpy(bool))
     return np.select([conflict, identical, rho >= tau], list(BANDS[:3]), BANDS[3])
 
 
