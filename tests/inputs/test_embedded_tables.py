@@ -136,7 +136,12 @@ def test_split_column_and_a_single_table_file(tmp_path):
 
 @pytest.fixture
 def datasets():
-    return pytest.importorskip("datasets", reason="the datasets library is not installed")
+    # a submodule, so that the tests/datasets folder (a namespace package on the test path when
+    # the library is absent) is never taken for it
+    pytest.importorskip("datasets.arrow_dataset", reason="the datasets library is not installed")
+    import datasets
+
+    return datasets
 
 
 def _dataset_dict(datasets, release: dict):
