@@ -440,6 +440,11 @@ def _check_classes(y: pd.Series, where: str) -> None:
         raise InputError(f"{where} has fewer than two classes ({sorted(y.unique().tolist())})")
 
 
+#: the width at which a narrow feature matrix is counted when choosing worker processes for the
+#: folds (:func:`splitscope.provenance.stats.fold_jobs`)
+MIN_COST_COLUMNS = 32
+
+
 def header_probe_within_pool(
     table: pd.DataFrame,
     *,
@@ -526,7 +531,10 @@ def _within_pool(table, *, label, group, folds, seed, n_resamples, importance_re
     fold_of = np.empty(len(yv), dtype=np.int64)
     imp_parts: list[pd.DataFrame] = []
     if names:
-        n_jobs = fold_jobs(Xv.size, len(splits), jobs)
+        # a boosted fit and its importances cost about as much with a few columns as with
+        # MIN_COST_COLUMNS (binning and per-tree predictions dominate), so a narrow matrix
+        # such as the image statistics is counted at that width
+        n_jobs = fold_jobs(len(yv) * max(Xv.shape[1], MIN_COST_COLUMNS), len(splits), jobs)
         tasks = [(Xv, yv, tr, te, names, info["categorical"], seed, seed + i,
                   importance_repeats, importance_max_rows) for i, (tr, te) in enumerate(splits)]
         done = map_folds(_fit_fold, tasks, n_jobs)
