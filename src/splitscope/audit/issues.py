@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
 import pandas as pd
 
 IDENTITY = ("row", "path", "split", "label", "corpus", "source", "group", "file")
@@ -57,8 +56,9 @@ def _query_part(flags: pd.DataFrame, rows: pd.Index) -> pd.DataFrame:
     """``query_flags`` (one line per boundary × query row) combined per row."""
     flags = flags[flags["row"].notna()]
     preds = _predicates(flags)
+    flags = flags.astype({c: "boolean" for c in preds})
     g = flags.groupby("row", sort=True)
-    parts = [g[preds].agg(lambda s: bool(s.fillna(False).any())).astype("boolean")]
+    parts = [g[preds].max()]  # True on any boundary; <NA> when no boundary assessed it
     scores = {c: how for c, how in SCORES.items() if c in flags.columns}
     if scores:
         parts.append(g.agg(scores))
@@ -68,10 +68,7 @@ def _query_part(flags: pd.DataFrame, rows: pd.Index) -> pd.DataFrame:
         parts.append(best.groupby("row", sort=True)[["ncc_nearest_counterpart"]].first())
     parts.append(g["boundary"].agg(lambda s: "; ".join(sorted(set(map(str, s)))))
                  .rename("queried_on").to_frame())
-    out = pd.concat(parts, axis=1).reindex(rows)
-    for c in preds:
-        out[c] = out[c].astype("boolean")
-    return out
+    return pd.concat(parts, axis=1).reindex(rows)
 
 
 def issue_table(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -95,18 +92,7 @@ def issue_table(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> pd.Da
 
     flags = tables.get("query_flags")
     if flags is not None and len(flags):
-        q = _query_part(flags, ids)
-        # what a row without bytes or without a decoded image could not be assessed by
-        no_bytes = (rows["sha256"].isna() if "sha256" in rows else
-                    pd.Series(True, index=rows.index)).to_numpy(bool)
-        no_pixels = (rows["thumb_index"] < 0).to_numpy(bool) if "thumb_index" in rows \
-            else no_bytes
-        no_name = (rows["basename"].isna() if "basename" in rows else
-                   pd.Series(False, index=rows.index)).to_numpy(bool)  # pixel-array rows
-        for c in _predicates(flags):
-            q.loc[no_name if c == "basename" else no_bytes if c == "sha256" else no_pixels,
-                  c] = pd.NA
-        out = out.join(q)
+        out = out.join(_query_part(flags, ids))  # <NA> where the layer did not assess
     dedup = tables.get("dedup_splits")
     if dedup is not None and len(dedup):
         d = dedup.drop_duplicates("row").set_index("row").reindex(ids)
@@ -137,11 +123,3 @@ def issue_table(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> pd.Da
                 out[f"quality_{f.name}_score"] = q[f"{f.name}_score"].to_numpy()
     return out.reset_index()
 
-
-def flag_counts(issues: pd.DataFrame, where: pd.Series | np.ndarray | None = None
-                ) -> dict[str, int]:
-    """True count of every boolean column (over ``where`` rows): what a record's numerator
-    should equal for the same rows."""
-    sub = issues if where is None else issues[np.asarray(where, bool)]
-    return {c: int(sub[c].fillna(False).sum()) for c in sub.columns
-            if str(sub[c].dtype) in ("boolean", "bool")}
