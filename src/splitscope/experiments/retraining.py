@@ -370,10 +370,10 @@ def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, 
     if external is not None:
         ext = prepare_external(external, base, classes, ws, out, protocol, label_map,
                                workers=workers, progress=progress)
-        if "frozen" in policies:
-            model, _ = classifier(spec, len(classes), 0)
-            ext["features"], info["external_feature_cache"] = feature_cache(
+        if "frozen" in policies:  # the same start backbone as the audited rows' features
+            cached, info["external_feature_cache"] = feature_cache(
                 model, ext["scan"], spec, protocol, device)
+            ext["features"] = np.asarray(cached)[ext["rows"]["thumb_index"].to_numpy(np.int64)]
         info["external"] = ext["info"]
         info["views"].update({
             "external": f"every evaluated row of the external corpus ({ext['info']['rows']})",
@@ -553,7 +553,8 @@ def prepare_external(external, base, classes: list[str], ws: Path, out: Path,
     audited training split (byte or NCC-nearest counterparts on *external → train*, searched
     on the base-size scans as the audit's external layer does: METHODS §2.9) and write ``out/external``:
     ``truth.csv`` and ``views/deduplicated_exclude.csv``. Returns the scan at the training
-    image size, the evaluated rows and what experiment.json records."""
+    image size, the evaluated rows with their S×S images in row order (read once for every
+    run) and what experiment.json records."""
     from splitscope.features.scanning import scan
     from splitscope.manifest.labels import apply_label_map
     from splitscope.relations.external import audit_external
@@ -594,7 +595,11 @@ def prepare_external(external, base, classes: list[str], ws: Path, out: Path,
                                     "in train",
                             "rows_contained": int(contained.size),
                             "lists": str(folder / "containment")}}
-    return {"scan": ext_s, "rows": ev, "folder": folder, "features": None, "info": info}
+    from splitscope.experiments.training import _ordered
+
+    images = _ordered(ext_s.thumbnails, ev["thumb_index"].to_numpy(np.int64))
+    return {"scan": ext_s, "rows": ev, "images": images, "features": None, "folder": folder,
+            "info": info}
 
 
 def selected_logits(rdir: Path, spec: BackboneSpec, n_classes: int, policy: str, *, images,
@@ -624,13 +629,8 @@ def evaluate_external(rec: dict, rdir: Path, spec: BackboneSpec, classes: list[s
             v in rec["metrics"] for v in EXTERNAL_VIEWS):
         return rec
     ev = ext["rows"]
-    tix = ev["thumb_index"].to_numpy(np.int64)
-    order = np.argsort(tix, kind="stable")
-    images = np.empty((len(tix),) + ext["scan"].thumbnails.shape[1:], np.uint8)
-    images[order] = ext["scan"].thumbnails[tix[order]]
-    feats = None if ext["features"] is None else np.asarray(ext["features"])[tix]
-    logits = selected_logits(rdir, spec, len(classes), rec["policy"], images=images,
-                             features=feats, device=device)
+    logits = selected_logits(rdir, spec, len(classes), rec["policy"], images=ext["images"],
+                             features=ext["features"], device=device)
     pred = pd.DataFrame({"path": ev["path"].to_numpy(), "split": ev["split"].to_numpy(),
                          "view": "external"})
     for j, c in enumerate(classes):
