@@ -109,8 +109,57 @@ def _ba_uncertainty(ba: dict) -> Uncertainty:
                                "seed": ba["seed"]})
 
 
+def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: str,
+                   probe: str, within, cross, scored, inputs, one_side_reason=None,
+                   single_field: bool = False) -> LayerResult:
+    """The within-pool record and one cross-split record per boundary of one probe (the header
+    probe's protocol, METHODS §4.2 and §4.5), with their tables ``<name>_within_pool``,
+    ``<name>_importance`` (with ``single_field``, ``<name>_single_field``) and
+    ``<name>_cross_<boundary>``.
+
+    ``within(labelled)`` and ``cross(train, test)`` run the probe; ``scored(frame)`` marks the
+    rows that have its features (labelled rows without them are counted as unscored);
+    ``one_side_reason(b)``, when given, is why a boundary with an empty side is not
+    applicable (else the probe itself says what it cannot fit)."""
+    wid = f"provenance.{name}.within_pool"
+    labelled = pool["label"].notna()
+    try:
+        wp = within(pool[labelled & scored(pool)])
+    except InputError as exc:
+        out.records.append(not_run_record("provenance", "not applicable", str(exc), id=wid, title=title, inputs=inputs))
+        return out
+    unscored = int((labelled & ~scored(pool)).sum())
+    out.records.append(_probe_record(wp, wid, f"{title}: within pool", None, inputs,
+                                     probe=probe, unscored=unscored))
+    out.tables[f"{name}_within_pool"] = wp.predictions
+    out.tables[f"{name}_importance"] = wp.importances
+    if single_field and wp.single_field is not None:
+        out.tables[f"{name}_single_field"] = wp.single_field
+    labelled, ok = rows["label"].notna(), scored(rows)
+    for b in bounds:
+        s = slug(b.name)
+        tr = rows[rows["row"].isin(b.reference.rows) & labelled & ok]
+        in_query = rows["row"].isin(b.query.rows) & labelled
+        te = rows[in_query & ok]
+        rid = f"provenance.{name}.cross_split[{s}]"
+        if one_side_reason is not None and (tr.empty or te.empty):
+            out.records.append(not_run_record("provenance", "not applicable", one_side_reason(b), id=rid, title=f"{title}: cross split", inputs=inputs))
+            continue
+        try:
+            cs = cross(tr, te)
+        except InputError as exc:
+            out.records.append(not_run_record("provenance", "not applicable", str(exc), id=rid, title=f"{title}: cross split", inputs=inputs))
+            continue
+        out.records.append(_probe_record(cs, rid, f"{title}: fit on {b.reference.name}, "
+                                         f"score {b.query.name}", b, inputs, within=wp,
+                                         probe=probe, unscored=int((in_query & ~ok).sum())))
+        out.tables[f"{name}_cross_{s}"] = cs.predictions
+    return out
+
+
 def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, repeats,
                     include_name_fields, inputs) -> LayerResult:
+    from splitscope.manifest.build import CONTENT_ARRAY, content_of
     from splitscope.provenance.header_probe import (
         header_columns,
         header_probe_cross_split,
@@ -119,54 +168,29 @@ def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, 
 
     out = LayerResult()
     title = "Header-only probe"
+    wid = "provenance.header_probe.within_pool"
     if not has_label:
-        out.records.append(not_run_record("provenance", "not applicable", "no labels in the release", id="provenance.header_probe.within_pool", title=title, inputs=inputs))
+        out.records.append(not_run_record("provenance", "not applicable", "no labels in the release", id=wid, title=title, inputs=inputs))
         return out
     if not any(c in rows.columns for c in header_columns()):
-        out.records.append(not_run_record("provenance", "not assessed", "no header features: scan the release first (splitscope scan)", id="provenance.header_probe.within_pool", title=title, inputs=inputs))
+        out.records.append(not_run_record("provenance", "not assessed", "no header features: scan the release first (splitscope scan)", id=wid, title=title, inputs=inputs))
         return out
-    from splitscope.manifest.build import CONTENT_ARRAY, content_of
-
     arrays = content_of(rows).eq(CONTENT_ARRAY).to_numpy(bool)
     if arrays.all():
-        out.records.append(not_run_record("provenance", "not applicable", "no file headers: the rows are pixel arrays (an .npz or in-memory arrays), which carry no encoded file to probe", id="provenance.header_probe.within_pool", title=title, inputs=inputs))
+        out.records.append(not_run_record("provenance", "not applicable", "no file headers: the rows are pixel arrays (an .npz or in-memory arrays), which carry no encoded file to probe", id=wid, title=title, inputs=inputs))
         return out
     if arrays.any():  # only rows with file bytes have header fields
         rows = rows[~arrays]
         pool = pool[~content_of(pool).eq(CONTENT_ARRAY).to_numpy(bool)]
-    labelled = pool[pool["label"].notna()]
-    try:
-        wp = header_probe_within_pool(labelled, seed=seed, n_resamples=n_resamples, folds=folds,
-                                      importance_repeats=repeats,
-                                      include_name_fields=include_name_fields)
-    except InputError as exc:
-        out.records.append(not_run_record("provenance", "not applicable", str(exc), id="provenance.header_probe.within_pool", title=title, inputs=inputs))
-        return out
-    out.records.append(_probe_record(wp, "provenance.header_probe.within_pool",
-                                     f"{title}: within pool", None, inputs))
-    out.tables["header_probe_within_pool"] = wp.predictions
-    out.tables["header_probe_importance"] = wp.importances
-    if wp.single_field is not None:
-        out.tables["header_probe_single_field"] = wp.single_field
-    for b in bounds:
-        s = slug(b.name)
-        tr = rows[rows["row"].isin(b.reference.rows) & rows["label"].notna()]
-        te = rows[rows["row"].isin(b.query.rows) & rows["label"].notna()]
-        rid = f"provenance.header_probe.cross_split[{s}]"
-        if arrays.any() and (tr.empty or te.empty):  # one side is pixel arrays only
-            out.records.append(not_run_record("provenance", "not applicable", f"no file headers on one side of {b.name}: its rows are pixel arrays", id=rid, title=f"{title}: cross split", inputs=inputs))
-            continue
-        try:
-            cs = header_probe_cross_split(tr, te, seed=seed, n_resamples=n_resamples,
-                                          importance_repeats=repeats,
-                                          include_name_fields=include_name_fields)
-        except InputError as exc:
-            out.records.append(not_run_record("provenance", "not applicable", str(exc), id=rid, title=f"{title}: cross split", inputs=inputs))
-            continue
-        out.records.append(_probe_record(cs, rid, f"{title}: fit on {b.reference.name}, "
-                                         f"score {b.query.name}", b, inputs, within=wp))
-        out.tables[f"header_probe_cross_{s}"] = cs.predictions
-    return out
+    opts = {"seed": seed, "n_resamples": n_resamples, "importance_repeats": repeats,
+            "include_name_fields": include_name_fields}
+    return _probe_records(
+        out, rows, pool, bounds, name="header_probe", title=title, probe="header",
+        within=lambda t: header_probe_within_pool(t, folds=folds, **opts),
+        cross=lambda tr, te: header_probe_cross_split(tr, te, **opts),
+        scored=lambda t: pd.Series(True, index=t.index), inputs=inputs, single_field=True,
+        one_side_reason=(lambda b: f"no file headers on one side of {b.name}: its rows are "
+                         "pixel arrays") if arrays.any() else None)
 
 
 def _image_stats_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, repeats,
@@ -188,37 +212,13 @@ def _image_stats_records(rows, pool, bounds, has_label, *, seed, n_resamples, fo
     if not all(c in rows.columns for c in IMAGE_STATS_FEATURES):
         out.records.append(not_run_record("provenance", "not assessed", "no image statistics: scan the release with this version (splitscope scan)", id=wid, title=title, inputs=inputs))
         return out
-    decoded = pool["intensity_mean"].notna()
-    labelled = pool[pool["label"].notna() & decoded]
-    unscored = int((pool["label"].notna() & ~decoded).sum())
     opts = {"seed": seed, "n_resamples": n_resamples, "importance_repeats": repeats}
-    try:
-        wp = image_stats_probe_within_pool(labelled, folds=folds, **opts)
-    except InputError as exc:
-        out.records.append(not_run_record("provenance", "not applicable", str(exc), id=wid, title=title, inputs=inputs))
-        return out
-    out.records.append(_probe_record(wp, wid, f"{title}: within pool", None, inputs,
-                                     probe="image statistics", unscored=unscored))
-    out.tables["image_stats_probe_within_pool"] = wp.predictions
-    out.tables["image_stats_probe_importance"] = wp.importances
-    for b in bounds:
-        s = slug(b.name)
-        ok = rows["label"].notna() & rows["intensity_mean"].notna()
-        tr = rows[rows["row"].isin(b.reference.rows) & ok]
-        te = rows[rows["row"].isin(b.query.rows) & ok]
-        missed = int((rows["row"].isin(b.query.rows) & rows["label"].notna()
-                      & rows["intensity_mean"].isna()).sum())
-        rid = f"provenance.image_stats_probe.cross_split[{s}]"
-        try:
-            cs = image_stats_probe_cross_split(tr, te, **opts)
-        except InputError as exc:
-            out.records.append(not_run_record("provenance", "not applicable", str(exc), id=rid, title=f"{title}: cross split", inputs=inputs))
-            continue
-        out.records.append(_probe_record(cs, rid, f"{title}: fit on {b.reference.name}, "
-                                         f"score {b.query.name}", b, inputs, within=wp,
-                                         probe="image statistics", unscored=missed))
-        out.tables[f"image_stats_probe_cross_{s}"] = cs.predictions
-    return out
+    return _probe_records(
+        out, rows, pool, bounds, name="image_stats_probe", title=title,
+        probe="image statistics",
+        within=lambda t: image_stats_probe_within_pool(t, folds=folds, **opts),
+        cross=lambda tr, te: image_stats_probe_cross_split(tr, te, **opts),
+        scored=lambda t: t["intensity_mean"].notna(), inputs=inputs)
 
 
 #: header fields that only measure the compressed size, which tracks image content
