@@ -14,6 +14,7 @@ from hostile_corpus import image
 
 from splitscope import cli
 from splitscope.errors import InputError
+from splitscope.features import workspace
 from splitscope.features.extract import extract_files
 from splitscope.features.scanning import load_scan, scan
 
@@ -152,21 +153,21 @@ def test_disk_full_is_one_sentence_and_the_workspace_stays_consistent(clean, tmp
                                                                       monkeypatch, capsys):
     root, reference = clean
     ws = tmp_path / "ws"
-    real = pd.DataFrame.to_parquet
+    real = workspace._fsync_file
     calls = {"n": 0}
 
-    def fill_up(self, path, *args, **kwargs):
+    def fill_up(path):
         calls["n"] += 1
-        if calls["n"] > 3:  # the fourth Parquet write finds the disk full
+        if calls["n"] > 3:  # the fourth file written (the second batch's) finds the disk full
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        return real(self, path, *args, **kwargs)
+        return real(path)
 
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", fill_up)
+    monkeypatch.setattr(workspace, "_fsync_file", fill_up)
     code = cli.main(["scan", str(root), "-w", str(ws), "--workers", "1"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert "No space left on device" in err and "MiB free" in err and str(ws) in err
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", real)
+    monkeypatch.setattr(workspace, "_fsync_file", real)
     again = scan(root, ws, workers=1, batch_size=6, progress=False)
     assert again.meta["reused"] > 0  # what was committed before the disk filled is kept
     _same(again, reference)

@@ -2,8 +2,8 @@
 
 This module and what it imports load no pandas: with the default extractor a worker returns
 plain lists and arrays (:func:`splitscope.features.extract.extract_batch`) and the scanning
-process builds the table (:func:`~splitscope.features.extract.table_from_batch`), so each
-worker starts in a fraction of the time.
+process builds the batch's Arrow table from them (:func:`~splitscope.features.extract.
+arrow_from_batch`, no pandas either), so each worker starts in a fraction of the time.
 """
 
 from __future__ import annotations

@@ -790,12 +790,67 @@ def table_from_batch(batch: dict[str, Any]) -> tuple[pd.DataFrame, np.ndarray]:
     return table, batch["thumbs"]
 
 
-def _build_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+# Python types whose conversion to Arrow gives what pandas gives for each dtype (NaN is missing
+# for Float64 in both); a column holding anything else is converted by pandas itself.
+_PLAIN_TYPES: dict[str, type] = {"string": str, "Int64": int, "UInt64": int, "Float64": float,
+                                 "boolean": bool}
+
+
+def arrow_from_batch(batch: dict[str, Any], schema: Any, fixed: dict[str, Any]) -> Any:
+    """:func:`table_from_batch`'s table of ``batch`` as a ``pyarrow.Table`` of ``schema``, built
+    column by column without pandas (the scan commits every batch in this form).
+
+    ``schema`` is the Arrow schema of that table (its pandas metadata included, so that reading
+    it back restores the dtypes); ``fixed`` gives whole columns (``file``, the stat signature).
+    A column whose values are all ``None`` or of the plain Python type of its dtype is converted
+    by Arrow directly; any other column (a numpy scalar, a number in a text column) goes
+    through ``pandas.array`` as in :func:`table_from_batch`, so the values are the same."""
+    import pyarrow as pa
+
+    rows = batch["rows"]
+    has_thumb = np.asarray(batch["has_thumb"], dtype=bool)
+    arrays = []
+    for field in schema:
+        name = field.name
+        if name in fixed:
+            arrays.append(pa.array(fixed[name], type=field.type))
+        elif name == "has_thumb":
+            arrays.append(pa.array(has_thumb, type=field.type))
+        elif name in ("phash", "dhash") and has_thumb.any():
+            arrays.append(pa.array(np.asarray(batch[name], dtype=np.uint64), type=field.type,
+                                   mask=~has_thumb))
+        else:
+            arrays.append(_arrow_column([r.get(name) for r in rows], _DTYPES[name], field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _arrow_column(values: list[Any], dtype: str, arrow_type: Any) -> Any:
+    import pyarrow as pa
+
+    plain = _PLAIN_TYPES.get(dtype)
+    if plain is not None and all(v is None or type(v) is plain for v in values):
+        try:
+            return pa.array(values, type=arrow_type, from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            pass  # e.g. an integer beyond the range of the type: pandas says why below
+    import pandas as pd
+
+    if dtype == "bool":
+        column: Any = np.array([bool(v) for v in values], dtype=bool)
+    elif dtype == "UInt64":
+        column = _build_table([{"v": v} for v in values], {"v": "UInt64"})["v"].array
+    else:
+        column = pd.array([pd.NA if v is None else v for v in values], dtype=dtype)
+    return pa.array(column, type=arrow_type, from_pandas=True)
+
+
+def _build_table(rows: list[dict[str, Any]],
+                 dtypes: dict[str, str] | None = None) -> pd.DataFrame:
     import pandas as pd
 
     columns: dict[str, Any] = {}
     n = len(rows)
-    for name, dtype in _DTYPES.items():
+    for name, dtype in (_DTYPES if dtypes is None else dtypes).items():
         values = [r.get(name) for r in rows]
         if dtype == "UInt64":
             arr = np.zeros(n, dtype=np.uint64)

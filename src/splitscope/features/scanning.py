@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,11 @@ from splitscope.features.executor import (
 from splitscope.features.workspace import (
     SIGNATURE_COLUMNS,
     FeatureStore,
+    ShardCommitter,
     file_signatures,
     open_thumbnails,
     read_json,
+    shard_positions,
     workspace_errors,
     workspace_lock,
     write_json,
@@ -465,7 +468,7 @@ def scan(
 
         t = time.perf_counter()
         extract_seconds = 0.0
-        committed: dict[str, pd.DataFrame] = {}  # this run's shards, not read back
+        committed: dict[str, Any] = {}  # this run's shards, not read back
         if len(todo):
             # Files that cannot even be stat'ed (missing, ...) are cheap: they run here, in
             # large batches; the others go to the executor in batches sized for balance.
@@ -482,7 +485,12 @@ def scan(
             run = f"{time.time_ns():020d}-{os.getpid()}"
             plan = [(SerialExecutor(), unstatable, int(batch_size) if batch_size else 4096),
                     (executor, readable, size_b)]
-            with _progress_bar(_progress_enabled(progress), len(todo)) as advance:
+            layout = _shard_schema(params)
+            source = entries["source"].to_numpy(dtype=object).copy()
+            row_pos = entries["row_pos"].to_numpy(dtype=np.int64).copy()
+            thumb_pos = entries["thumb_pos"].to_numpy(dtype=np.int64).copy()
+            with _progress_bar(_progress_enabled(progress), len(todo)) as advance, \
+                    ShardCommitter(store, depth=2 * max(1, n_workers)) as committer:
                 for stage, (runner, subset, step) in enumerate(plan):
                     if not len(subset):
                         continue
@@ -499,17 +507,17 @@ def scan(
                                     "the worker process extracting this file's batch died "
                                     f"twice ({result.detail}); retried on the next scan"), 0.0)
                             output, seconds = result
-                            table, thumbs = (extract.table_from_batch(output)
-                                             if isinstance(output, dict) else output)
-                            table = _batch_table(table, thumbs, [files[i] for i in take], name)
-                            table["_size"] = size[take]
-                            table["_mtime_ns"] = mtime[take]
-                            placed = store.commit_shard(name, table, thumbs)
+                            table, thumbs = _shard_table(output, [files[i] for i in take],
+                                                         size[take], mtime[take], name, layout)
+                            committer.submit(name, table, thumbs)
                             committed[f"shard:{name}"] = table
-                            for column in ("source", "row_pos", "thumb_pos"):
-                                entries.loc[take, column] = placed[column].to_numpy()
+                            source[take] = f"shard:{name}"
+                            row_pos[take], thumb_pos[take] = shard_positions(table)
                             extract_seconds += seconds
                             advance(len(take))
+            entries["source"] = source
+            entries["row_pos"] = row_pos
+            entries["thumb_pos"] = thumb_pos
             if entries["source"].isna().any():  # cannot happen: every batch was committed
                 raise RuntimeError("feature cache incomplete after extraction")
         timings["extract"] = time.perf_counter() - t
@@ -568,10 +576,19 @@ def scan(
         }
         store.commit_meta(new_meta)
         write_json({"key": params.key(), "params": params.to_dict()}, workspace / "scan.json")
-        # everything the new result holds is now committed twice; drop the older copies
-        store.prune_shards(store.committed_shards())
-        store.prune_results(keep=store.result_dir(new_meta))
-    return load_scan(workspace, params, verify=False)  # checked or written just now
+        # everything the new result holds is now committed twice: the older copies are deleted
+        # while the result is opened (the lock is held until both are done)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitscope-prune") as bg:
+            pruned = bg.submit(_prune, store, store.result_dir(new_meta))
+            result = load_scan(workspace, params, verify=False)  # checked or written just now
+            pruned.result()
+    return result
+
+
+def _prune(store: FeatureStore, keep: Path | None) -> None:
+    """Delete the shards and the result generations other than ``keep``."""
+    store.prune_shards(store.committed_shards())
+    store.prune_results(keep=keep)
 
 
 def _read_mask(manifest: pd.DataFrame, allow_outside_root: bool) -> np.ndarray:
@@ -581,6 +598,39 @@ def _read_mask(manifest: pd.DataFrame, allow_outside_root: bool) -> np.ndarray:
     if allow_outside_root:
         ok |= issue == OUTSIDE_ROOT
     return ok.to_numpy(dtype=bool)
+
+
+def _shard_schema(params: Any) -> Any:
+    """Arrow schema (with its pandas metadata) of a shard built from a raw batch: the columns
+    of :func:`~splitscope.features.extract.table_from_batch`, then the stat signature."""
+    import pyarrow as pa
+
+    table, thumbs = extract.table_from_batch(extract.failure_batch([], params, "ok", ""))
+    table = _batch_table(table, thumbs, [], "schema")
+    for column in SIGNATURE_COLUMNS:
+        table[column] = np.array([], dtype=np.int64)
+    return pa.Schema.from_pandas(table, preserve_index=False)
+
+
+def _shard_table(output: Any, files: list[str], size: np.ndarray, mtime: np.ndarray, name: str,
+                 layout: Any) -> tuple[Any, np.ndarray]:
+    """One batch's shard table and thumbnails. A raw batch (the default extractor's) becomes
+    an Arrow table of ``layout`` without pandas; an extractor's ``(table, thumbs)`` is checked
+    and keyed as a DataFrame."""
+    if isinstance(output, dict):
+        thumbs = output["thumbs"]
+        if len(output["rows"]) != len(files) or len(thumbs) != len(files):
+            raise RuntimeError(
+                f"extractor returned {len(output['rows'])} rows and {len(thumbs)} thumbnails "
+                f"for {len(files)} files (batch {name})"
+            )
+        fixed = {"file": files, SIGNATURE_COLUMNS[0]: size, SIGNATURE_COLUMNS[1]: mtime}
+        return extract.arrow_from_batch(output, layout, fixed), thumbs
+    table, thumbs = output
+    table = _batch_table(table, thumbs, files, name)
+    table[SIGNATURE_COLUMNS[0]] = size
+    table[SIGNATURE_COLUMNS[1]] = mtime
+    return table, thumbs
 
 
 def _batch_table(table: pd.DataFrame, thumbs: np.ndarray, files: list[str],

@@ -42,9 +42,11 @@ signature is unchanged is not read again. Entries whose failure may be transient
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -52,7 +54,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
@@ -62,13 +64,16 @@ from splitscope.errors import InputError
 __all__ = [
     "RETRY_STATUSES",
     "FeatureStore",
+    "ShardCommitter",
     "atomic_path",
     "check_record",
     "file_record",
     "file_signatures",
     "read_json",
+    "shard_positions",
     "workspace_errors",
     "workspace_lock",
+    "write_bytes",
     "write_json",
     "write_parquet",
 ]
@@ -144,6 +149,20 @@ def write_npy(array: np.ndarray, path: str | Path, sync_dir: bool = True) -> Non
     """Write an array as ``.npy`` atomically (see :func:`atomic_path`)."""
     with atomic_path(path, sync_dir=sync_dir) as tmp, open(tmp, "wb") as fh:
         np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
+
+
+def write_bytes(parts: list[Any], path: str | Path, sync_dir: bool = True) -> dict[str, Any]:
+    """Write bytes-like ``parts`` one after the other as one file, atomically (see
+    :func:`atomic_path`); returns its commit record (``{"bytes", "sha256"}``, as
+    :func:`file_record` would read it back), hashed from the bytes written."""
+    digest, size = hashlib.sha256(), 0
+    with atomic_path(path, sync_dir=sync_dir) as tmp, open(tmp, "wb") as fh:
+        for part in parts:
+            view = memoryview(part).cast("B")
+            fh.write(view)
+            digest.update(view)
+            size += view.nbytes
+    return {"bytes": size, "sha256": digest.hexdigest()}
 
 
 def write_json(data: Any, path: str | Path) -> None:
@@ -508,24 +527,36 @@ class FeatureStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def commit_shard(self, name: str, table: pd.DataFrame, thumbs: np.ndarray) -> pd.DataFrame:
+    def commit_shard(self, name: str, table: Any, thumbs: np.ndarray) -> pd.DataFrame:
         """Commit one finished batch: ``table`` (one row per file, with ``has_thumb`` and the
-        signature columns) and ``thumbs`` (one slice per row; only rows with a thumbnail are
-        kept). The thumbnails and the table are committed first; the commit record (size and
-        SHA-256 of both), committed last, marks the batch as done. Returns the batch's index
+        signature columns; a ``pyarrow.Table`` as the scan builds it, or a DataFrame) and
+        ``thumbs`` (one slice per row; only rows with a thumbnail are kept). The thumbnails and
+        the table are committed first; the commit record (size and SHA-256 of both, hashed from
+        the bytes written), committed last, marks the batch as done. Returns the batch's index
         entries (``source``, ``row_pos``, ``thumb_pos`` per row of ``table``), as :meth:`index`
         would read them back."""
-        has = table["has_thumb"].astype(bool).to_numpy()
-        if len(thumbs) != len(table):
-            raise ValueError(f"batch {name}: {len(table)} rows but {len(thumbs)} thumbnails")
-        npy, table_path = self.shards / f"{name}.npy", self.shards / f"{name}.parquet"
-        write_npy(np.asarray(thumbs, dtype=np.uint8)[has], npy, sync_dir=False)
-        write_parquet(table, table_path, sync_dir=False)  # the record's commit syncs the folder
-        write_json({"parquet": file_record(table_path), "npy": file_record(npy)},
-                   self.shards / f"{name}.json")
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if isinstance(table, pd.DataFrame):
+            table = pa.Table.from_pandas(table, preserve_index=False)
+        has = shard_has_thumb(table)
+        if len(thumbs) != table.num_rows:
+            raise ValueError(f"batch {name}: {table.num_rows} rows but {len(thumbs)} thumbnails")
+        kept = np.ascontiguousarray(np.asarray(thumbs, dtype=np.uint8)[has])
+        header = io.BytesIO()  # the bytes np.save writes: header, then the array's buffer
+        np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(kept))
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        # the record's commit syncs the folder
+        record = {"npy": write_bytes([header.getbuffer(), kept.reshape(-1)],
+                                     self.shards / f"{name}.npy", sync_dir=False),
+                  "parquet": write_bytes([sink.getvalue()], self.shards / f"{name}.parquet",
+                                         sync_dir=False)}
+        write_json(record, self.shards / f"{name}.json")
         return pd.DataFrame({
-            "source": [f"shard:{name}"] * len(table),
-            "row_pos": np.arange(len(table), dtype=np.int64),
+            "source": [f"shard:{name}"] * table.num_rows,
+            "row_pos": np.arange(table.num_rows, dtype=np.int64),
             "thumb_pos": _thumb_positions(has),
         })
 
@@ -544,8 +575,10 @@ class FeatureStore:
         and conformed to ``schema`` (column → dtype) so every history yields the same dtypes;
         thumbnails are copied source by source, ``block`` rows at a time, into a fresh
         memory-mapped ``.npy`` (never all in RAM). ``loaded`` maps a source to its table when
-        the caller still holds it (the shards this scan just committed), so it is not read back;
-        each is removed from ``loaded`` once used, so the tables are not held twice.
+        the caller still holds it (the shards this scan just committed, as DataFrames or
+        ``pyarrow`` tables), so it is not read back; each is removed from ``loaded`` once used,
+        so the tables are not held twice. Arrow tables of one schema become one DataFrame in
+        a single conversion.
         Returns the generation name and the table as written. The generation is not current
         until :meth:`commit_meta` names it.
         """
@@ -559,17 +592,24 @@ class FeatureStore:
         thumb_index = _thumb_positions(has)
         n_thumbs = int(has.sum())
 
-        pieces = []
+        pieces = []  # (first result row, rows of the result in order) per source
+        arrow: dict[Any, list] = {}  # this run's Arrow shards, by schema: converted together
         for source in pd.unique(sources):
             take = np.flatnonzero(sources == source)
             table = loaded.pop(source, None) if loaded else None  # released once sliced
+            if table is not None and not isinstance(table, pd.DataFrame):
+                arrow.setdefault(table.schema, []).append((take, row_pos[take], table))
+                continue
             if table is None:
                 table = pd.read_parquet(self._source_table(source))
             piece = table.iloc[row_pos[take]].reset_index(drop=True)
             piece.index = take
-            pieces.append(piece)
+            pieces.append((int(take[0]), piece))
+        for group in arrow.values():
+            pieces.append(_arrow_piece(group))
         if pieces:
-            table = pd.concat(pieces).sort_index()
+            pieces.sort(key=lambda item: item[0])  # columns in the order of the first source
+            table = pd.concat([piece for _, piece in pieces]).sort_index()
         else:  # no files at all: an empty table with the declared columns
             table = pd.DataFrame({c: pd.Series(dtype=d) for c, d in (schema or {}).items()})
             if "file" not in table.columns:
@@ -610,6 +650,75 @@ class FeatureStore:
         if kind == "result":
             return self.results / name / "thumbnails.npy"
         return self.shards / f"{name}.npy"
+
+
+def shard_has_thumb(table: Any) -> np.ndarray:
+    """The ``has_thumb`` column of a shard table (``pyarrow.Table`` or DataFrame) as bools."""
+    if isinstance(table, pd.DataFrame):
+        return table["has_thumb"].astype(bool).to_numpy()
+    return table.column("has_thumb").to_numpy(zero_copy_only=False).astype(bool)
+
+
+def shard_positions(table: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(row_pos, thumb_pos)`` of a shard table's rows, as :meth:`FeatureStore.commit_shard`
+    returns them."""
+    has = shard_has_thumb(table)
+    return np.arange(len(has), dtype=np.int64), _thumb_positions(has)
+
+
+class ShardCommitter:
+    """Commits finished batches (:meth:`FeatureStore.commit_shard`) in one background thread,
+    in the order given, while the scan takes the next results: a batch's writes, hashes and
+    fsyncs overlap the work on the next ones (Arrow, hashlib and file I/O release the GIL).
+    A batch still counts as done only once its own commit record is in place.
+
+    At most ``depth`` batches wait (each holds its thumbnails); :meth:`submit` blocks beyond
+    that. The first failed commit raises from the next :meth:`submit` or from leaving the
+    ``with`` block, which waits for every submitted batch, also when the scan is interrupted,
+    so a batch received is committed unless the process itself dies."""
+
+    def __init__(self, store: FeatureStore, depth: int = 4) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.store = store
+        self.depth = max(1, int(depth))
+        self._pending: collections.deque = collections.deque()
+        self._threads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitscope-commit")
+
+    def submit(self, name: str, table: Any, thumbs: np.ndarray) -> None:
+        """Queue one batch's commit (after those queued before it)."""
+        while self._pending and (self._pending[0].done() or len(self._pending) >= self.depth):
+            self._pending.popleft().result()
+        self._pending.append(self._threads.submit(self.store.commit_shard, name, table, thumbs))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            while self._pending:
+                future = self._pending.popleft()
+                if exc_type is None:
+                    future.result()
+                else:  # already failing: finish the commits, keep the first error
+                    future.exception()
+        finally:
+            self._threads.shutdown(wait=True)
+
+
+def _arrow_piece(group: list[tuple[np.ndarray, np.ndarray, Any]]) -> tuple[int, pd.DataFrame]:
+    """The rows that Arrow tables of one schema give to the result, as one DataFrame made by
+    one conversion (each table's pandas metadata restores the dtypes): ``group`` holds
+    ``(result rows, rows of the table, table)`` per source."""
+    import pyarrow as pa
+
+    offsets = np.cumsum([0] + [table.num_rows for _, _, table in group[:-1]])
+    take = np.concatenate([t for t, _, _ in group])
+    rows = np.concatenate([offset + r for offset, (_, r, _) in zip(offsets, group)])
+    tables = [table for _, _, table in group]
+    piece = pa.concat_tables(tables).take(pa.array(rows, type=pa.int64())).to_pandas()
+    piece.index = take
+    return int(take.min()), piece
 
 
 def _thumb_positions(has: np.ndarray) -> np.ndarray:
