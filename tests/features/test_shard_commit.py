@@ -162,3 +162,34 @@ def test_commit_thread_finishes_received_batches_when_interrupted(tmp_path):
         raise KeyboardInterrupt
     assert store.committed_shards() == names
     assert all(store.check_shard(n) is None for n in names)
+
+
+def test_result_from_mixed_sources_is_written_and_recorded_as_a_fresh_scan(tmp_path):
+    """A rerun after changes assembles its result from the previous result and new shards
+    (runs of rows from each, interleaved); its bytes and commit records are a fresh scan's."""
+    import os
+
+    from splitscope.features.scanning import scan
+
+    root = tmp_path / "data"
+    rng = np.random.default_rng(3)
+    for i in range(30):
+        (root / f"c{i % 3}").mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (20, 20), dtype=np.uint8)) \
+            .save(root / f"c{i % 3}" / f"{i:02d}.png")
+    (root / "c0" / "broken.png").write_bytes(b"\x89PNG broken")
+    ws = tmp_path / "ws"
+    scan(root, ws, thumb_size=16, workers=1, batch_size=7, progress=False)
+    for name in ("c0/03.png", "c1/10.png", "c2/29.png"):  # spread over the sorted rows
+        Image.fromarray(np.full((20, 20), 77, np.uint8)).save(root / name)
+        os.utime(root / name, ns=(10**18, 10**18))
+    again = scan(root, ws, thumb_size=16, workers=1, batch_size=7, progress=False)
+    assert again.meta["extracted"] == 3  # the changed files; the broken one is reused
+    fresh = scan(root, tmp_path / "fresh", thumb_size=16, workers=1, progress=False)
+    pd.testing.assert_frame_equal(again.features, fresh.features)
+    for scanned in (again, fresh):
+        folder = scanned.workspace / "features" / scanned.params.key() / "results" / \
+            scanned.meta["result"]
+        for name in ("features.parquet", "thumbnails.npy"):
+            assert scanned.meta["checksums"][name] == file_record(folder / name)
+    assert again.meta["checksums"] == fresh.meta["checksums"]

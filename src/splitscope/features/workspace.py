@@ -23,6 +23,13 @@ only once its commit record ``.json`` is in place (its ``.npy`` and ``.parquet``
 first); a result generation counts only once ``meta.json`` names it, and ``meta.json`` is
 replaced last.
 
+The scanning process commits the batches in one background thread (:class:`ShardCommitter`),
+in batch order, while it receives the next ones, so a batch's writes and fsyncs overlap the
+extraction of the others; each batch still has its own commit record. A batch whose result
+was received but not yet committed when the process is killed is extracted again by the next
+run (at most ``2 × workers`` batches wait); an interruption inside Python (Ctrl-C, an error)
+first finishes the commits of every batch received.
+
 Self-healing: before a scan uses the cache, :meth:`FeatureStore.repair` checks every committed
 file against the size and SHA-256 in its commit record. A shard that fails is moved aside into
 ``WORKSPACE/quarantine/`` and its files are extracted again; a result or ``meta.json`` that fails
@@ -331,6 +338,7 @@ class FeatureStore:
         self.shards = self.root / "shards"
         self.results = self.root / "results"
         self.meta_path = self.root / "meta.json"
+        self._written: dict[Path, dict[str, Any]] = {}  # commit records of files written here
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -364,8 +372,11 @@ class FeatureStore:
         return None
 
     def result_records(self, folder: Path) -> dict[str, dict]:
-        """Commit records (size, SHA-256) of a result generation's files, for ``meta.json``."""
-        return {name: file_record(folder / name) for name in RESULT_FILES}
+        """Commit records (size, SHA-256) of a result generation's files, for ``meta.json``:
+        hashed from the bytes written when :meth:`write_result` of this store wrote them, else
+        read from the files."""
+        return {name: self._written.get(folder / name) or file_record(folder / name)
+                for name in RESULT_FILES}
 
     def repair(self) -> list[dict[str, str]]:
         """Check every committed file against its commit record and move what fails aside
@@ -566,15 +577,16 @@ class FeatureStore:
         thumb_shape: tuple[int, int],
         schema: dict[str, Any] | None = None,
         block: int = 4096,
-        loaded: dict[str, pd.DataFrame] | None = None,
+        loaded: dict[str, Any] | None = None,
     ) -> tuple[str, pd.DataFrame]:
         """Assemble a new result generation from cache entries.
 
         ``entries`` is aligned with the result's rows (sorted by file) and holds ``source``,
         ``row_pos``, ``thumb_pos`` for each. The feature rows are gathered from their sources
         and conformed to ``schema`` (column → dtype) so every history yields the same dtypes;
-        thumbnails are copied source by source, ``block`` rows at a time, into a fresh
-        memory-mapped ``.npy`` (never all in RAM). ``loaded`` maps a source to its table when
+        thumbnails are copied in result order from their sources' memory maps, ``block`` rows
+        at a time, into a fresh ``.npy`` written sequentially (never all in RAM) and hashed as
+        it is written (:meth:`result_records`). ``loaded`` maps a source to its table when
         the caller still holds it (the shards this scan just committed, as DataFrames or
         ``pyarrow`` tables), so it is not read back; each is removed from ``loaded`` once used,
         so the tables are not held twice. Arrow tables of one schema become one DataFrame in
@@ -619,20 +631,40 @@ class FeatureStore:
         table.insert(1, "thumb_index", thumb_index)
         table = table.reset_index(drop=True)
 
-        with atomic_path(folder / "thumbnails.npy") as tmp:
-            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8,
-                                            shape=(n_thumbs, *thumb_shape))
-            if n_thumbs:
-                for source in pd.unique(sources[has]):
-                    take = np.flatnonzero(has & (sources == source))
-                    src = open_thumbnails(self._source_thumbs(source))
-                    for start in range(0, len(take), block):
-                        part = take[start:start + block]
-                        out[thumb_index[part]] = src[thumb_pos[part]]
-                    del src
-                out.flush()
-            del out
-        write_parquet(table, folder / "features.parquet")
+        # thumbnails in result order, each run of rows from one source copied ``block`` rows
+        # at a time from its memory map, written sequentially and hashed as they are written
+        rows = np.flatnonzero(has)
+        runs = np.split(rows, np.flatnonzero(sources[rows][1:] != sources[rows][:-1]) + 1)
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {
+            "descr": np.lib.format.dtype_to_descr(np.dtype(np.uint8)), "fortran_order": False,
+            "shape": (n_thumbs, *thumb_shape)})
+        digest, written = hashlib.sha256(header.getvalue()), len(header.getvalue())
+        opened: dict[str, np.ndarray] = {}
+        with atomic_path(folder / "thumbnails.npy") as tmp, open(tmp, "wb") as fh:
+            fh.write(header.getvalue())
+            for run in runs:
+                if not len(run):
+                    continue
+                source = sources[run[0]]
+                if source not in opened:
+                    opened[source] = open_thumbnails(self._source_thumbs(source))
+                for start in range(0, len(run), block):
+                    part = np.ascontiguousarray(opened[source][thumb_pos[run[start:start + block]]],
+                                                dtype=np.uint8)
+                    if part.shape[1:] != tuple(thumb_shape):
+                        raise ValueError(f"thumbnails of {source} are {part.shape[1:]}, "
+                                         f"not {tuple(thumb_shape)}")
+                    view = memoryview(part.reshape(-1))
+                    fh.write(view)
+                    digest.update(view)
+                    written += view.nbytes
+        opened.clear()
+        self._written[folder / "thumbnails.npy"] = {"bytes": written, "sha256": digest.hexdigest()}
+        buffer = io.BytesIO()
+        table.to_parquet(buffer, index=False)
+        self._written[folder / "features.parquet"] = write_bytes(
+            [buffer.getbuffer()], folder / "features.parquet")
         return generation, table
 
     def commit_meta(self, meta: dict) -> None:
