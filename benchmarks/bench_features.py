@@ -368,19 +368,20 @@ def _per_cpu(res: dict) -> float:
 
 
 def speed_table(name: str, folder: Path, methods: list[str], workers: int, repeats: int,
-                imagededup_python: str | None, baseline_src: Path | None = None) -> dict:
+                imagededup_python: str | None, baseline_src: Path | None = None,
+                baseline_methods: tuple[str, ...] = ("exact",)) -> dict:
     """Alternate the methods ``repeats`` times on one data set; medians per method.
-    ``baseline_src``: exact mode also runs with that source tree first on the path
-    (``exact_baseline_src``), e.g. the code before a change."""
+    ``baseline_src``: each of ``baseline_methods`` (default exact mode) also runs with that
+    source tree first on the path (``<method>_baseline_src``), e.g. the code before a change."""
     runs: dict[str, list[dict]] = {m: [] for m in methods}
-    if baseline_src is not None:
-        runs["exact_baseline_src"] = []
+    baseline_plan = [(f"{m}_baseline_src", m, baseline_src) for m in baseline_methods
+                     if baseline_src is not None and m != "decode_pool"]
+    for label, _, _ in baseline_plan:
+        runs[label] = []
     if imagededup_python:
         runs["imagededup"] = []
     for r in range(repeats):
-        plan = [(m, m, None) for m in methods]
-        if baseline_src is not None:
-            plan.append(("exact_baseline_src", "exact", baseline_src))
+        plan = [(m, m, None) for m in methods] + baseline_plan
         for label, method, src in plan:
             res = run_child([sys.executable, str(HERE), "_scan", str(folder), method,
                              str(workers)], src=src)
@@ -545,10 +546,15 @@ def main(argv: list[str] | None = None) -> int:
                          "off a shared disk)")
     ap.add_argument("--baseline-src", type=Path, default=None,
                     help="also run exact mode with this source tree (e.g. the previous code)")
+    ap.add_argument("--baseline-methods", default="exact",
+                    help="the scan methods run with --baseline-src, comma-separated (default "
+                         "exact; e.g. exact,decode)")
     ap.add_argument("--methods", default=",".join(METHODS),
                     help=f"speed runs, comma-separated, of {', '.join(METHODS)} (imagededup "
                          f"runs too when --imagededup-python is given)")
     ap.add_argument("--skip-kermany", action="store_true")
+    ap.add_argument("--skip-mri", action="store_true",
+                    help="no speed runs on the generated 512² set")
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-fidelity", action="store_true")
@@ -585,17 +591,20 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         ap.error(f"unknown method(s) {', '.join(unknown)}; use {', '.join(METHODS)}")
+    baseline_methods = tuple(m for m in args.baseline_methods.split(",") if m)
+    if set(baseline_methods) - set(METHODS):
+        ap.error(f"unknown baseline method(s) {', '.join(sorted(set(baseline_methods) - set(METHODS)))}")
     report["speed"] = {}
     if not args.skip_speed and not args.skip_kermany and args.kermany.is_dir():
         print(f"speed on {args.kermany}", flush=True)
         report["speed"]["kermany-chest-xray-224"] = speed_table(
             "kermany", args.kermany, methods, args.workers, args.repeats,
-            args.imagededup_python, args.baseline_src)
-    if not args.skip_speed:
+            args.imagededup_python, args.baseline_src, baseline_methods)
+    if not args.skip_speed and not args.skip_mri:
         print(f"speed on {mri}", flush=True)
         report["speed"]["mri512"] = speed_table(
             "mri512", mri, methods, args.workers, args.repeats, args.imagededup_python,
-            args.baseline_src)
+            args.baseline_src, baseline_methods)
     if not args.skip_memory:
         grown = make_grown_set(mri, args.grow)
         print(f"memory: {mri} vs {grown}", flush=True)
