@@ -524,31 +524,35 @@ def scan(
         timings["extract_cpu_in_batches"] = extract_seconds
 
         t = time.perf_counter()
-        meta = store.meta()
-        current = store.result_dir(meta)
-        result_name = current.name if current is not None else None
-        up_to_date = (
-            current is not None and len(todo) == 0
-            and (entries["source"] == f"result:{result_name}").all()
-            and (entries["row_pos"].to_numpy() == np.arange(len(entries))).all()
-            and meta.get("n_files") == len(files)
-        )
-        if not up_to_date:
-            result_name, _ = store.write_result(
-                entries, (params.thumb_size, params.thumb_size),
-                schema=_schema(extractor, params), loaded=committed,
+        # the manifest is written (and hashed) in a thread while the result is assembled
+        threads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitscope-manifest")
+        manifest_path = workspace / "manifest.parquet"
+        manifest_written = threads.submit(_write_manifest, manifest, manifest_path)
+        try:
+            meta = store.meta()
+            current = store.result_dir(meta)
+            result_name = current.name if current is not None else None
+            up_to_date = (
+                current is not None and len(todo) == 0
+                and (entries["source"] == f"result:{result_name}").all()
+                and (entries["row_pos"].to_numpy() == np.arange(len(entries))).all()
+                and meta.get("n_files") == len(files)
             )
-            checksums = store.result_records(store.results / result_name)
-        else:  # checked against these records by the repair above
-            checksums = meta["checksums"] if meta.get("checksums") else \
-                store.result_records(current)
+            if not up_to_date:
+                result_name, _ = store.write_result(
+                    entries, (params.thumb_size, params.thumb_size),
+                    schema=_schema(extractor, params), loaded=committed,
+                )
+                checksums = store.result_records(store.results / result_name)
+            else:  # checked against these records by the repair above
+                checksums = meta["checksums"] if meta.get("checksums") else \
+                    store.result_records(current)
+        finally:
+            threads.shutdown(wait=True)
         timings["assemble"] = time.perf_counter() - t
 
-        t = time.perf_counter()
-        manifest_path = workspace / "manifest.parquet"
-        write_parquet(manifest, manifest_path)
-        manifest_sha = sha256_file(manifest_path)
-        timings["write_manifest"] = time.perf_counter() - t
+        # seconds of its own thread, which ran alongside the assembly
+        manifest_sha, timings["write_manifest"] = manifest_written.result()
         seconds = time.perf_counter() - started
         timings["total"] = seconds
 
@@ -583,6 +587,13 @@ def scan(
             result = load_scan(workspace, params, verify=False)  # checked or written just now
             pruned.result()
     return result
+
+
+def _write_manifest(manifest: pd.DataFrame, path: Path) -> tuple[str, float]:
+    """Write the manifest (atomically); its SHA-256 and the seconds it took."""
+    start = time.perf_counter()
+    write_parquet(manifest, path)
+    return sha256_file(path), time.perf_counter() - start
 
 
 def _prune(store: FeatureStore, keep: Path | None) -> None:

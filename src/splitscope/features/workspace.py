@@ -60,6 +60,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self
 
@@ -586,7 +587,8 @@ class FeatureStore:
         and conformed to ``schema`` (column → dtype) so every history yields the same dtypes;
         thumbnails are copied in result order from their sources' memory maps, ``block`` rows
         at a time, into a fresh ``.npy`` written sequentially (never all in RAM) and hashed as
-        it is written (:meth:`result_records`). ``loaded`` maps a source to its table when
+        it is written (:meth:`result_records`), in a thread while the table is gathered and
+        written. ``loaded`` maps a source to its table when
         the caller still holds it (the shards this scan just committed, as DataFrames or
         ``pyarrow`` tables), so it is not read back; each is removed from ``loaded`` once used,
         so the tables are not held twice. Arrow tables of one schema become one DataFrame in
@@ -600,10 +602,27 @@ class FeatureStore:
         sources = entries["source"].to_numpy(dtype=object)
         row_pos = entries["row_pos"].to_numpy(dtype=np.int64)
         thumb_pos = entries["thumb_pos"].to_numpy(dtype=np.int64)
-        has = thumb_pos >= 0
-        thumb_index = _thumb_positions(has)
-        n_thumbs = int(has.sum())
+        thumb_index = _thumb_positions(thumb_pos >= 0)
 
+        # the thumbnails are written in a thread while the table is gathered and written
+        threads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitscope-result")
+        thumbs_written = threads.submit(self._write_thumbnails, folder, sources, thumb_pos,
+                                        thumb_shape, block)
+        try:
+            table = self._result_table(entries, sources, row_pos, thumb_index, schema, loaded)
+            buffer = io.BytesIO()
+            table.to_parquet(buffer, index=False)
+            self._written[folder / "features.parquet"] = write_bytes(
+                [buffer.getbuffer()], folder / "features.parquet")
+        finally:
+            threads.shutdown(wait=True)
+        thumbs_written.result()
+        return generation, table
+
+    def _result_table(self, entries: pd.DataFrame, sources: np.ndarray, row_pos: np.ndarray,
+                      thumb_index: np.ndarray, schema: dict[str, Any] | None,
+                      loaded: dict[str, Any] | None) -> pd.DataFrame:
+        """The result's feature table: rows gathered from their sources, conformed."""
         pieces = []  # (first result row, rows of the result in order) per source
         arrow: dict[Any, list] = {}  # this run's Arrow shards, by schema: converted together
         for source in pd.unique(sources):
@@ -629,11 +648,15 @@ class FeatureStore:
         table = table.drop(columns=["has_thumb", "thumb_index"], errors="ignore")
         table = _conform(table, schema)
         table.insert(1, "thumb_index", thumb_index)
-        table = table.reset_index(drop=True)
+        return table.reset_index(drop=True)
 
-        # thumbnails in result order, each run of rows from one source copied ``block`` rows
-        # at a time from its memory map, written sequentially and hashed as they are written
-        rows = np.flatnonzero(has)
+    def _write_thumbnails(self, folder: Path, sources: np.ndarray, thumb_pos: np.ndarray,
+                          thumb_shape: tuple[int, int], block: int) -> None:
+        """The result's ``thumbnails.npy``: the thumbnails of the rows with one (``thumb_pos``
+        >= 0), in result order, each run of rows from one source copied ``block`` rows at a
+        time from its memory map, written sequentially and hashed as they are written."""
+        rows = np.flatnonzero(thumb_pos >= 0)
+        n_thumbs = len(rows)
         runs = np.split(rows, np.flatnonzero(sources[rows][1:] != sources[rows][:-1]) + 1)
         header = io.BytesIO()
         np.lib.format.write_array_header_1_0(header, {
@@ -650,8 +673,8 @@ class FeatureStore:
                 if source not in opened:
                     opened[source] = open_thumbnails(self._source_thumbs(source))
                 for start in range(0, len(run), block):
-                    part = np.ascontiguousarray(opened[source][thumb_pos[run[start:start + block]]],
-                                                dtype=np.uint8)
+                    rows_part = thumb_pos[run[start:start + block]]
+                    part = np.ascontiguousarray(opened[source][rows_part], dtype=np.uint8)
                     if part.shape[1:] != tuple(thumb_shape):
                         raise ValueError(f"thumbnails of {source} are {part.shape[1:]}, "
                                          f"not {tuple(thumb_shape)}")
@@ -661,11 +684,6 @@ class FeatureStore:
                     written += view.nbytes
         opened.clear()
         self._written[folder / "thumbnails.npy"] = {"bytes": written, "sha256": digest.hexdigest()}
-        buffer = io.BytesIO()
-        table.to_parquet(buffer, index=False)
-        self._written[folder / "features.parquet"] = write_bytes(
-            [buffer.getbuffer()], folder / "features.parquet")
-        return generation, table
 
     def commit_meta(self, meta: dict) -> None:
         """Make ``meta['result']`` the current result (the last write of a scan)."""
@@ -710,8 +728,6 @@ class ShardCommitter:
     so a batch received is committed unless the process itself dies."""
 
     def __init__(self, store: FeatureStore, depth: int = 4) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
         self.store = store
         self.depth = max(1, int(depth))
         self._pending: collections.deque = collections.deque()
