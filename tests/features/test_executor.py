@@ -100,3 +100,54 @@ def test_owner_watch_tells_a_live_process_from_an_ended_one():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     assert _process_gone(child.pid)
+
+
+_FORK_SERVER_SCRIPT = r"""
+import json, os, sys
+from splitscope.features.executor import ProcessExecutor, start_fork_server
+
+def probe(_):
+    return {"extract": "splitscope.features.extract" in sys.modules,
+            "pandas": "pandas" in sys.modules, "omp": os.environ.get("OMP_NUM_THREADS")}
+
+if __name__ == "__main__":
+    started = start_fork_server()
+    loaded_here = "splitscope.features.extract" in sys.modules
+    out = [r for _, r in ProcessExecutor(2).map(probe, [(i, i) for i in range(2)])]
+    print(json.dumps({"started": started, "loaded_here": loaded_here, "workers": out,
+                      "omp_here": os.environ.get("OMP_NUM_THREADS")}))
+"""
+
+
+@pytest.mark.skipif("forkserver" not in __import__("multiprocessing").get_all_start_methods(),
+                    reason="no fork server on this platform")
+def test_fork_server_preloads_the_extraction_code_for_its_workers(tmp_path):
+    """Workers forked from the server start with the extraction code loaded (imported once,
+    in the server, before the manifest of a cold scan is built), pandas not, BLAS pinned; the
+    scanning process itself imports nothing for it."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "fork_server.py"
+    script.write_text(_FORK_SERVER_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, check=True, env=env)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["started"] is True and result["loaded_here"] is False
+    assert result["omp_here"] is None  # the scanning process keeps its own BLAS threads
+    assert result["workers"] == [{"extract": True, "pandas": False, "omp": "1"}] * 2
+
+
+def test_fork_server_is_started_only_for_a_cold_pool_scan(tmp_path):
+    from splitscope.features.extract import FeatureParams
+    from splitscope.features.scanning import _cold_pool_scan
+    from splitscope.features.workspace import FeatureStore, write_json
+
+    params = FeatureParams()
+    assert _cold_pool_scan(tmp_path, params, None, 2)
+    assert not _cold_pool_scan(tmp_path, params, None, 1)
+    assert not _cold_pool_scan(tmp_path, params, SerialExecutor(), 4)
+    write_json({"result": None}, FeatureStore(tmp_path, params.key()).meta_path)
+    assert not _cold_pool_scan(tmp_path, params, None, 2)  # a rerun: its cache, maybe no pool

@@ -48,6 +48,7 @@ __all__ = [
     "init_worker",
     "make_executor",
     "pin_blas_threads",
+    "start_fork_server",
 ]
 
 BLAS_THREAD_VARIABLES = (
@@ -145,6 +146,32 @@ def init_worker(parent_pid: int | None = None, interval: float = 0.5) -> None:
                          name="splitscope-owner-watch").start()
 
 
+FORK_SERVER_PRELOAD = ["__main__", "splitscope.features.worker_start"]
+"""Modules the fork server imports before forking workers (``__main__`` is multiprocessing's
+own default)."""
+
+
+def _default_start_method() -> str:
+    methods = multiprocessing.get_all_start_methods()
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+def start_fork_server() -> bool:
+    """Start the process pools' fork server now, in the background, with the extraction code
+    preloaded (:mod:`splitscope.features.worker_start`), so that a pool created later forks
+    ready workers at once. The scan calls it before building the manifest of a cold scan,
+    which overlaps the server's start and imports. Returns False where pools do not use a
+    fork server (then nothing is started). A server already running is kept as it is."""
+    if _default_start_method() != "forkserver":
+        return False
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(FORK_SERVER_PRELOAD)
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+    return True
+
+
 class SerialExecutor:
     """Runs every chunk in this process, in order. For small inputs, debugging and tests."""
 
@@ -172,7 +199,9 @@ class ProcessExecutor:
         waits in the parent until the caller takes it). Default: ``2 * workers``.
     start_method : str, optional
         ``multiprocessing`` start method; default ``forkserver`` where available (workers do
-        not inherit the parent's threads, e.g. a progress bar's), else ``spawn``.
+        not inherit the parent's threads, e.g. a progress bar's), else ``spawn``. The fork
+        server preloads the extraction code, so its workers start without importing it
+        (:func:`start_fork_server`).
 
     Notes
     -----
@@ -197,11 +226,12 @@ class ProcessExecutor:
         self.workers = workers
         self.max_in_flight = max(workers, int(max_in_flight or 2 * workers))
         if start_method is None:
-            methods = multiprocessing.get_all_start_methods()
-            start_method = "forkserver" if "forkserver" in methods else "spawn"
+            start_method = _default_start_method()
         self.start_method = start_method
 
     def _pool(self) -> ProcessPoolExecutor:
+        if self.start_method == "forkserver":  # a server started now preloads the workers' code
+            multiprocessing.get_context("forkserver").set_forkserver_preload(FORK_SERVER_PRELOAD)
         return ProcessPoolExecutor(
             max_workers=self.workers, mp_context=multiprocessing.get_context(self.start_method),
             initializer=init_worker, initargs=(os.getpid(),)

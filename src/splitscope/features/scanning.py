@@ -35,6 +35,7 @@ from splitscope.features.executor import (
     SerialExecutor,
     default_workers,
     make_executor,
+    start_fork_server,
 )
 from splitscope.features.workspace import (
     SIGNATURE_COLUMNS,
@@ -431,6 +432,12 @@ def scan(
 
     input_list = as_input_list(inputs)
     workspace = Path(workspace if workspace is not None else DEFAULT_WORKSPACE).resolve()
+    if params is None:
+        extra = {} if max_file_bytes is None else {"max_file_bytes": max_file_bytes}
+        params = make_params(thumb_size=thumb_size, mode=mode, interpolation=interpolation,
+                             **extra)
+    if _cold_pool_scan(workspace, params, executor, workers):
+        start_fork_server()  # its start and imports overlap the manifest
     manifest = build_manifest(input_list, follow_links=follow_links, image_column=image_column,
                               array_store=workspace / "arrays", **list_options)
     if group_regex:
@@ -441,10 +448,6 @@ def scan(
         manifest = apply_label_map(manifest, label_map)
     timings["manifest"] = time.perf_counter() - started
 
-    if params is None:
-        extra = {} if max_file_bytes is None else {"max_file_bytes": max_file_bytes}
-        params = make_params(thumb_size=thumb_size, mode=mode, interpolation=interpolation,
-                             **extra)
     extractor = extractor or extract.extract_files
     # the default extractor's table is built here, so workers never import pandas
     worker_extractor = None if extractor is extract.extract_files else extractor
@@ -600,6 +603,19 @@ def _prune(store: FeatureStore, keep: Path | None) -> None:
     """Delete the shards and the result generations other than ``keep``."""
     store.prune_shards(store.committed_shards())
     store.prune_results(keep=keep)
+
+
+def _cold_pool_scan(workspace: Path, params: Any, executor: Executor | None,
+                    workers: int | None) -> bool:
+    """Whether this scan will most likely extract with the local process pool: no executor
+    given, more than one worker, and no finished scan with these parameters in the workspace
+    (a rerun reuses its cache and often needs no pool; a handful of files runs serially)."""
+    if executor is not None:
+        return False
+    n = default_workers() if workers is None else workers
+    if not isinstance(n, int) or n < 2:
+        return False
+    return not FeatureStore(workspace, params.key()).meta_path.exists()
 
 
 def _read_mask(manifest: pd.DataFrame, allow_outside_root: bool) -> np.ndarray:
