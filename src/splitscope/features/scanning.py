@@ -493,7 +493,7 @@ def scan(
             row_pos = entries["row_pos"].to_numpy(dtype=np.int64).copy()
             thumb_pos = entries["thumb_pos"].to_numpy(dtype=np.int64).copy()
             with _progress_bar(_progress_enabled(progress), len(todo)) as advance, \
-                    ShardCommitter(store, depth=2 * max(1, n_workers)) as committer:
+                    ShardCommitter(store, depth=min(8, 2 * max(1, n_workers))) as committer:
                 for stage, (runner, subset, step) in enumerate(plan):
                     if not len(subset):
                         continue

@@ -27,8 +27,8 @@ The scanning process commits the batches in one background thread (:class:`Shard
 in batch order, while it receives the next ones, so a batch's writes and fsyncs overlap the
 extraction of the others; each batch still has its own commit record. A batch whose result
 was received but not yet committed when the process is killed is extracted again by the next
-run (at most ``2 × workers`` batches wait); an interruption inside Python (Ctrl-C, an error)
-first finishes the commits of every batch received.
+run (at most ``2 × workers`` batches wait, and never more than 8); an interruption inside
+Python (Ctrl-C, an error) first finishes the commits of every batch received.
 
 Self-healing: before a scan uses the cache, :meth:`FeatureStore.repair` checks every committed
 file against the size and SHA-256 in its commit record. A shard that fails is moved aside into
