@@ -58,15 +58,25 @@ def _inputs(kind: str, seed: int = 0):
     return q, r
 
 
-def _both(q, r, *, tau=0.98, exclude=None, fall_back=False, cell_side=None):
+def _option(name, r):
+    """None (the default options), a cell side ("cells 8") or the principal form ("pca 4")."""
+    if name is None:
+        return None
+    kind, side = name.split()
+    if kind == "cells":
+        return [pruned.CellBound(int(side))]
+    return [pruned.principal_bound(int(side), r[:128], 12)]
+
+
+def _both(q, r, *, tau=0.98, exclude=None, fall_back=False, option=None):
     qf, rf = _flat(q), _flat(r)
     qv = lambda pos: centred_unit_vectors(q[pos])[0]
     rv = lambda pos: centred_unit_vectors(r[pos])[0]
     kw = {"tau": tau, "block": 128, "exclude": exclude, "query_chunk": 100, "collect_pairs": True,
               "max_pairs": 10 ** 7, "value": "rho"}
     brute = _blocked_search(qv, rv, qf, rf, **kw)
-    fast = pruned.pruned_search(lambda pos: q[pos], lambda pos: r[pos], qf, rf, cell_side=cell_side,
-                                fall_back=fall_back, **kw)
+    fast = pruned.pruned_search(lambda pos: q[pos], lambda pos: r[pos], qf, rf,
+                                options=_option(option, r), fall_back=fall_back, **kw)
     return brute, fast
 
 
@@ -82,10 +92,10 @@ def _same(brute, fast):
 
 @pytest.mark.parametrize("kind", ["random", "background", "duplicates", "smooth", "flat"])
 @pytest.mark.parametrize("tau", [0.9, 0.98])
-@pytest.mark.parametrize("cell_side", [None, 2, 8])
-def test_pruned_equals_brute_force(kind, tau, cell_side):
+@pytest.mark.parametrize("option", [None, "cells 2", "cells 8", "pca 4"])
+def test_pruned_equals_brute_force(kind, tau, option):
     q, r = _inputs(kind)
-    stats = _same(*_both(q, r, tau=tau, cell_side=cell_side))
+    stats = _same(*_both(q, r, tau=tau, option=option))
     assert 0 < stats["scored_pairs"] and stats["flops"] > 0
     assert stats["brute_flops"] == 2 * (~_flat(q)).sum() * (~_flat(r)).sum() * 32 * 32
 
@@ -184,21 +194,39 @@ def test_a_thumbnail_size_without_a_cell_side_runs_the_brute_force():
     assert stats["search"].startswith("brute (no cell side")
 
 
-def test_the_chosen_cell_side_has_the_lowest_estimated_cost():
+def test_the_chosen_bound_has_the_lowest_estimated_cost():
     q, r = _inputs("smooth", 5)
-    side, shares = pruned.choose_cell_side(q[:100], r[:100], 0.98, True)
-    assert set(shares) == set(pruned.cell_options(32)) and side in shares
-    costs = {c: pruned.estimated_cost(c, 32, s) for c, s in shares.items()}
-    assert costs[side] == min(costs.values())
+    best = (centred_unit_vectors(q[:100])[0] @ centred_unit_vectors(r)[0].T).max(axis=1)
+    options = pruned.bound_options(32, r[:100], 700)
+    assert [b.side for b in options if b.basis is None] == pruned.cell_options(32)
+    assert [b.dims for b in options if b.basis is not None] == [pruned.PRINCIPAL_RANK]
+    chosen, shares = pruned.choose_bound(q[:100], r[:100], best, 0.98, True, options)
+    costs = [pruned.estimated_cost(b.size_dims(32), 32, v) for b, v in shares]
+    assert any(b is chosen for b, _ in shares)
+    assert pruned.estimated_cost(chosen.size_dims(32), 32, {
+        id(b): v for b, v in shares}[id(chosen)]) == min(costs)
     # nested cells (2 inside 4 inside 8) keep more energy: the share cannot grow
-    assert shares[2] <= shares[4] <= shares[8]
+    by_side = {b.side: v for b, v in shares if b.basis is None}
+    assert by_side[2] <= by_side[4] <= by_side[8]
 
 
-def test_cell_sides_whose_coordinates_exceed_the_memory_budget_are_not_tried(monkeypatch):
+def test_principal_form_is_an_orthonormal_projection_of_the_cells():
+    q, r = _inputs("smooth", 7)
+    b = pruned.principal_bound(4, r[:200], 10)
+    np.testing.assert_allclose(b.basis.T @ b.basis, np.eye(10), atol=1e-10)
+    coords, resid = b.coordinates(q)
+    cells, cell_resid = pruned.cell_coordinates(q, 4)
+    np.testing.assert_allclose(coords, cells.astype(np.float64) @ b.basis, atol=1e-6)
+    # fewer directions keep less of u: the residual is never below the cells' residual
+    assert (resid >= cell_resid - 1e-6).all()
+
+
+def test_bounds_whose_coordinates_exceed_the_memory_budget_are_not_tried(monkeypatch):
     q, r = _inputs("smooth", 6)
-    monkeypatch.setattr(pruned, "COORDINATE_BYTES", 4 * 700 * 16)  # 16 cells per reference
-    _, shares = pruned.choose_cell_side(q[:50], r[:50], 0.98, True, n_references=700)
-    assert set(shares) == {c for c in pruned.cell_options(32) if (32 // c) ** 2 <= 16} == {8}
+    monkeypatch.setattr(pruned, "COORDINATE_BYTES", 4 * 700 * 17)  # 16 cells + the residual
+    options = pruned.bound_options(32, r[:50], 700)
+    assert {b.side for b in options if b.basis is None} == {8}
     monkeypatch.setattr(pruned, "COORDINATE_BYTES", 10)
+    monkeypatch.setattr(pruned, "PRINCIPAL_CELLS", 0)
     brute, fast = _both(q, r)
     assert _same(brute, fast)["search"].startswith("brute (the cell coordinates of 700")

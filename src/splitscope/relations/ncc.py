@@ -149,7 +149,7 @@ class NCCResult:
 def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
                exclude_self: bool = False, exclude=None, query_chunk: int = 8192,
                collect_pairs: bool = True, max_pairs: int = 5_000_000,
-               method: str = "pruned", cell_side: int | None = None) -> NCCResult:
+               method: str = "pruned") -> NCCResult:
     """Exact NCC search: best reference per query and every pair with rho >= tau.
 
     Parameters
@@ -178,9 +178,6 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
         the same result. Below :data:`splitscope.relations.pruned.MIN_PAIRS` query–reference
         pairs the brute force runs (the bound would cost more than it saves).
         ``params["search"]`` says which ran, with its FLOP count.
-    cell_side : int, optional
-        Side in pixels of the cells of the pruned search's bound, a divisor of S (default:
-        chosen from a seeded sample, :func:`splitscope.relations.pruned.choose_cell_side`).
 
     Returns
     -------
@@ -208,8 +205,7 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
     best_idx, best_rho, pairs, n_pairs, search = search_thumbnails(
         lambda pos: q[pos], lambda pos: r[pos],
         q_flat, r_flat, tau=tau, block=block, exclude=exclude, query_chunk=query_chunk,
-        collect_pairs=collect_pairs, max_pairs=max_pairs, value="rho", method=method,
-        cell_side=cell_side)
+        collect_pairs=collect_pairs, max_pairs=max_pairs, value="rho", method=method)
     return NCCResult(tau, best_idx, best_rho, pairs, q_flat, r_flat,
                      params={"tau": tau, "thumb_size": int(q.shape[1]) if nq else
                              (int(r.shape[1]) if nr else None),
@@ -218,8 +214,7 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
 
 
 def search_thumbnails(query_thumbs, reference_thumbs, query_undefined: np.ndarray,
-                      reference_undefined: np.ndarray, *, method: str = "pruned",
-                      cell_side: int | None = None, **kwargs
+                      reference_undefined: np.ndarray, *, method: str = "pruned", **kwargs
                       ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame, int, dict]:
     """The exact search by ``method`` (``"pruned"`` or ``"brute"``) of the centred unit
     vectors of thumbnails: ``query_thumbs(positions)`` / ``reference_thumbs(positions)``
@@ -228,13 +223,13 @@ def search_thumbnails(query_thumbs, reference_thumbs, query_undefined: np.ndarra
     ``brute_flops`` (2·d per scored pair), and the pruned search's statistics."""
     merge = SearchMerge(query_undefined.size, max_pairs=kwargs["max_pairs"])
     info = collect_thumbnails(merge, query_thumbs, reference_thumbs, query_undefined,
-                              reference_undefined, method=method, cell_side=cell_side, **kwargs)
+                              reference_undefined, method=method, **kwargs)
     return (*merge.result(kwargs["value"]), info)
 
 
 def collect_thumbnails(merge: SearchMerge, query_thumbs, reference_thumbs,
                        query_undefined: np.ndarray, reference_undefined: np.ndarray, *,
-                       method: str = "pruned", cell_side: int | None = None, **kwargs) -> dict:
+                       method: str = "pruned", **kwargs) -> dict:
     """Run the search of :func:`search_thumbnails` into ``merge`` (unresolved, so that the
     parts of a partitioned search can be merged by the same rule); returns what ran."""
     from splitscope.relations import pruned
@@ -245,7 +240,7 @@ def collect_thumbnails(merge: SearchMerge, query_thumbs, reference_thumbs,
     if method == "pruned" and n_pairs >= pruned.MIN_PAIRS:
         return {"search": "pruned", **pruned.collect_pruned(
             merge, query_thumbs, reference_thumbs, query_undefined, reference_undefined,
-            cell_side=cell_side, **kwargs)}
+            **kwargs)}
     _blocked_collect(merge, lambda pos: centred_unit_vectors(query_thumbs(pos))[0],
                      lambda pos: centred_unit_vectors(reference_thumbs(pos))[0],
                      query_undefined, reference_undefined,

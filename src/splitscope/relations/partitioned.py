@@ -85,7 +85,7 @@ def search_part(query, reference, exclude, options: dict) -> dict:
         merge, lambda pos: q[pos], lambda pos: r[pos], q_flat, r_flat, tau=options["tau"],
         block=options["block"], exclude=exclude, query_chunk=options["query_chunk"],
         collect_pairs=options["collect_pairs"], max_pairs=options["max_pairs"], value="rho",
-        method=options["method"], cell_side=options["cell_side"])
+        method=options["method"])
     return {**merge.part(query[1], reference[1]), "query_flat": q_flat,
             "reference_flat": r_flat, "info": info}
 
@@ -108,7 +108,6 @@ def partitioned_ncc_search(client, query, reference, *, tau: float = DEFAULT_TAU
                            block: int = 2048, exclude_self: bool = False, exclude=None,
                            query_chunk: int = 8192, collect_pairs: bool = True,
                            max_pairs: int = 5_000_000, method: str = "pruned",
-                           cell_side: int | None = None,
                            query_block: int = QUERY_BLOCK,
                            reference_block: int = REFERENCE_BLOCK) -> NCCResult:
     """:func:`~splitscope.relations.ncc.ncc_search` as Dask tasks, with the same result.
@@ -120,9 +119,9 @@ def partitioned_ncc_search(client, query, reference, *, tau: float = DEFAULT_TAU
     query, reference : StoredThumbnails or ndarray (n, S, S) uint8
         Stored thumbnails are read by the tasks from their file (workers must see it under
         the same path); arrays are scattered to the cluster once.
-    tau, block, exclude_self, exclude, query_chunk, collect_pairs, max_pairs, method, cell_side
-        As in :func:`~splitscope.relations.ncc.ncc_search` (``block``, ``query_chunk``,
-        ``method`` and ``cell_side`` apply inside each task).
+    tau, block, exclude_self, exclude, query_chunk, collect_pairs, max_pairs, method
+        As in :func:`~splitscope.relations.ncc.ncc_search` (``block``, ``query_chunk``
+        and ``method`` apply inside each task).
     query_block, reference_block : int
         Task shape: queries × references per task.
 
@@ -155,12 +154,12 @@ def partitioned_ncc_search(client, query, reference, *, tau: float = DEFAULT_TAU
     exclude = _check_exclude(exclude, exclude_self, nq, nr)
     options = {"tau": tau, "block": int(block), "query_chunk": int(query_chunk),
                "collect_pairs": bool(collect_pairs), "max_pairs": int(max_pairs),
-               "method": method, "cell_side": cell_side}
+               "method": method}
     if nq == 0 or nr == 0:  # nothing to cut: the local search gives the flat masks
         local = [x.rows() if isinstance(x, StoredThumbnails) else x for x in (query, reference)]
         return ncc_search(*local, tau=tau, block=block, exclude=exclude,
                           query_chunk=query_chunk, collect_pairs=collect_pairs,
-                          max_pairs=max_pairs, method=method, cell_side=cell_side)
+                          max_pairs=max_pairs, method=method)
 
     def sources(thumbs, spans):
         if isinstance(thumbs, StoredThumbnails):

@@ -26,14 +26,20 @@ the exact ρ are float32 computations (about √d·2⁻²⁴ ≈ 6·10⁻⁶ of 
 surviving queries × references when they are dense enough (:data:`GATHER_COST`), else pair
 by pair.
 
-The cell side is chosen per search from a seeded sample (:func:`choose_cell_side`): smaller
-cells keep more of a thumbnail's energy (a tighter bound) and cost more per pair. The result holds
+The form of the bound is chosen per search from a seeded sample (:func:`choose_bound`):
+smaller cells keep more of a thumbnail's energy (a tighter bound) and cost more per pair; the
+leading principal directions of fine cells (:class:`CellBound` with a basis) keep most of that
+energy in few coordinates, which pays when there are many pairs. The sample queries' best ρ is
+taken over a larger seeded sample of references (0.2% of the brute force's work), so that the
+estimated surviving share is not far above what the search will see. The result holds
 whatever the data; only the speed depends on them: on images of one modality most of a
 thumbnail's energy is in its coarse structure, the residuals are small and few pairs
 survive; on white noise nothing is pruned and the search scores every pair instead.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -53,20 +59,28 @@ MARGIN = 1e-3
 RESIDUAL_GUARD = 1e-6
 #: Cell sides (in pixels) tried for the bound (those that divide S).
 CELL_SIDES = (12, 8, 6, 4, 3, 2)
-#: Queries and references sampled (seeded) to choose the cell count.
+#: Queries and references sampled (seeded) to choose the cell side.
 SAMPLE = 256
+#: The sample queries' best ρ is taken over a seeded sample of references that costs this
+#: share of the brute force's pairs (at least 2 × :data:`SAMPLE` references).
+SAMPLE_WORK = 0.002
 #: Below this many query × reference pairs the brute force runs instead.
 MIN_PAIRS = 1_000_000
-#: A pair scored on its own costs about this many pairs of a dense product (gathering the
-#: reference vectors of each query against the arithmetic of a blocked matrix product; 2.2 vs
-#: 0.16 µs per pair at d = 9216 on one core).
-GATHER_COST = 14
+#: A surviving pair costs about this many pairs of a dense product: its own product, with the
+#: reference vectors of each query gathered (2.2 vs 0.16 µs per pair at d = 9216 on one
+#: core), and its share of normalising the surviving references (10 µs each, shared by the
+#: queries of a chunk).
+GATHER_COST = 24
 #: Bounds of one query chunk against every reference are kept for the second pass (rather
 #: than computed again) when they fit in this many bytes.
 BOUND_CACHE_BYTES = 256 << 20
 #: The cell coordinates of every reference are held during the search; cell sides whose
 #: coordinates would take more than this many bytes are not tried (finer cells hold more).
 COORDINATE_BYTES = 1 << 30
+#: Directions of the principal form of the bound (:class:`CellBound`), taken from the cell
+#: coordinates of the finest cells with at most :data:`PRINCIPAL_CELLS` of them.
+PRINCIPAL_RANK = 32
+PRINCIPAL_CELLS = 576
 #: Thumbnails turned into cell coordinates at a time (bounds the float32 temporaries).
 STEP = 256
 
@@ -120,73 +134,142 @@ def cell_options(size: int) -> list[int]:
     return [side for side in CELL_SIDES if size % side == 0 and size // side >= 2]
 
 
-def surviving_share(exact: np.ndarray, q_thumbs: np.ndarray, r_thumbs: np.ndarray,
-                    side: int, tau: float, collect_pairs: bool) -> float:
-    """Share of sample query × reference pairs (exact ρ ``exact``) whose bound at cell side
-    ``side`` reaches the sample queries' best exact ρ over the sample (or τ): an
+@dataclass(frozen=True, eq=False)
+class CellBound:
+    """One form of the bound: the cell means of ``side``×``side`` cells, or (``basis``, an
+    orthonormal ``(cells, rank)`` matrix) their projection onto ``rank`` directions of the
+    cell space. Both are orthogonal projections of u, so either bounds ρ the same way; the
+    second keeps fewer coordinates per pair and needs no more arithmetic per thumbnail."""
+
+    side: int
+    basis: np.ndarray | None = None
+
+    @property
+    def dims(self) -> int:
+        return int(self.basis.shape[1]) if self.basis is not None else -1
+
+    def size_dims(self, size: int) -> int:
+        """Coordinates per thumbnail of S = ``size``."""
+        return self.dims if self.basis is not None else (size // self.side) ** 2
+
+    def coordinates(self, thumbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Coordinates (float32) and residual norms (float64, rounded up) of the thumbnails'
+        centred unit vectors."""
+        coords, resid = cell_coordinates(thumbs, self.side)
+        if self.basis is None:
+            return coords, resid
+        proj = coords.astype(np.float64) @ self.basis
+        res2 = 1.0 - np.einsum("ij,ij->i", proj, proj)
+        return proj.astype(np.float32), np.sqrt(np.maximum(res2, 0.0) + RESIDUAL_GUARD)
+
+    def describe(self) -> dict:
+        out = {"cell_side": int(self.side)}
+        if self.basis is not None:
+            out["rank"] = self.dims
+        return out
+
+
+def principal_bound(side: int, r_thumbs: np.ndarray, rank: int) -> CellBound | None:
+    """The bound on the leading ``rank`` principal directions (second moments, not centred:
+    what keeps most of ‖Pu‖²) of sample references' cell coordinates at ``side``."""
+    coords = cell_coordinates(r_thumbs, side)[0].astype(np.float64)
+    w, vecs = np.linalg.eigh(coords.T @ coords)
+    k = int(min(rank, int((w > 1e-9 * max(w[-1], 1e-300)).sum())))
+    if k < 1:
+        return None
+    return CellBound(side, np.ascontiguousarray(vecs[:, ::-1][:, :k]))
+
+
+def bound_options(size: int, r_thumbs: np.ndarray, n_references: int) -> list[CellBound]:
+    """The bounds to choose from: cell means at every side of :func:`cell_options` whose
+    coordinates for ``n_references`` references fit in :data:`COORDINATE_BYTES`, and the
+    :data:`PRINCIPAL_RANK` principal directions of the finest cells with at most
+    :data:`PRINCIPAL_CELLS` coordinates."""
+    sides = cell_options(size)
+    out = [CellBound(c) for c in sides
+           if 4 * n_references * ((size // c) ** 2 + 1) <= COORDINATE_BYTES]
+    fine = [c for c in sides if (size // c) ** 2 <= PRINCIPAL_CELLS]
+    if fine and (size // fine[-1]) ** 2 > PRINCIPAL_RANK and len(r_thumbs):
+        pca = principal_bound(fine[-1], r_thumbs, PRINCIPAL_RANK)
+        if pca is not None:
+            out.append(pca)
+    return out
+
+
+def surviving_share(best: np.ndarray, q_thumbs: np.ndarray, r_thumbs: np.ndarray,
+                    bound: CellBound, tau: float, collect_pairs: bool) -> float:
+    """Share of sample query × reference pairs whose ``bound`` reaches what it must beat:
+    each sample query's ``best`` exact ρ over a sample of references (or τ). An
     over-estimate of the share that survives in the search, whose thresholds are set by the
     best over all references."""
-    if exact.size == 0:
+    if best.size == 0 or len(r_thumbs) == 0:
         return 1.0
-    qp, qe = cell_coordinates(q_thumbs, side)
-    rp, re = cell_coordinates(r_thumbs, side)
+    qp, qe = bound.coordinates(q_thumbs)
+    rp, re = bound.coordinates(r_thumbs)
     upper = qp @ rp.T + (qe[:, None] * re[None, :]).astype(np.float32)
-    need = exact.max(axis=1) - MARGIN
+    need = best - MARGIN
     if collect_pairs:
         need = np.minimum(need, tau - MARGIN)
     return float((upper >= need[:, None]).mean())
 
 
-def estimated_cost(side: int, size: int, share: float) -> float:
-    """Cost per query × reference pair of the pruned search with cells of ``side`` pixels, in
-    units of one pair of the brute force's d-dimensional product: the bound (``2·k/d`` for
-    two passes over k = (S/side)² coordinates) plus the surviving share × :data:`GATHER_COST`
-    for scoring the survivors. The brute force costs 1."""
-    return 2 * (size // side) ** 2 / (size * size) + share * GATHER_COST
+def estimated_cost(dims: int, size: int, share: float) -> float:
+    """Cost per query × reference pair of the pruned search with ``dims`` coordinates per
+    thumbnail, in units of one pair of the brute force's d-dimensional product: the bound
+    (``2·(dims + 1)/d`` for two passes) plus the surviving share × :data:`GATHER_COST` for
+    scoring the survivors. The brute force costs 1."""
+    return 2 * (dims + 1) / (size * size) + share * GATHER_COST
 
 
-def choose_cell_side(q_thumbs: np.ndarray, r_thumbs: np.ndarray, tau: float,
-                     collect_pairs: bool, side: int | None = None, n_references: int = 0
-                     ) -> tuple[int | None, dict[int, float]]:
-    """The cell side of lowest :func:`estimated_cost` on sample thumbnails (``None`` when no
-    side of :data:`CELL_SIDES` divides S, or when the coordinates of ``n_references``
-    references would exceed :data:`COORDINATE_BYTES` at every side), and every option's
-    estimated surviving share."""
-    size = q_thumbs.shape[1]
-    options = [int(side)] if side else [
-        c for c in cell_options(size) if 4 * n_references * (size // c) ** 2 <= COORDINATE_BYTES]
+def choose_bound(q_thumbs: np.ndarray, r_thumbs: np.ndarray, best: np.ndarray, tau: float,
+                 collect_pairs: bool, options: list[CellBound]
+                 ) -> tuple[CellBound | None, list[tuple[CellBound, float]]]:
+    """Of ``options``, the bound of lowest :func:`estimated_cost` on sample thumbnails
+    (queries ``q_thumbs`` with their ``best`` exact ρ, references ``r_thumbs``; ``None``
+    when there is no option), and every option with its estimated surviving share."""
     if not options:
-        return None, {}
-    exact = centred_unit_vectors(q_thumbs)[0] @ centred_unit_vectors(r_thumbs)[0].T
-    shares = {c: surviving_share(exact, q_thumbs, r_thumbs, c, tau, collect_pairs)
-              for c in options}
-    best = min(options, key=lambda c: (estimated_cost(c, size, shares[c]), -c))
-    return best, shares
+        return None, []
+    size = q_thumbs.shape[1]
+    shares = [(b, surviving_share(best, q_thumbs, r_thumbs, b, tau, collect_pairs))
+              for b in options]
+    cheapest = min(shares, key=lambda x: estimated_cost(x[0].size_dims(size), size, x[1]))
+    return cheapest[0], shares
+
+
+def sample_best(q_vectors: np.ndarray, reference_thumbs, positions: np.ndarray, block: int
+                ) -> np.ndarray:
+    """Each sample query's best exact ρ over the references at ``positions``."""
+    best = np.full(len(q_vectors), -np.inf, np.float32)
+    for b0 in range(0, positions.size, block):
+        rv = centred_unit_vectors(np.asarray(reference_thumbs(positions[b0:b0 + block])))[0]
+        np.maximum(best, (q_vectors @ rv.T).max(axis=1), out=best)
+    return best
 
 
 def pruned_search(query_thumbs, reference_thumbs, query_undefined: np.ndarray,
                   reference_undefined: np.ndarray, *, tau: float, block: int,
                   exclude: np.ndarray | None, query_chunk: int, collect_pairs: bool,
-                  max_pairs: int, value: str, cell_side: int | None = None, seed: int = 0,
-                  fall_back: bool = True
+                  max_pairs: int, value: str, options: list[CellBound] | None = None,
+                  seed: int = 0, fall_back: bool = True
                   ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame, int, dict]:
     """The search of :func:`splitscope.relations.ncc._blocked_search` on the centred unit
     vectors of the thumbnails (same arguments, except that ``query_thumbs`` and
     ``reference_thumbs`` return uint8 ``(n, S, S)`` thumbnails for ascending positions; same
-    result), pruned by the cell-mean bound; also returns its statistics: ``cell_side``,
-    ``margin``, ``scored_pairs`` (pairs scored at full dimension), ``flops`` and
-    ``brute_flops`` (what scoring every pair costs).
+    result), pruned by the cell-mean bound; also returns its statistics: ``cell_side`` (and
+    ``rank`` for the principal form), ``margin``, ``scored_pairs`` (pairs scored at full
+    dimension), ``flops`` and ``brute_flops`` (what scoring every pair costs).
 
-    ``cell_side`` fixes the cells' side in pixels (a divisor of S; default: chosen from a
-    seeded sample, :func:`choose_cell_side`). With ``fall_back`` (default) the brute force
-    runs instead when the sample says the bound would not pay. The pruned passes run on one
+    ``options`` are the bounds to choose from (default :func:`bound_options`); the one of
+    lowest estimated cost on a seeded sample is used (:func:`choose_bound`). With
+    ``fall_back`` (default) the brute force runs instead when the sample says the bound
+    would not pay. The pruned passes run on one
     BLAS thread: their products are small, and threads cost more than they save there.
     """
     merge = SearchMerge(query_undefined.size, max_pairs=max_pairs)
     stats = collect_pruned(merge, query_thumbs, reference_thumbs, query_undefined,
                            reference_undefined, tau=tau, block=block, exclude=exclude,
                            query_chunk=query_chunk, collect_pairs=collect_pairs,
-                           max_pairs=max_pairs, cell_side=cell_side, seed=seed,
+                           max_pairs=max_pairs, options=options, seed=seed,
                            fall_back=fall_back)
     return (*merge.result(value), stats)
 
@@ -194,7 +277,7 @@ def pruned_search(query_thumbs, reference_thumbs, query_undefined: np.ndarray,
 def collect_pruned(merge: SearchMerge, query_thumbs, reference_thumbs,
                    query_undefined: np.ndarray, reference_undefined: np.ndarray, *,
                    tau: float, block: int, exclude: np.ndarray | None, query_chunk: int,
-                   collect_pairs: bool, max_pairs: int, cell_side: int | None = None,
+                   collect_pairs: bool, max_pairs: int, options: list[CellBound] | None = None,
                    seed: int = 0, fall_back: bool = True, value: str = "rho") -> dict:
     """:func:`pruned_search` into ``merge`` (see :class:`~splitscope.relations.ncc.
     SearchMerge`); returns its statistics."""
@@ -212,7 +295,7 @@ def collect_pruned(merge: SearchMerge, query_thumbs, reference_thumbs,
         return {"search": "brute (nothing to compare)", "flops": 0.0, "brute_flops": 0.0}
     with threadpool_limits(1):
         out = _pruned(merge, query_thumbs, reference_thumbs, query_undefined,
-                      reference_undefined, **kwargs, cell_side=cell_side, seed=seed,
+                      reference_undefined, **kwargs, options=options, seed=seed,
                       fall_back=fall_back)
     if "search" in out:  # the bound would not pay: score every pair
         _blocked_collect(*args, **kwargs)
@@ -220,7 +303,7 @@ def collect_pruned(merge: SearchMerge, query_thumbs, reference_thumbs,
 
 
 def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_undefined, *,
-            tau, block, exclude, query_chunk, collect_pairs, max_pairs, cell_side, seed,
+            tau, block, exclude, query_chunk, collect_pairs, max_pairs, options, seed,
             fall_back) -> dict:
     """The pruned search into ``merge`` (its statistics returned), or, when the bound would
     not pay (``fall_back``) or no cell side divides S, what was estimated with a ``search``
@@ -229,32 +312,41 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
     r_keep = np.flatnonzero(~reference_undefined)
     q_keep = np.flatnonzero(~query_undefined)
     rng = np.random.default_rng(seed)
-    r_sample = np.sort(rng.choice(r_keep, size=min(r_keep.size, SAMPLE), replace=False))
     q_sample = np.sort(rng.choice(q_keep, size=min(q_keep.size, SAMPLE), replace=False))
+    # the sample queries' best over enough references that the estimate is not far too
+    # pessimistic (a share of the brute force's work), their bounds against SAMPLE of them
+    n_best = int(min(r_keep.size, max(2 * SAMPLE, SAMPLE_WORK * q_keep.size * r_keep.size
+                                      / max(1, q_sample.size))))
+    r_best = rng.permutation(r_keep)[:n_best]
+    r_sample = np.sort(r_best[:SAMPLE])
     q_sample_thumbs = np.asarray(query_thumbs(q_sample))
     size = int(q_sample_thumbs.shape[1])
     d = size * size
     n_dense = 2 * int(q_keep.size) * int(r_keep.size)
     brute = {"flops": float(n_dense * d), "brute_flops": float(n_dense * d)}
-    side, shares = choose_cell_side(q_sample_thumbs, np.asarray(reference_thumbs(r_sample)),
-                                    tau, collect_pairs, cell_side, int(r_keep.size))
-    if side is None:
+    r_sample_thumbs = np.asarray(reference_thumbs(r_sample))
+    if options is None:
+        options = bound_options(size, r_sample_thumbs, int(r_keep.size))
+    best = sample_best(centred_unit_vectors(q_sample_thumbs)[0], reference_thumbs,
+                       np.sort(r_best), block) if options else np.empty(0)
+    bound, shares = choose_bound(q_sample_thumbs, r_sample_thumbs, best, tau, collect_pairs,
+                                 options)
+    if bound is None:
         why = (f"no cell side of {list(CELL_SIDES)} divides {size}" if not cell_options(size)
                else f"the cell coordinates of {r_keep.size:,} references would exceed "
                     f"{COORDINATE_BYTES >> 20:,} MiB")
         return {"search": f"brute ({why})", **brute}
-    share = shares[side]
-    if fall_back and estimated_cost(side, size, share) >= 1:
-        return {"search": "brute (cell bound would keep too many pairs)", "cell_side": side,
+    share = {id(b): v for b, v in shares}[id(bound)]
+    k = bound.size_dims(size)
+    if fall_back and estimated_cost(k, size, share) >= 1:
+        return {"search": "brute (cell bound would keep too many pairs)", **bound.describe(),
                 "estimated_surviving_share": share, **brute}
-    k = (size // side) ** 2
     nr = r_keep.size
-    ref_p = np.empty((nr, k), np.float32)
-    ref_e = np.empty(nr, np.float64)
+    # the residual is one more coordinate: ⟨(Pu, e_u), (Pv, e_v)⟩ is the bound, one product
+    ref_p = np.empty((nr, k + 1), np.float32)
     for b0 in range(0, nr, block):
-        ref_p[b0:b0 + block], ref_e[b0:b0 + block] = cell_coordinates(
-            np.asarray(reference_thumbs(r_keep[b0:b0 + block])), side)
-    ref_e32 = ref_e.astype(np.float32)
+        ref_p[b0:b0 + block, :k], ref_p[b0:b0 + block, k] = bound.coordinates(
+            np.asarray(reference_thumbs(r_keep[b0:b0 + block])))
     scored = 0
     n_defined_q = 0
     bound_pairs = 0  # query × reference bounds computed
@@ -265,18 +357,17 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
         n_defined_q += qpos.size
         qt = np.asarray(query_thumbs(qpos))
         qv = centred_unit_vectors(qt)[0]
-        qp, qe = cell_coordinates(qt, side)
-        qe32 = qe.astype(np.float32)
+        qp = np.empty((qpos.size, k + 1), np.float32)
+        qp[:, :k], qp[:, k] = bound.coordinates(qt)
         ex = exclude[qpos] if exclude is not None else None
         keep = qpos.size * nr * 4 <= BOUND_CACHE_BYTES
         kept: dict[int, np.ndarray] = {}
 
-        def bounds(b0: int, qp=qp, qe32=qe32, ex=ex, kept=kept) -> np.ndarray:
+        def bounds(b0: int, qp=qp, ex=ex, kept=kept) -> np.ndarray:
             """Upper bounds (chunk, block) of ρ; excluded pairs get -inf."""
             if b0 in kept:
                 return kept.pop(b0)
             u = qp @ ref_p[b0:b0 + block].T
-            u += qe32[:, None] * ref_e32[None, b0:b0 + block]
             if ex is not None:
                 rpos = r_keep[b0:b0 + block]
                 loc = np.minimum(np.searchsorted(rpos, ex), rpos.size - 1)
@@ -323,7 +414,7 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
             qi, rj = np.nonzero(survive)
             if qi.size == 0:
                 continue
-            uq, ur = np.flatnonzero(survive.any(axis=1)), np.flatnonzero(survive.any(axis=0))
+            uq, ur = np.unique(qi), np.unique(rj)
             rv = centred_unit_vectors(np.asarray(reference_thumbs(r_keep[b0 + ur])))[0]
             if qi.size * GATHER_COST >= uq.size * ur.size:
                 # dense enough: one product over the surviving queries × references
@@ -350,16 +441,19 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
                                  canonical_values(qv, near, rv, inv))
     n_sample = len(q_sample) * len(r_sample)
 
-    def per_thumb(c: int) -> int:  # cell sums, squares and coordinates
-        return 3 * d + 4 * (size // c) ** 2
+    def per_thumb(b: CellBound) -> int:  # cell sums, squares and coordinates
+        return 3 * d + 4 * (size // b.side) ** 2 + 2 * max(b.dims, 0) * (size // b.side) ** 2
 
-    flops = (2 * n_sample * d + sum(2 * n_sample * (size // c) ** 2 + (len(q_sample)
-                                    + len(r_sample)) * per_thumb(c) for c in shares)
-             + (nr + n_defined_q) * per_thumb(side)  # cell coordinates
-             + 2 * k * bound_pairs  # bounds
+    flops = (2 * len(q_sample) * n_best * d  # the sample queries' best
+             + sum(2 * n_sample * b.size_dims(size) + (len(q_sample) + len(r_sample))
+                   * per_thumb(b) for b, _ in shares)  # choosing the bound
+             + (nr + n_defined_q) * per_thumb(bound)  # coordinates
+             + 2 * (k + 1) * bound_pairs  # bounds
              + 2 * d * scored)  # pairs scored at full dimension
-    return {"cell_side": int(side), "cells": int(k), "margin": MARGIN,
-            "estimated_surviving_share": share, "sample": [len(q_sample), len(r_sample)],
+    return {**bound.describe(), "coordinates": int(k), "margin": MARGIN,
+            "estimated_surviving_share": share,
+            "sample": {"queries": len(q_sample), "references": len(r_sample),
+                       "references_for_best": n_best},
             "seed": seed, "scored_pairs": int(scored), "flops": float(flops),
             "brute_flops": float(2 * n_defined_q * nr * d)}
 
