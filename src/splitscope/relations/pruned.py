@@ -62,8 +62,10 @@ CELL_SIDES = (12, 8, 6, 4, 3, 2)
 #: Queries and references sampled (seeded) to choose the cell side.
 SAMPLE = 256
 #: The sample queries' best ρ is taken over a seeded sample of references that costs this
-#: share of the brute force's pairs (at least 2 × :data:`SAMPLE` references).
+#: share of the brute force's pairs (at least 2 × :data:`SAMPLE` references, at most
+#: :data:`BEST_SAMPLE_MAX`).
 SAMPLE_WORK = 0.002
+BEST_SAMPLE_MAX = 1 << 16
 #: Below this many query × reference pairs the brute force runs instead.
 MIN_PAIRS = 1_000_000
 #: A surviving pair costs about this many pairs of a dense product: its own product, with the
@@ -315,8 +317,8 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
     q_sample = np.sort(rng.choice(q_keep, size=min(q_keep.size, SAMPLE), replace=False))
     # the sample queries' best over enough references that the estimate is not far too
     # pessimistic (a share of the brute force's work), their bounds against SAMPLE of them
-    n_best = int(min(r_keep.size, max(2 * SAMPLE, SAMPLE_WORK * q_keep.size * r_keep.size
-                                      / max(1, q_sample.size))))
+    n_best = int(min(r_keep.size, BEST_SAMPLE_MAX, max(
+        2 * SAMPLE, SAMPLE_WORK * q_keep.size * r_keep.size / max(1, q_sample.size))))
     r_best = rng.permutation(r_keep)[:n_best]
     r_sample = np.sort(r_best[:SAMPLE])
     q_sample_thumbs = np.asarray(query_thumbs(q_sample))
