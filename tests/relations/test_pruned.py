@@ -58,14 +58,25 @@ def _inputs(kind: str, seed: int = 0):
     return q, r
 
 
-def _both(q, r, *, tau=0.98, exclude=None, fall_back=False, rank=16):
+def _option(name, r):
+    """None (the default options), a cell side ("cells 8") or the principal form ("pca 4")."""
+    if name is None:
+        return None
+    kind, side = name.split()
+    if kind == "cells":
+        return [pruned.CellBound(int(side))]
+    return [pruned.principal_bound(int(side), r[:128], 12)]
+
+
+def _both(q, r, *, tau=0.98, exclude=None, fall_back=False, option=None):
     qf, rf = _flat(q), _flat(r)
     qv = lambda pos: centred_unit_vectors(q[pos])[0]
     rv = lambda pos: centred_unit_vectors(r[pos])[0]
     kw = {"tau": tau, "block": 128, "exclude": exclude, "query_chunk": 100, "collect_pairs": True,
               "max_pairs": 10 ** 7, "value": "rho"}
     brute = _blocked_search(qv, rv, qf, rf, **kw)
-    fast = pruned.pruned_search(qv, rv, qf, rf, rank=rank, fall_back=fall_back, **kw)
+    fast = pruned.pruned_search(lambda pos: q[pos], lambda pos: r[pos], qf, rf,
+                                options=_option(option, r), fall_back=fall_back, **kw)
     return brute, fast
 
 
@@ -81,9 +92,10 @@ def _same(brute, fast):
 
 @pytest.mark.parametrize("kind", ["random", "background", "duplicates", "smooth", "flat"])
 @pytest.mark.parametrize("tau", [0.9, 0.98])
-def test_pruned_equals_brute_force(kind, tau):
+@pytest.mark.parametrize("option", [None, "cells 2", "cells 8", "pca 4"])
+def test_pruned_equals_brute_force(kind, tau, option):
     q, r = _inputs(kind)
-    stats = _same(*_both(q, r, tau=tau))
+    stats = _same(*_both(q, r, tau=tau, option=option))
     assert 0 < stats["scored_pairs"] and stats["flops"] > 0
     assert stats["brute_flops"] == 2 * (~_flat(q)).sum() * (~_flat(r)).sum() * 32 * 32
 
@@ -106,10 +118,10 @@ def test_nothing_to_compare():
 
 def test_bound_prunes_on_one_modality_and_falls_back_on_noise():
     q, r = _inputs("smooth")
-    *_, stats = _both(q, r, rank=32, fall_back=True)[1]
+    *_, stats = _both(q, r, fall_back=True)[1]
     assert "search" not in stats  # the pruned search ran
     assert stats["scored_pairs"] < 0.05 * 300 * 700  # most pairs discarded by the bound
-    # (at this small size the fixed cost of the basis is most of the rest)
+    # (at this small size the fixed cost of choosing the cells is most of the rest)
     assert stats["flops"] < stats["brute_flops"]
     q, r = _inputs("random")
     *_, noise = _both(q, r, fall_back=True)[1]
@@ -145,5 +157,76 @@ def test_pruned_equals_brute_force_on_kermany(kermany_scan):
     te = rows[(rows["split"] == "test") & (rows["thumb_index"] >= 0)]["row"].to_numpy()
     tr = rows[(rows["split"] == "train") & (rows["thumb_index"] >= 0)]["row"].to_numpy()
     q, r = kermany_scan.thumbs(te), kermany_scan.thumbs(tr)
-    stats = _same(*_both(q, r, tau=0.95, rank=32))
+    stats = _same(*_both(q, r, tau=0.95))
     assert stats["scored_pairs"] < len(te) * len(tr)
+
+
+@pytest.mark.parametrize("side", [2, 3, 8])
+def test_cell_coordinates_are_the_projection_of_the_unit_vector(side):
+    """The integer-sum coordinates equal the centred unit vector (float64) projected onto the
+    orthonormal cell basis, and the residual is ‖(I−P)u‖ rounded up."""
+    q, _ = _inputs("smooth", 3)
+    q = np.concatenate([q[:40], np.full((1, 32, 32), 77, np.uint8)])  # and one flat image
+    q = q[:, :24, :24]  # 24 is divisible by 2, 3 and 8
+    coords, resid = pruned.cell_coordinates(q, side)
+    x = q.reshape(len(q), -1).astype(np.float64)
+    x -= x.mean(axis=1, keepdims=True)
+    norm = np.linalg.norm(x, axis=1)
+    live = norm > 0
+    u = x[live] / norm[live, None]
+    m = 24 // side
+    cells = u.reshape(-1, m, side, m, side).sum(axis=(2, 4)).reshape(-1, m * m) / side
+    np.testing.assert_allclose(coords[live], cells, atol=1e-6)
+    expect = np.sqrt(np.maximum(1 - (cells ** 2).sum(axis=1), 0))
+    assert (resid[live] >= expect - 1e-9).all()
+    np.testing.assert_allclose(resid[live], expect, atol=2e-3)
+    assert (coords[~live] == 0).all() and (resid[~live] >= 1).all()
+    with pytest.raises(ValueError, match="divide"):
+        pruned.cell_coordinates(q, 5)
+
+
+def test_a_thumbnail_size_without_a_cell_side_runs_the_brute_force():
+    rng = np.random.default_rng(4)
+    q, r = _background(60, rng, size=37), _background(100, rng, size=37)  # 37 is prime
+    assert pruned.cell_options(37) == []
+    brute, fast = _both(q, r)
+    stats = _same(brute, fast)
+    assert stats["search"].startswith("brute (no cell side")
+
+
+def test_the_chosen_bound_has_the_lowest_estimated_cost():
+    q, r = _inputs("smooth", 5)
+    best = (centred_unit_vectors(q[:100])[0] @ centred_unit_vectors(r)[0].T).max(axis=1)
+    options = pruned.bound_options(32, r[:100], 700)
+    assert [b.side for b in options if b.basis is None] == pruned.cell_options(32)
+    assert [b.dims for b in options if b.basis is not None] == [pruned.PRINCIPAL_RANK]
+    chosen, shares = pruned.choose_bound(q[:100], r[:100], best, 0.98, True, options)
+    costs = [pruned.estimated_cost(b.size_dims(32), 32, v) for b, v in shares]
+    assert any(b is chosen for b, _ in shares)
+    assert pruned.estimated_cost(chosen.size_dims(32), 32, {
+        id(b): v for b, v in shares}[id(chosen)]) == min(costs)
+    # nested cells (2 inside 4 inside 8) keep more energy: the share cannot grow
+    by_side = {b.side: v for b, v in shares if b.basis is None}
+    assert by_side[2] <= by_side[4] <= by_side[8]
+
+
+def test_principal_form_is_an_orthonormal_projection_of_the_cells():
+    q, r = _inputs("smooth", 7)
+    b = pruned.principal_bound(4, r[:200], 10)
+    np.testing.assert_allclose(b.basis.T @ b.basis, np.eye(10), atol=1e-10)
+    coords, resid = b.coordinates(q)
+    cells, cell_resid = pruned.cell_coordinates(q, 4)
+    np.testing.assert_allclose(coords, cells.astype(np.float64) @ b.basis, atol=1e-6)
+    # fewer directions keep less of u: the residual is never below the cells' residual
+    assert (resid >= cell_resid - 1e-6).all()
+
+
+def test_bounds_whose_coordinates_exceed_the_memory_budget_are_not_tried(monkeypatch):
+    q, r = _inputs("smooth", 6)
+    monkeypatch.setattr(pruned, "COORDINATE_BYTES", 4 * 700 * 17)  # 16 cells + the residual
+    options = pruned.bound_options(32, r[:50], 700)
+    assert {b.side for b in options if b.basis is None} == {8}
+    monkeypatch.setattr(pruned, "COORDINATE_BYTES", 10)
+    monkeypatch.setattr(pruned, "PRINCIPAL_CELLS", 0)
+    brute, fast = _both(q, r)
+    assert _same(brute, fast)["search"].startswith("brute (the cell coordinates of 700")

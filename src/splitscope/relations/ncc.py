@@ -12,7 +12,7 @@ The search is exact: every query is compared with every reference by blocked mat
 every pair with rho >= tau is collected block by block; near-ties of the best and pairs at τ
 are settled on a value that does not depend on the blocking (:func:`canonical_values`), so
 copies tie and the lowest reference position wins. The pruned search
-(:mod:`splitscope.relations.pruned`) discards pairs by a projection bound first and gives the
+(:mod:`splitscope.relations.pruned`) discards pairs by a cell-mean bound first and gives the
 same result.
 Memory is bounded by the query chunk and the reference block (``query_chunk × S²`` floats,
 ``block × S²`` floats and a ``query_chunk × block`` product), never by the full
@@ -103,14 +103,18 @@ def centred_unit_vectors(thumbs) -> tuple[np.ndarray, np.ndarray]:
     flat_view = arr.reshape(n, -1)
     x = np.empty(flat_view.shape, np.float32)
     flat = np.zeros(n, bool)
-    step = 256  # float64 work on a few rows at a time: exact centring, small temporaries
+    # float64 work on a few rows at a time: exact centring, temporaries that stay in cache
+    step = 64
+    work = np.empty((min(step, n), flat_view.shape[1]), np.float64)
     for s in range(0, n, step):
-        v = flat_view[s:s + step].astype(np.float64)
+        v = work[:min(step, n - s)]
+        v[...] = flat_view[s:s + step]
         v -= v.mean(axis=1, keepdims=True)
         norms = np.sqrt(np.einsum("ij,ij->i", v, v))
-        is_flat = flat_view[s:s + step].min(axis=1) == flat_view[s:s + step].max(axis=1)
+        # integer pixels: the centred row is exactly zero iff every pixel is equal
+        is_flat = norms == 0
         scale = np.where(is_flat, 0.0, 1.0 / (norms + 1e-12))
-        x[s:s + step] = v * scale[:, None]
+        np.multiply(v, scale[:, None], out=x[s:s + step], casting="same_kind")
         flat[s:s + step] = is_flat
     return x, flat
 
@@ -145,7 +149,7 @@ class NCCResult:
 def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
                exclude_self: bool = False, exclude=None, query_chunk: int = 8192,
                collect_pairs: bool = True, max_pairs: int = 5_000_000,
-               method: str = "pruned", rank: int = 32) -> NCCResult:
+               method: str = "pruned") -> NCCResult:
     """Exact NCC search: best reference per query and every pair with rho >= tau.
 
     Parameters
@@ -169,13 +173,11 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
         Bound on the stored pairs; beyond it pairs are counted (``params["pairs_total"]``)
         but not stored and ``params["pairs_truncated"]`` is True. Best references stay exact.
     method : {"pruned", "brute"}
-        ``"brute"`` scores every pair; ``"pruned"`` (default) discards pairs by a projection
+        ``"brute"`` scores every pair; ``"pruned"`` (default) discards pairs by a cell-mean
         bound first and scores only the survivors (:mod:`splitscope.relations.pruned`), with
         the same result. Below :data:`splitscope.relations.pruned.MIN_PAIRS` query–reference
         pairs the brute force runs (the bound would cost more than it saves).
         ``params["search"]`` says which ran, with its FLOP count.
-    rank : int
-        Dimension of the projection of the pruned search.
 
     Returns
     -------
@@ -200,12 +202,10 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
     exclude = _check_exclude(exclude, exclude_self, nq, nr)
     q_flat = _flat(q)
     r_flat = _flat(r)
-    best_idx, best_rho, pairs, n_pairs, search = search_vectors(
-        lambda pos: centred_unit_vectors(q[pos])[0],
-        lambda pos: centred_unit_vectors(r[pos])[0],
+    best_idx, best_rho, pairs, n_pairs, search = search_thumbnails(
+        lambda pos: q[pos], lambda pos: r[pos],
         q_flat, r_flat, tau=tau, block=block, exclude=exclude, query_chunk=query_chunk,
-        collect_pairs=collect_pairs, max_pairs=max_pairs, value="rho", method=method,
-        rank=rank)
+        collect_pairs=collect_pairs, max_pairs=max_pairs, value="rho", method=method)
     return NCCResult(tau, best_idx, best_rho, pairs, q_flat, r_flat,
                      params={"tau": tau, "thumb_size": int(q.shape[1]) if nq else
                              (int(r.shape[1]) if nr else None),
@@ -213,22 +213,24 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
                              **search})
 
 
-def search_vectors(query_vectors, reference_vectors, query_undefined: np.ndarray,
-                   reference_undefined: np.ndarray, *, method: str = "pruned", rank: int = 32,
-                   **kwargs) -> tuple[np.ndarray, np.ndarray, pd.DataFrame, int, dict]:
-    """The exact search by ``method`` (``"pruned"`` or ``"brute"``; arguments as
+def search_thumbnails(query_thumbs, reference_thumbs, query_undefined: np.ndarray,
+                      reference_undefined: np.ndarray, *, method: str = "pruned", **kwargs
+                      ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame, int, dict]:
+    """The exact search by ``method`` (``"pruned"`` or ``"brute"``) of the centred unit
+    vectors of thumbnails: ``query_thumbs(positions)`` / ``reference_thumbs(positions)``
+    return uint8 ``(n, S, S)`` thumbnails for ascending positions (other arguments as
     :func:`_blocked_search`); also returns what ran: ``search``, ``flops`` and
     ``brute_flops`` (2·d per scored pair), and the pruned search's statistics."""
     merge = SearchMerge(query_undefined.size, max_pairs=kwargs["max_pairs"])
-    info = collect_vectors(merge, query_vectors, reference_vectors, query_undefined,
-                           reference_undefined, method=method, rank=rank, **kwargs)
+    info = collect_thumbnails(merge, query_thumbs, reference_thumbs, query_undefined,
+                              reference_undefined, method=method, **kwargs)
     return (*merge.result(kwargs["value"]), info)
 
 
-def collect_vectors(merge: SearchMerge, query_vectors, reference_vectors,
-                    query_undefined: np.ndarray, reference_undefined: np.ndarray, *,
-                    method: str = "pruned", rank: int = 32, **kwargs) -> dict:
-    """Run the search of :func:`search_vectors` into ``merge`` (unresolved, so that the
+def collect_thumbnails(merge: SearchMerge, query_thumbs, reference_thumbs,
+                       query_undefined: np.ndarray, reference_undefined: np.ndarray, *,
+                       method: str = "pruned", **kwargs) -> dict:
+    """Run the search of :func:`search_thumbnails` into ``merge`` (unresolved, so that the
     parts of a partitioned search can be merged by the same rule); returns what ran."""
     from splitscope.relations import pruned
 
@@ -237,10 +239,12 @@ def collect_vectors(merge: SearchMerge, query_vectors, reference_vectors,
     n_pairs = int((~query_undefined).sum()) * int((~reference_undefined).sum())
     if method == "pruned" and n_pairs >= pruned.MIN_PAIRS:
         return {"search": "pruned", **pruned.collect_pruned(
-            merge, query_vectors, reference_vectors, query_undefined, reference_undefined,
-            rank=rank, **kwargs)}
-    _blocked_collect(merge, query_vectors, reference_vectors, query_undefined,
-                     reference_undefined, **{k: v for k, v in kwargs.items() if k != "value"})
+            merge, query_thumbs, reference_thumbs, query_undefined, reference_undefined,
+            **kwargs)}
+    _blocked_collect(merge, lambda pos: centred_unit_vectors(query_thumbs(pos))[0],
+                     lambda pos: centred_unit_vectors(reference_thumbs(pos))[0],
+                     query_undefined, reference_undefined,
+                     **{k: v for k, v in kwargs.items() if k != "value"})
     return {"search": "brute"}
 
 

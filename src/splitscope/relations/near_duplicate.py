@@ -194,7 +194,7 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: floa
         best_rho, best_idx, q_flat = nres.best_rho, nres.best_index, nres.query_flat
         ncc_pairs = nres.pairs
         notes["ncc_search"] = {k: nres.params[k] for k in (
-            "search", "rank", "margin", "scored_pairs", "flops", "brute_flops", "partitions")
+            "search", "cell_side", "rank", "coordinates", "margin", "scored_pairs", "flops", "brute_flops", "partitions")
             if k in nres.params}
         if nres.params.get("pairs_truncated"):
             notes["ncc_pairs"] = (f"{nres.params['pairs_total']} pairs reached tau; only "

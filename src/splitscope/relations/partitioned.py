@@ -4,7 +4,7 @@ The query × reference comparison is cut into tasks of ``query_block`` queries �
 references. Each task reads its own thumbnails — from the workspace's memory-mapped thumbnail
 file when the search runs over a scan (:class:`StoredThumbnails`; every worker must see the
 workspace under the same path), or from an array scattered to the cluster — runs the local exact
-search over its part (:func:`~splitscope.relations.ncc.collect_vectors`: pruned or brute force,
+search over its part (:func:`~splitscope.relations.ncc.collect_thumbnails`: pruned or brute force,
 block by block, in bounded memory) and returns what it found unresolved: each query's best
 candidate with its float64 :func:`~splitscope.relations.ncc.canonical_values` value, and its
 pairs that reached τ. The parent merges the parts in task order with
@@ -32,8 +32,7 @@ from splitscope.relations.ncc import (
     _check_tau,
     _check_thumbs,
     _flat,
-    centred_unit_vectors,
-    collect_vectors,
+    collect_thumbnails,
     ncc_search,
 )
 
@@ -82,12 +81,11 @@ def search_part(query, reference, exclude, options: dict) -> dict:
     r = _thumbs(*reference)
     q_flat, r_flat = _flat(q), _flat(r)
     merge = SearchMerge(len(q_flat), max_pairs=options["max_pairs"])
-    info = collect_vectors(
-        merge, lambda pos: centred_unit_vectors(q[pos])[0],
-        lambda pos: centred_unit_vectors(r[pos])[0], q_flat, r_flat, tau=options["tau"],
+    info = collect_thumbnails(
+        merge, lambda pos: q[pos], lambda pos: r[pos], q_flat, r_flat, tau=options["tau"],
         block=options["block"], exclude=exclude, query_chunk=options["query_chunk"],
         collect_pairs=options["collect_pairs"], max_pairs=options["max_pairs"], value="rho",
-        method=options["method"], rank=options["rank"])
+        method=options["method"])
     return {**merge.part(query[1], reference[1]), "query_flat": q_flat,
             "reference_flat": r_flat, "info": info}
 
@@ -109,7 +107,7 @@ def _local_exclude(exclude: np.ndarray | None, q0: int, q1: int, r0: int, r1: in
 def partitioned_ncc_search(client, query, reference, *, tau: float = DEFAULT_TAU,
                            block: int = 2048, exclude_self: bool = False, exclude=None,
                            query_chunk: int = 8192, collect_pairs: bool = True,
-                           max_pairs: int = 5_000_000, method: str = "pruned", rank: int = 32,
+                           max_pairs: int = 5_000_000, method: str = "pruned",
                            query_block: int = QUERY_BLOCK,
                            reference_block: int = REFERENCE_BLOCK) -> NCCResult:
     """:func:`~splitscope.relations.ncc.ncc_search` as Dask tasks, with the same result.
@@ -121,9 +119,9 @@ def partitioned_ncc_search(client, query, reference, *, tau: float = DEFAULT_TAU
     query, reference : StoredThumbnails or ndarray (n, S, S) uint8
         Stored thumbnails are read by the tasks from their file (workers must see it under
         the same path); arrays are scattered to the cluster once.
-    tau, block, exclude_self, exclude, query_chunk, collect_pairs, max_pairs, method, rank
-        As in :func:`~splitscope.relations.ncc.ncc_search` (``block``, ``query_chunk``,
-        ``method`` and ``rank`` apply inside each task).
+    tau, block, exclude_self, exclude, query_chunk, collect_pairs, max_pairs, method
+        As in :func:`~splitscope.relations.ncc.ncc_search` (``block``, ``query_chunk``
+        and ``method`` apply inside each task).
     query_block, reference_block : int
         Task shape: queries × references per task.
 
@@ -156,12 +154,12 @@ def partitioned_ncc_search(client, query, reference, *, tau: float = DEFAULT_TAU
     exclude = _check_exclude(exclude, exclude_self, nq, nr)
     options = {"tau": tau, "block": int(block), "query_chunk": int(query_chunk),
                "collect_pairs": bool(collect_pairs), "max_pairs": int(max_pairs),
-               "method": method, "rank": int(rank)}
+               "method": method}
     if nq == 0 or nr == 0:  # nothing to cut: the local search gives the flat masks
         local = [x.rows() if isinstance(x, StoredThumbnails) else x for x in (query, reference)]
         return ncc_search(*local, tau=tau, block=block, exclude=exclude,
                           query_chunk=query_chunk, collect_pairs=collect_pairs,
-                          max_pairs=max_pairs, method=method, rank=rank)
+                          max_pairs=max_pairs, method=method)
 
     def sources(thumbs, spans):
         if isinstance(thumbs, StoredThumbnails):

@@ -1,13 +1,16 @@
-"""Exact similarity search pruned by a projection bound (METHODS §2.2: same result as scoring
+"""Exact similarity search pruned by a cell-mean bound (METHODS §2.2: same result as scoring
 every pair).
 
-Let P be the orthogonal projection onto a k-dimensional subspace spanned by the leading
-principal directions of a seeded sample of the reference vectors. For unit vectors u, v
+Cut the S×S thumbnail grid into square cells of c×c pixels (c divides S). The indicator vectors of the cells, each divided by
+the square root of its pixel count, are orthonormal; let P be the projection onto their span
+(P replaces every pixel by its cell's mean). For unit vectors u, v
 
     ⟨u, v⟩ = ⟨Pu, Pv⟩ + ⟨(I−P)u, (I−P)v⟩   and   |⟨(I−P)u, (I−P)v⟩| ≤ e_u·e_v,
 
-with e = ‖(I−P)u‖ = √(‖u‖² − ‖Pu‖²). So ``U = ⟨Pu, Pv⟩ + e_u·e_v`` bounds ρ from above at the
-cost of a k-dimensional product. A pair is scored at full dimension only when its bound can
+with e = ‖(I−P)u‖ = √(1 − ‖Pu‖²). So ``U = ⟨Pu, Pv⟩ + e_u·e_v`` bounds ρ from above at the
+cost of a (S/c)²-dimensional product. The coordinates of Pu follow from integer sums of the
+uint8 thumbnail (per cell, over the image, of the squares), so a reference that the bound
+discards is never normalised. A pair is scored at full dimension only when its bound can
 reach what it must beat:
 
 - a pair can reach τ only if ``U ≥ τ``;
@@ -23,13 +26,20 @@ the exact ρ are float32 computations (about √d·2⁻²⁴ ≈ 6·10⁻⁶ of 
 surviving queries × references when they are dense enough (:data:`GATHER_COST`), else pair
 by pair.
 
-The result holds whatever the data; only the speed depends on them: on images of one modality
-most of a thumbnail's energy lies in a few dozen directions, the residuals are small and few
-pairs survive; on white noise nothing is pruned and the search does the brute force's work
-plus the projections.
+The form of the bound is chosen per search from a seeded sample (:func:`choose_bound`):
+smaller cells keep more of a thumbnail's energy (a tighter bound) and cost more per pair; the
+leading principal directions of fine cells (:class:`CellBound` with a basis) keep most of that
+energy in few coordinates, which pays when there are many pairs. The sample queries' best ρ is
+taken over a larger seeded sample of references (0.2% of the brute force's work), so that the
+estimated surviving share is not far above what the search will see. The result holds
+whatever the data; only the speed depends on them: on images of one modality most of a
+thumbnail's energy is in its coarse structure, the residuals are small and few pairs
+survive; on white noise nothing is pruned and the search scores every pair instead.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -39,6 +49,7 @@ from splitscope.relations.ncc import (
     SearchMerge,
     _blocked_collect,
     canonical_values,
+    centred_unit_vectors,
     settled_pairs,
 )
 
@@ -46,148 +57,319 @@ from splitscope.relations.ncc import (
 MARGIN = 1e-3
 #: Added to each residual norm² before the square root (rounds the residual up).
 RESIDUAL_GUARD = 1e-6
-#: References sampled (seeded) per dimension of the projection to estimate the principal
-#: directions (any orthonormal basis keeps the search exact; a better one prunes more).
-BASIS_SAMPLE_PER_RANK = 8
+#: Cell sides (in pixels) tried for the bound (those that divide S).
+CELL_SIDES = (12, 8, 6, 4, 3, 2)
+#: Queries and references sampled (seeded) to choose the cell side.
+SAMPLE = 256
+#: The sample queries' best ρ is taken over a seeded sample of references that costs this
+#: share of the brute force's pairs (at least 2 × :data:`SAMPLE` references, at most
+#: :data:`BEST_SAMPLE_MAX`).
+SAMPLE_WORK = 0.002
+BEST_SAMPLE_MAX = 1 << 16
 #: Below this many query × reference pairs the brute force runs instead.
 MIN_PAIRS = 1_000_000
-#: A pair scored on its own costs about this many pairs of a dense product (memory traffic of
-#: gathering two d-vectors against the arithmetic of a blocked matrix product).
+#: A surviving pair costs about this many pairs of a dense product: its own product, with the
+#: reference vectors of each query gathered (2.2 vs 0.16 µs per pair at d = 9216 on one
+#: core), and its share of normalising the surviving references (10 µs each, shared by the
+#: queries of a chunk).
 GATHER_COST = 24
+#: Bounds of one query chunk against every reference are kept for the second pass (rather
+#: than computed again) when they fit in this many bytes.
+BOUND_CACHE_BYTES = 256 << 20
+#: The cell coordinates of every reference are held during the search; cell sides whose
+#: coordinates would take more than this many bytes are not tried (finer cells hold more).
+COORDINATE_BYTES = 1 << 30
+#: Directions of the principal form of the bound (:class:`CellBound`), taken from the cell
+#: coordinates of the finest cells with at most :data:`PRINCIPAL_CELLS` of them.
+PRINCIPAL_RANK = 32
+PRINCIPAL_CELLS = 576
+#: Thumbnails turned into cell coordinates at a time (bounds the float32 temporaries).
+STEP = 256
 
 
-def principal_basis(reference_vectors, positions: np.ndarray, rank: int, seed: int = 0
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Orthonormal (d, k) float32 basis of the leading ``rank`` principal directions (second
-    moments, not centred: what maximises ‖Pu‖²) of a seeded sample of reference vectors, and
-    the sample's vectors."""
-    rng = np.random.default_rng(seed)
-    m = min(positions.size, BASIS_SAMPLE_PER_RANK * rank)
-    sample = np.sort(rng.choice(positions, size=m, replace=False))
-    x32 = np.asarray(reference_vectors(sample), dtype=np.float32)
-    w, vecs = np.linalg.eigh((x32 @ x32.T).astype(np.float64))
-    x = x32.astype(np.float64)
-    w, vecs = w[::-1], vecs[:, ::-1]
-    k = int(min(rank, m, x.shape[1], int((w > 1e-9 * max(w[0], 1e-300)).sum())))
-    basis = x.T @ (vecs[:, :k] / np.sqrt(w[:k]))
-    return np.linalg.qr(basis)[0].astype(np.float32), x32
+def cell_coordinates(thumbs: np.ndarray, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """Coordinates of each thumbnail's centred unit vector u on the orthonormal basis of
+    ``side``×``side`` pixel cells (float32 ``(n, (S/side)²)``) and its residual norm
+    ``‖(I−P)u‖`` (float64, rounded up). ``side`` must divide S.
+
+    Integer arithmetic (exact in float32 and float64 at these magnitudes) up to one division:
+    with d pixels, the pixel sum s₁, the sum of squares s₂ and a cell's sum p over its a
+    pixels, the coordinate is ``(d·p − a·s₁) / √(a·d·(d·s₂ − s₁²))``. Flat thumbnails
+    (``d·s₂ = s₁²``) get zeros and a residual of at least 1 (they are never compared).
+    """
+    thumbs = np.asarray(thumbs)
+    n, size = thumbs.shape[0], thumbs.shape[1]
+    if size % side:
+        raise ValueError(f"a cell side of {side} does not divide {size}")
+    d, cells, area = size * size, size // side, side * side
+    ones = np.ones(size, np.float32)
+    coords = np.empty((n, cells * cells), np.float32)
+    resid = np.empty(n, np.float64)
+    for s in range(0, n, STEP):
+        x = thumbs[s:s + STEP].astype(np.float32)
+        k = x.shape[0]
+        cols = x[:, :, 0::side].copy()  # sums over each cell's columns, then its rows
+        for i in range(1, side):
+            cols += x[:, :, i::side]
+        p = cols[:, 0::side, :].copy()
+        for i in range(1, side):
+            p += cols[:, i::side, :]
+        p = p.reshape(k, -1).astype(np.float64)
+        s1 = p.sum(axis=1)
+        x *= x  # a row's sum of squares stays below 2²⁴
+        s2 = (x.reshape(k * size, size) @ ones).reshape(k, size).sum(axis=1, dtype=np.float64)
+        spread = d * s2 - s1 * s1
+        flat = spread == 0
+        scale = np.where(flat, 0.0, 1.0 / np.sqrt(np.where(flat, 1.0, spread) * (area * d)))
+        p *= d
+        p -= area * s1[:, None]
+        p *= scale[:, None]
+        coords[s:s + k] = p
+        res2 = np.where(flat, 1.0, 1.0 - np.einsum("ij,ij->i", p, p))
+        resid[s:s + k] = np.sqrt(np.maximum(res2, 0.0) + RESIDUAL_GUARD)
+    return coords, resid
 
 
-def surviving_share(query_sample: np.ndarray, reference_sample: np.ndarray,
-                    basis: np.ndarray, tau: float, collect_pairs: bool) -> float:
-    """Share of sample query × reference pairs whose bound reaches the sample queries' best
-    exact ρ over the sample (or τ): an over-estimate of the share that survives in the
-    search, whose thresholds are set by the best over all references."""
-    if len(query_sample) == 0 or len(reference_sample) == 0:
+def cell_options(size: int) -> list[int]:
+    """Cell sides to choose from for S×S thumbnails (coarse to fine): those of
+    :data:`CELL_SIDES` that divide S and leave at least 2 cells per side."""
+    return [side for side in CELL_SIDES if size % side == 0 and size // side >= 2]
+
+
+@dataclass(frozen=True, eq=False)
+class CellBound:
+    """One form of the bound: the cell means of ``side``×``side`` cells, or (``basis``, an
+    orthonormal ``(cells, rank)`` matrix) their projection onto ``rank`` directions of the
+    cell space. Both are orthogonal projections of u, so either bounds ρ the same way; the
+    second keeps fewer coordinates per pair and needs no more arithmetic per thumbnail."""
+
+    side: int
+    basis: np.ndarray | None = None
+
+    @property
+    def dims(self) -> int:
+        return int(self.basis.shape[1]) if self.basis is not None else -1
+
+    def size_dims(self, size: int) -> int:
+        """Coordinates per thumbnail of S = ``size``."""
+        return self.dims if self.basis is not None else (size // self.side) ** 2
+
+    def coordinates(self, thumbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Coordinates (float32) and residual norms (float64, rounded up) of the thumbnails'
+        centred unit vectors."""
+        coords, resid = cell_coordinates(thumbs, self.side)
+        if self.basis is None:
+            return coords, resid
+        proj = coords.astype(np.float64) @ self.basis
+        res2 = 1.0 - np.einsum("ij,ij->i", proj, proj)
+        return proj.astype(np.float32), np.sqrt(np.maximum(res2, 0.0) + RESIDUAL_GUARD)
+
+    def describe(self) -> dict:
+        out = {"cell_side": int(self.side)}
+        if self.basis is not None:
+            out["rank"] = self.dims
+        return out
+
+
+def principal_bound(side: int, r_thumbs: np.ndarray, rank: int) -> CellBound | None:
+    """The bound on the leading ``rank`` principal directions (second moments, not centred:
+    what keeps most of ‖Pu‖²) of sample references' cell coordinates at ``side``."""
+    coords = cell_coordinates(r_thumbs, side)[0].astype(np.float64)
+    w, vecs = np.linalg.eigh(coords.T @ coords)
+    k = int(min(rank, int((w > 1e-9 * max(w[-1], 1e-300)).sum())))
+    if k < 1:
+        return None
+    return CellBound(side, np.ascontiguousarray(vecs[:, ::-1][:, :k]))
+
+
+def bound_options(size: int, r_thumbs: np.ndarray, n_references: int) -> list[CellBound]:
+    """The bounds to choose from: cell means at every side of :func:`cell_options` whose
+    coordinates for ``n_references`` references fit in :data:`COORDINATE_BYTES`, and the
+    :data:`PRINCIPAL_RANK` principal directions of the finest cells with at most
+    :data:`PRINCIPAL_CELLS` coordinates."""
+    sides = cell_options(size)
+    out = [CellBound(c) for c in sides
+           if 4 * n_references * ((size // c) ** 2 + 1) <= COORDINATE_BYTES]
+    fine = [c for c in sides if (size // c) ** 2 <= PRINCIPAL_CELLS]
+    if fine and (size // fine[-1]) ** 2 > PRINCIPAL_RANK and len(r_thumbs):
+        pca = principal_bound(fine[-1], r_thumbs, PRINCIPAL_RANK)
+        if pca is not None:
+            out.append(pca)
+    return out
+
+
+def surviving_share(best: np.ndarray, q_thumbs: np.ndarray, r_thumbs: np.ndarray,
+                    bound: CellBound, tau: float, collect_pairs: bool) -> float:
+    """Share of sample query × reference pairs whose ``bound`` reaches what it must beat:
+    each sample query's ``best`` exact ρ over a sample of references (or τ). An
+    over-estimate of the share that survives in the search, whose thresholds are set by the
+    best over all references."""
+    if best.size == 0 or len(r_thumbs) == 0:
         return 1.0
-    exact = query_sample @ reference_sample.T
-    qp, qe = project(query_sample, basis)
-    rp, re = project(reference_sample, basis)
+    qp, qe = bound.coordinates(q_thumbs)
+    rp, re = bound.coordinates(r_thumbs)
     upper = qp @ rp.T + (qe[:, None] * re[None, :]).astype(np.float32)
-    need = exact.max(axis=1) - MARGIN
+    need = best - MARGIN
     if collect_pairs:
         need = np.minimum(need, tau - MARGIN)
     return float((upper >= need[:, None]).mean())
 
 
-def project(vectors: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Coordinates ``Pu`` (float32) and residual norms ``e`` (float64, rounded up)."""
-    p = vectors @ basis
-    norm2 = np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64)
-    res2 = norm2 - np.einsum("ij,ij->i", p, p, dtype=np.float64)
-    return p, np.sqrt(np.maximum(res2, 0.0) + RESIDUAL_GUARD)
+def estimated_cost(dims: int, size: int, share: float) -> float:
+    """Cost per query × reference pair of the pruned search with ``dims`` coordinates per
+    thumbnail, in units of one pair of the brute force's d-dimensional product: the bound
+    (``2·(dims + 1)/d`` for two passes) plus the surviving share × :data:`GATHER_COST` for
+    scoring the survivors. The brute force costs 1."""
+    return 2 * (dims + 1) / (size * size) + share * GATHER_COST
 
 
-def pruned_search(query_vectors, reference_vectors, query_undefined: np.ndarray,
+def choose_bound(q_thumbs: np.ndarray, r_thumbs: np.ndarray, best: np.ndarray, tau: float,
+                 collect_pairs: bool, options: list[CellBound]
+                 ) -> tuple[CellBound | None, list[tuple[CellBound, float]]]:
+    """Of ``options``, the bound of lowest :func:`estimated_cost` on sample thumbnails
+    (queries ``q_thumbs`` with their ``best`` exact ρ, references ``r_thumbs``; ``None``
+    when there is no option), and every option with its estimated surviving share."""
+    if not options:
+        return None, []
+    size = q_thumbs.shape[1]
+    shares = [(b, surviving_share(best, q_thumbs, r_thumbs, b, tau, collect_pairs))
+              for b in options]
+    cheapest = min(shares, key=lambda x: estimated_cost(x[0].size_dims(size), size, x[1]))
+    return cheapest[0], shares
+
+
+def sample_best(q_vectors: np.ndarray, reference_thumbs, positions: np.ndarray, block: int
+                ) -> np.ndarray:
+    """Each sample query's best exact ρ over the references at ``positions``."""
+    best = np.full(len(q_vectors), -np.inf, np.float32)
+    for b0 in range(0, positions.size, block):
+        rv = centred_unit_vectors(np.asarray(reference_thumbs(positions[b0:b0 + block])))[0]
+        np.maximum(best, (q_vectors @ rv.T).max(axis=1), out=best)
+    return best
+
+
+def pruned_search(query_thumbs, reference_thumbs, query_undefined: np.ndarray,
                   reference_undefined: np.ndarray, *, tau: float, block: int,
                   exclude: np.ndarray | None, query_chunk: int, collect_pairs: bool,
-                  max_pairs: int, value: str, rank: int = 32, seed: int = 0,
-                  fall_back: bool = True
+                  max_pairs: int, value: str, options: list[CellBound] | None = None,
+                  seed: int = 0, fall_back: bool = True
                   ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame, int, dict]:
-    """The search of :func:`splitscope.relations.ncc._blocked_search` (same arguments, same
-    result), pruned by the projection bound; also returns its statistics: ``rank``,
-    ``margin``, ``scored_pairs`` (pairs scored at full dimension), ``flops`` and
-    ``brute_flops`` (what scoring every pair costs).
+    """The search of :func:`splitscope.relations.ncc._blocked_search` on the centred unit
+    vectors of the thumbnails (same arguments, except that ``query_thumbs`` and
+    ``reference_thumbs`` return uint8 ``(n, S, S)`` thumbnails for ascending positions; same
+    result), pruned by the cell-mean bound; also returns its statistics: ``cell_side`` (and
+    ``rank`` for the principal form), ``margin``, ``scored_pairs`` (pairs scored at full
+    dimension), ``flops`` and ``brute_flops`` (what scoring every pair costs).
 
-    With ``fall_back`` (default) the brute force runs instead when a seeded sample says that
-    too many pairs would survive the bound for it to pay (:func:`surviving_share`). The pruned
-    passes run on one BLAS thread: their products are small, and threads cost more than
-    they save there.
+    ``options`` are the bounds to choose from (default :func:`bound_options`); the one of
+    lowest estimated cost on a seeded sample is used (:func:`choose_bound`). With
+    ``fall_back`` (default) the brute force runs instead when the sample says the bound
+    would not pay. The pruned passes run on one
+    BLAS thread: their products are small, and threads cost more than they save there.
     """
     merge = SearchMerge(query_undefined.size, max_pairs=max_pairs)
-    stats = collect_pruned(merge, query_vectors, reference_vectors, query_undefined,
+    stats = collect_pruned(merge, query_thumbs, reference_thumbs, query_undefined,
                            reference_undefined, tau=tau, block=block, exclude=exclude,
                            query_chunk=query_chunk, collect_pairs=collect_pairs,
-                           max_pairs=max_pairs, value=value, rank=rank, seed=seed,
+                           max_pairs=max_pairs, options=options, seed=seed,
                            fall_back=fall_back)
     return (*merge.result(value), stats)
 
 
-def collect_pruned(merge: SearchMerge, query_vectors, reference_vectors,
+def collect_pruned(merge: SearchMerge, query_thumbs, reference_thumbs,
                    query_undefined: np.ndarray, reference_undefined: np.ndarray, *,
                    tau: float, block: int, exclude: np.ndarray | None, query_chunk: int,
-                   collect_pairs: bool, max_pairs: int, value: str = "rho", rank: int = 32,
-                   seed: int = 0, fall_back: bool = True) -> dict:
+                   collect_pairs: bool, max_pairs: int, options: list[CellBound] | None = None,
+                   seed: int = 0, fall_back: bool = True, value: str = "rho") -> dict:
     """:func:`pruned_search` into ``merge`` (see :class:`~splitscope.relations.ncc.
     SearchMerge`); returns its statistics."""
     from threadpoolctl import threadpool_limits
 
-    args = (merge, query_vectors, reference_vectors, query_undefined, reference_undefined)
+    def vectors(read):
+        return lambda pos: centred_unit_vectors(read(pos))[0]
+
+    args = (merge, vectors(query_thumbs), vectors(reference_thumbs), query_undefined,
+            reference_undefined)
     kwargs = {"tau": tau, "block": block, "exclude": exclude, "query_chunk": query_chunk,
               "collect_pairs": collect_pairs, "max_pairs": max_pairs}
     if query_undefined.all() or reference_undefined.all():  # nothing to compare
         _blocked_collect(*args, **kwargs)
         return {"search": "brute (nothing to compare)", "flops": 0.0, "brute_flops": 0.0}
     with threadpool_limits(1):
-        out = _pruned(*args, **kwargs, rank=rank, seed=seed, fall_back=fall_back)
-    if not isinstance(out, float):
-        return out
-    # most blocks would be scored densely anyway: the bound would only add its cost
-    n_dense = 2 * int((~query_undefined).sum()) * int((~reference_undefined).sum())
-    d = int(np.asarray(reference_vectors(np.flatnonzero(~reference_undefined)[:1])).shape[1])
-    _blocked_collect(*args, **kwargs)
-    return {"search": "brute (projection bound would keep too many pairs)", "rank": int(rank),
-            "estimated_surviving_share": out, "flops": float(n_dense * d),
-            "brute_flops": float(n_dense * d)}
+        out = _pruned(merge, query_thumbs, reference_thumbs, query_undefined,
+                      reference_undefined, **kwargs, options=options, seed=seed,
+                      fall_back=fall_back)
+    if "search" in out:  # the bound would not pay: score every pair
+        _blocked_collect(*args, **kwargs)
+    return out
 
 
-def _pruned(merge, query_vectors, reference_vectors, query_undefined, reference_undefined, *,
-            tau, block, exclude, query_chunk, collect_pairs, max_pairs, rank, seed, fall_back):
-    """The pruned search into ``merge`` (its statistics returned), or, when ``fall_back`` and
-    the bound would not pay, the estimated surviving share alone (``merge`` untouched)."""
+def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_undefined, *,
+            tau, block, exclude, query_chunk, collect_pairs, max_pairs, options, seed,
+            fall_back) -> dict:
+    """The pruned search into ``merge`` (its statistics returned), or, when the bound would
+    not pay (``fall_back``) or no cell side divides S, what was estimated with a ``search``
+    entry saying the brute force runs (``merge`` untouched)."""
     nq = query_undefined.size
     r_keep = np.flatnonzero(~reference_undefined)
-    basis, ref_sample = principal_basis(reference_vectors, r_keep, rank, seed)
     q_keep = np.flatnonzero(~query_undefined)
-    q_sample = np.sort(np.random.default_rng(seed).choice(
-        q_keep, size=min(q_keep.size, len(ref_sample)), replace=False))
-    share = surviving_share(query_vectors(q_sample), ref_sample, basis, tau, collect_pairs)
-    if fall_back and share * GATHER_COST >= 1:
-        return share
-    d, k = basis.shape
+    rng = np.random.default_rng(seed)
+    q_sample = np.sort(rng.choice(q_keep, size=min(q_keep.size, SAMPLE), replace=False))
+    # the sample queries' best over enough references that the estimate is not far too
+    # pessimistic (a share of the brute force's work), their bounds against SAMPLE of them
+    n_best = int(min(r_keep.size, BEST_SAMPLE_MAX, max(
+        2 * SAMPLE, SAMPLE_WORK * q_keep.size * r_keep.size / max(1, q_sample.size))))
+    r_best = rng.permutation(r_keep)[:n_best]
+    r_sample = np.sort(r_best[:SAMPLE])
+    q_sample_thumbs = np.asarray(query_thumbs(q_sample))
+    size = int(q_sample_thumbs.shape[1])
+    d = size * size
+    n_dense = 2 * int(q_keep.size) * int(r_keep.size)
+    brute = {"flops": float(n_dense * d), "brute_flops": float(n_dense * d)}
+    r_sample_thumbs = np.asarray(reference_thumbs(r_sample))
+    if options is None:
+        options = bound_options(size, r_sample_thumbs, int(r_keep.size))
+    best = sample_best(centred_unit_vectors(q_sample_thumbs)[0], reference_thumbs,
+                       np.sort(r_best), block) if options else np.empty(0)
+    bound, shares = choose_bound(q_sample_thumbs, r_sample_thumbs, best, tau, collect_pairs,
+                                 options)
+    if bound is None:
+        why = (f"no cell side of {list(CELL_SIDES)} divides {size}" if not cell_options(size)
+               else f"the cell coordinates of {r_keep.size:,} references would exceed "
+                    f"{COORDINATE_BYTES >> 20:,} MiB")
+        return {"search": f"brute ({why})", **brute}
+    share = {id(b): v for b, v in shares}[id(bound)]
+    k = bound.size_dims(size)
+    if fall_back and estimated_cost(k, size, share) >= 1:
+        return {"search": "brute (cell bound would keep too many pairs)", **bound.describe(),
+                "estimated_surviving_share": share, **brute}
     nr = r_keep.size
-    ref_p = np.empty((nr, k), np.float32)
-    ref_e = np.empty(nr, np.float64)
+    # the residual is one more coordinate: ⟨(Pu, e_u), (Pv, e_v)⟩ is the bound, one product
+    ref_p = np.empty((nr, k + 1), np.float32)
     for b0 in range(0, nr, block):
-        ref_p[b0:b0 + block], ref_e[b0:b0 + block] = project(
-            reference_vectors(r_keep[b0:b0 + block]), basis)
-    ref_e32 = ref_e.astype(np.float32)
+        ref_p[b0:b0 + block, :k], ref_p[b0:b0 + block, k] = bound.coordinates(
+            np.asarray(reference_thumbs(r_keep[b0:b0 + block])))
     scored = 0
     n_defined_q = 0
+    bound_pairs = 0  # query × reference bounds computed
     for c0 in range(0, nq, query_chunk):
         qpos = c0 + np.flatnonzero(~query_undefined[c0:min(c0 + query_chunk, nq)])
         if qpos.size == 0 or nr == 0:
             continue
         n_defined_q += qpos.size
-        qv = query_vectors(qpos)
-        qp, qe = project(qv, basis)
-        qe32 = qe.astype(np.float32)
+        qt = np.asarray(query_thumbs(qpos))
+        qv = centred_unit_vectors(qt)[0]
+        qp = np.empty((qpos.size, k + 1), np.float32)
+        qp[:, :k], qp[:, k] = bound.coordinates(qt)
         ex = exclude[qpos] if exclude is not None else None
+        keep = qpos.size * nr * 4 <= BOUND_CACHE_BYTES
+        kept: dict[int, np.ndarray] = {}
 
-        def bounds(b0: int, qp=qp, qe32=qe32, ex=ex) -> np.ndarray:
+        def bounds(b0: int, qp=qp, ex=ex, kept=kept) -> np.ndarray:
             """Upper bounds (chunk, block) of ρ; excluded pairs get -inf."""
+            if b0 in kept:
+                return kept.pop(b0)
             u = qp @ ref_p[b0:b0 + block].T
-            u += qe32[:, None] * ref_e32[None, b0:b0 + block]
             if ex is not None:
                 rpos = r_keep[b0:b0 + block]
                 loc = np.minimum(np.searchsorted(rpos, ex), rpos.size - 1)
@@ -200,28 +382,42 @@ def _pruned(merge, query_vectors, reference_vectors, query_undefined, reference_
         top = np.full(qpos.size, -1, np.int64)
         for b0 in range(0, nr, block):
             u = bounds(b0)
+            bound_pairs += u.size
+            if keep:
+                kept[b0] = u
             a = u.argmax(axis=1)
             v = u[np.arange(qpos.size), a]
             better = v > top_u
             top_u[better] = v[better]
             top[better] = b0 + a[better]
-        has = top >= 0
+        has = np.flatnonzero(top >= 0)
         t = np.full(qpos.size, np.inf, np.float32)
-        if has.any():
-            t[has] = _pair_values(qv, np.flatnonzero(has), reference_vectors, r_keep, top[has])
-            scored += int(has.sum())
+        c_best = np.full(qpos.size, -np.inf, np.float32)
+        if has.size:
+            # the top pair is scored once here and added as it stands; pass 2 skips it
+            uniq, inv = np.unique(top[has], return_inverse=True)
+            rv = centred_unit_vectors(np.asarray(reference_thumbs(r_keep[uniq])))[0]
+            t[has] = c_best[has] = vals = _pair_dots(qv, has, rv, inv)
+            scored += has.size
+            if collect_pairs:  # as candidates they wait for the chunk's end (see below)
+                _add(merge, qv, has, rv, inv, vals, qpos, r_keep[uniq], tau, True,
+                     near=np.zeros(has.size, bool))
+            del rv
         need = t - MARGIN
         if collect_pairs:
             need = np.minimum(need, np.float32(tau - MARGIN))
-        # pass 2: score every pair whose bound reaches what it must beat
-        c_best = np.full(qpos.size, -np.inf, np.float32)
+        # pass 2: score every other pair whose bound reaches what it must beat
         for b0 in range(0, nr, block):
+            if b0 not in kept:
+                bound_pairs += qpos.size * min(block, nr - b0)
             survive = bounds(b0) >= need[:, None]
+            mine = has[(top[has] >= b0) & (top[has] < b0 + block)]
+            survive[mine, top[mine] - b0] = False
             qi, rj = np.nonzero(survive)
             if qi.size == 0:
                 continue
-            uq, ur = np.flatnonzero(survive.any(axis=1)), np.flatnonzero(survive.any(axis=0))
-            rv = reference_vectors(r_keep[b0 + ur])
+            uq, ur = np.unique(qi), np.unique(rj)
+            rv = centred_unit_vectors(np.asarray(reference_thumbs(r_keep[b0 + ur])))[0]
             if qi.size * GATHER_COST >= uq.size * ur.size:
                 # dense enough: one product over the surviving queries × references
                 prod = qv[uq] @ rv.T
@@ -235,36 +431,56 @@ def _pruned(merge, query_vectors, reference_vectors, query_undefined, reference_
                 vals = _pair_dots(qv, qi, rv, ir)
                 scored += qi.size
             np.maximum.at(c_best, qi, vals)
-            m = vals >= c_best[qi] - SETTLE
-            merge.add_candidates(qpos[qi[m]], r_keep[b0 + ur[ir[m]]],
-                                 canonical_values(qv, qi[m], rv, ir[m]))
-            if collect_pairs:
-                m = vals >= tau - SETTLE
-                hq, hr, hv = settled_pairs(qv, qi[m], rv, ir[m], vals[m], tau)
-                merge.add_pairs(qpos[hq], r_keep[b0 + ur[hr]], hv)
-    m = min(nr, BASIS_SAMPLE_PER_RANK * rank)
-    flops = (2 * 2 * m * m * d + 2 * m * d * k  # basis and the survivor estimate
-             + 2 * (nr + n_defined_q) * d * k  # projections
-             + 2 * 2 * n_defined_q * nr * k  # bounds, two passes
+            sel = vals >= c_best[qi] - SETTLE
+            _add(merge, qv, qi, rv, ir, vals, qpos, r_keep[b0 + ur], tau, collect_pairs,
+                 near=sel)
+        # a top pair is a candidate only if nothing beat it by more than SETTLE
+        near = has[t[has] >= c_best[has] - SETTLE]
+        if near.size:
+            uniq, inv = np.unique(top[near], return_inverse=True)
+            rv = centred_unit_vectors(np.asarray(reference_thumbs(r_keep[uniq])))[0]
+            merge.add_candidates(qpos[near], r_keep[uniq[inv]],
+                                 canonical_values(qv, near, rv, inv))
+    n_sample = len(q_sample) * len(r_sample)
+
+    def per_thumb(b: CellBound) -> int:  # cell sums, squares and coordinates
+        return 3 * d + 4 * (size // b.side) ** 2 + 2 * max(b.dims, 0) * (size // b.side) ** 2
+
+    flops = (2 * len(q_sample) * n_best * d  # the sample queries' best
+             + sum(2 * n_sample * b.size_dims(size) + (len(q_sample) + len(r_sample))
+                   * per_thumb(b) for b, _ in shares)  # choosing the bound
+             + (nr + n_defined_q) * per_thumb(bound)  # coordinates
+             + 2 * (k + 1) * bound_pairs  # bounds
              + 2 * d * scored)  # pairs scored at full dimension
-    stats = {"rank": int(k), "margin": MARGIN, "estimated_surviving_share": share,
-             "basis_sample": int(m), "seed": seed,
-             "scored_pairs": int(scored), "flops": float(flops),
-             "brute_flops": float(2 * n_defined_q * nr * d)}
-    return stats
+    return {**bound.describe(), "coordinates": int(k), "margin": MARGIN,
+            "estimated_surviving_share": share,
+            "sample": {"queries": len(q_sample), "references": len(r_sample),
+                       "references_for_best": n_best},
+            "seed": seed, "scored_pairs": int(scored), "flops": float(flops),
+            "brute_flops": float(2 * n_defined_q * nr * d)}
+
+def _add(merge: SearchMerge, qv, qi, rv, ir, vals, qpos, rpos, tau: float, collect_pairs: bool,
+         near: np.ndarray | None = None) -> None:
+    """Scored pairs (rows ``qi`` of ``qv`` × rows ``ir`` of ``rv``, values ``vals``) into
+    ``merge``: those ``near`` the running best as candidates, those reaching τ as pairs."""
+    sel = slice(None) if near is None else near
+    merge.add_candidates(qpos[qi[sel]], rpos[ir[sel]], canonical_values(qv, qi[sel], rv, ir[sel]))
+    if collect_pairs:
+        m = vals >= tau - SETTLE
+        hq, hr, hv = settled_pairs(qv, qi[m], rv, ir[m], vals[m], tau)
+        merge.add_pairs(qpos[hq], rpos[hr], hv)
 
 
-def _pair_values(qv: np.ndarray, qi: np.ndarray, reference_vectors, r_keep: np.ndarray,
-                 rj: np.ndarray) -> np.ndarray:
-    """ρ of the pairs (query row ``qi`` of ``qv``, reference ``r_keep[rj]``), one each."""
-    uniq, inv = np.unique(rj, return_inverse=True)
-    return _pair_dots(qv, qi, reference_vectors(r_keep[uniq]), inv)
-
-
-def _pair_dots(qv: np.ndarray, qi: np.ndarray, rv: np.ndarray, ri: np.ndarray,
-               chunk: int = 1024) -> np.ndarray:
-    """``⟨qv[qi[i]], rv[ri[i]]⟩`` for every i, a chunk of pairs at a time."""
+def _pair_dots(qv: np.ndarray, qi: np.ndarray, rv: np.ndarray, ri: np.ndarray) -> np.ndarray:
+    """``⟨qv[qi[i]], rv[ri[i]]⟩`` for every i: one matrix-vector product per query (its
+    references gathered once), several times cheaper than gathering both sides per pair."""
     out = np.empty(qi.size, np.float32)
-    for s in range(0, qi.size, chunk):
-        out[s:s + chunk] = np.einsum("ij,ij->i", qv[qi[s:s + chunk]], rv[ri[s:s + chunk]])
+    if qi.size == 0:
+        return out
+    order = np.argsort(qi, kind="stable")
+    q_sorted = qi[order]
+    cut = np.flatnonzero(q_sorted[1:] != q_sorted[:-1]) + 1
+    for s, e in zip(np.r_[0, cut], np.r_[cut, qi.size]):
+        idx = order[s:e]
+        out[idx] = rv[ri[idx]] @ qv[q_sorted[s]]
     return out
