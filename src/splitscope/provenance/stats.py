@@ -150,11 +150,23 @@ def weighted_auc(y: np.ndarray, score: np.ndarray, weights: np.ndarray | None = 
         return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
 
 
+#: rows × resamples of one batch of bootstrap weights in :func:`bootstrap_auc` (about 32 MB of
+#: float64 weights, whatever the row count)
+AUC_CHUNK_CELLS = 4_000_000
+
+
 def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = 2000, seed: int = 0,
                   level: float = 0.95, chunk: int = 250,
                   strata: np.ndarray | None = None) -> dict[str, Any]:
     """AUC and its percentile-bootstrap interval over cases (resamples with one side empty are
-    undefined and left out, and counted). ``strata``: see :func:`weighted_auc`."""
+    undefined and left out, and counted). ``strata``: see :func:`weighted_auc`.
+
+    Resamples are drawn ``chunk`` at a time, fewer when ``chunk`` × rows would exceed
+    :data:`AUC_CHUNK_CELLS` (a resample is the same whatever the batch), and each stratum's
+    sort is computed once for all of them: memory stays bounded at a million rows and the
+    interval is the one of any batch size."""
+    from splitscope.evaluation.uncertainty import AurocPlan, weighted_auroc_parts
+
     y = np.asarray(y).astype(bool)
     est = (float(weighted_auc(y, score, strata=strata)[0]) if y.any() and not y.all()
            else float("nan"))
@@ -164,8 +176,22 @@ def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = 2000, 
                 "kind": "not defined: one side has no cases"}
     from splitscope.evaluation.uncertainty import bootstrap_weights
 
-    vals = [weighted_auc(y, score, w, strata=strata)
-            for w in bootstrap_weights(y.size, n_resamples, seed=seed, chunk=chunk)]
+    score = np.asarray(score, dtype=np.float64)
+    masks = [None] if strata is None else [np.asarray(strata) == k for k in np.unique(strata)]
+    plans = [AurocPlan(y if m is None else y[m], score if m is None else score[m])
+             for m in masks]
+    chunk = max(1, min(int(chunk), AUC_CHUNK_CELLS // max(y.size, 1)))
+    vals = []
+    for w in bootstrap_weights(y.size, n_resamples, seed=seed, chunk=chunk):
+        w = np.asarray(w, np.float64)
+        num = np.zeros(w.shape[0])
+        den = np.zeros(w.shape[0])
+        for m, plan in zip(masks, plans):
+            a, b = weighted_auroc_parts(w if m is None else w[:, m], None, None, plan=plan)
+            num += a
+            den += b
+        with np.errstate(invalid="ignore", divide="ignore"):
+            vals.append(np.where(den > 0, num / np.where(den > 0, den, 1), np.nan))
     aucs = np.concatenate(vals)
     ok = np.isfinite(aucs)
     alpha = (1 - level) / 2
