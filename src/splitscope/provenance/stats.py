@@ -23,6 +23,7 @@ __all__ = [
     "balanced_accuracy_rows",
     "bootstrap_auc",
     "bootstrap_balanced_accuracy",
+    "fit_sample",
     "fold_jobs",
     "interval_kind",
     "map_folds",
@@ -60,6 +61,65 @@ def fold_jobs(cells: int, folds: int, jobs: int | None = None,
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(int(cores or 1), int(folds)))
+
+
+def fit_sample(y: np.ndarray, groups: np.ndarray | None, max_rows: int | None,
+               seed: int) -> np.ndarray:
+    """Positions (sorted) of at most ``max_rows`` of the rows labelled ``y`` that a model is
+    fitted on: all of them when there are no more, else a seeded sample stratified by class
+    and spread over groups.
+
+    Each class keeps its share of the rows (largest remainder, at least one row per class).
+    Within a class, rows are taken round-robin over the groups (``groups``: integer codes, or
+    ``None`` for one row per group): every group's first row (in a seeded random order) before
+    any group's second, so the sample holds as many patients as it can rather than many images
+    of a few. The same ``y``, ``groups``, ``max_rows`` and ``seed`` give the same rows.
+    """
+    y = np.asarray(y)
+    n = len(y)
+    if max_rows is None or n <= int(max_rows):
+        return np.arange(n)
+    max_rows = int(max_rows)
+    if max_rows < 1:
+        raise InputError(f"the fit row cap must be at least 1; got {max_rows}")
+    rng = np.random.default_rng(seed)
+    _, yc = np.unique(y, return_inverse=True)
+    counts = np.bincount(yc)
+    exact = max_rows * counts / n
+    quota = np.minimum(np.maximum(np.floor(exact).astype(np.int64), 1), counts)
+    short = max_rows - int(quota.sum())
+    for c in np.argsort(-(exact - np.floor(exact)), kind="stable"):
+        if short <= 0:
+            break
+        if quota[c] < counts[c]:
+            quota[c] += 1
+            short -= 1
+    g = np.arange(n) if groups is None else _group_codes(groups)
+    perm = rng.permutation(n)
+    gp = g[perm]
+    by_group = np.argsort(gp, kind="stable")
+    sorted_g = gp[by_group]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_g)) + 1]
+    first = np.repeat(starts, np.diff(np.r_[starts, n]))
+    rank = np.empty(n, dtype=np.int64)
+    rank[by_group] = np.arange(n) - first  # the row's turn within its group
+    order = perm[np.lexsort((np.arange(n), rank, yc[perm]))]  # by class, turn, random order
+    ends = np.cumsum(counts)
+    take = [order[e - k:e - k + q] for e, k, q in zip(ends, counts, quota)]
+    return np.sort(np.concatenate(take))
+
+
+def _group_codes(values: np.ndarray) -> np.ndarray:
+    """Integer codes of group keys; a row without a key (NA) is a group of its own."""
+    import pandas as pd
+
+    values = np.asarray(values)
+    if values.dtype.kind in "iu":
+        return values.astype(np.int64)
+    codes = pd.factorize(pd.Series(values, dtype=object))[0].astype(np.int64)
+    missing = codes < 0
+    codes[missing] = codes.max(initial=-1) + 1 + np.arange(int(missing.sum()))
+    return codes
 
 
 def map_folds(func, tasks: list[tuple], jobs: int = 1) -> list:
