@@ -89,14 +89,18 @@ def header_columns() -> list[str]:
 
 
 def _expand_qtable(values: pd.Series, name: str) -> pd.DataFrame:
-    """``"a,b,c,…"`` (64 coefficients) → 64 numeric columns ``name[k]``."""
+    """``"a,b,c,…"`` (64 coefficients) → 64 numeric columns ``name[k]``. A release holds few
+    distinct tables, so each distinct text is split once and the rows take their table's
+    numbers (NaN for a row without one)."""
     s = values.astype("string")
-    parts = s.str.split(",", expand=True)
-    if parts.shape[1] == 1 and s.isna().all():
+    if s.isna().all():
         return pd.DataFrame(index=values.index)
-    parts = parts.apply(pd.to_numeric, errors="coerce")
-    parts.columns = [f"{name}[{k}]" for k in range(parts.shape[1])]
-    return parts.astype("float64")
+    codes, uniques = pd.factorize(s)
+    parts = pd.Series(uniques, dtype="string").str.split(",", expand=True)
+    parts = parts.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)
+    table = np.vstack([parts, np.full((1, parts.shape[1]), np.nan)])  # row -1: no table
+    return pd.DataFrame(table[codes], index=values.index,
+                        columns=[f"{name}[{k}]" for k in range(parts.shape[1])])
 
 
 def header_feature_matrix(
