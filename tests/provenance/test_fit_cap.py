@@ -130,3 +130,26 @@ def test_layer_records_say_how_many_rows_fit_the_models():
     wp0 = {r.id: r for r in plain.records}["provenance.header_probe.within_pool"]
     assert wp0.predicate["params"]["fit_max_rows"] == FIT_MAX_ROWS
     assert "fit_sample" not in wp0.predicate["params"] and "at most" not in wp0.scope
+
+
+def _partition_data(n=900, seed=0):
+    rng = np.random.default_rng(seed)
+    is_test = rng.random(n) < 0.25
+    X = rng.normal(size=(n, 6)) + 0.4 * is_test[:, None]
+    groups = np.array([f"g{i // 3}" for i in range(n)], dtype=object)
+    return X, is_test, groups
+
+
+def test_partition_classifier_below_the_cap_equals_uncapped_and_above_scores_every_row():
+    from splitscope.provenance.partition import partition_classifier
+
+    X, y, g = _partition_data()
+    a = partition_classifier(X, y, groups=g, n_resamples=200)
+    b = partition_classifier(X, y, groups=g, n_resamples=200, fit_max_rows=None)
+    assert a.auc == b.auc and a.control == b.control
+    pd.testing.assert_frame_equal(a.scores, b.scores)
+    assert a.params["fit_max_rows"] == FIT_MAX_ROWS and "fit_sample" not in a.params
+    c = partition_classifier(X, y, groups=g, n_resamples=200, fit_max_rows=300)
+    assert c.params["fit_rows"] == [300] * 5 and "left out of the fits" in c.params["fit_sample"]
+    assert np.isfinite(c.scores["prob_test"]).all()  # every held-out row scored
+    assert c.auc["low"] > 0.5  # the planted shift is still found

@@ -73,9 +73,10 @@ def audit_provenance(
         Seeded subsample of each boundary's rows for the partition classifier (stratified by
         side), recorded in the record; default all rows.
     fit_max_rows : int, optional
-        Rows each header and image-statistics probe model is fit on at most (a seeded sample
-        stratified by class and spread over groups; every held-out row is still scored;
-        recorded as ``fit_max_rows`` and ``fit_rows``); ``None`` fits on all rows.
+        Rows each model of the header and image-statistics probes and of the partition
+        classifier is fit on at most (a seeded sample stratified by class, or by side, and
+        spread over groups; every held-out row is still scored; recorded as ``fit_max_rows``
+        and ``fit_rows``); ``None`` fits on all rows.
     embeddings : ndarray or path, optional
         Vectors for the partition classifier instead of the thumbnail features.
     """
@@ -107,7 +108,8 @@ def audit_provenance(
         result.extend(_partition_records(rows, sc, bounds, embeddings, seed=seed,
                                          n_resamples=n_resamples, folds=folds,
                                          classifier=classifier, internal_share=internal_share,
-                                         max_rows=max_partition_rows, inputs=inputs))
+                                         max_rows=max_partition_rows, inputs=inputs,
+                                         fit_max_rows=fit_max_rows))
     return result
 
 
@@ -361,7 +363,8 @@ def _association_record(pool, inputs) -> LayerResult:
 
 
 def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds, classifier,
-                       internal_share, max_rows, inputs) -> LayerResult:
+                       internal_share, max_rows, inputs,
+                       fit_max_rows=FIT_MAX_ROWS) -> LayerResult:
     from splitscope.provenance.partition import (
         content_features,
         internal_split,
@@ -424,7 +427,7 @@ def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds
                                      groups=part_rows["group"].to_numpy() if "group" in part_rows
                                      else None,
                                      name=name, folds=folds, seed=seed, n_resamples=n_resamples,
-                                     classifier=classifier)
+                                     classifier=classifier, fit_max_rows=fit_max_rows)
         except InputError as exc:
             out.records.append(not_run_record("provenance", "not applicable", str(exc), id=rid, title=name, inputs=inputs))
             return None
@@ -454,7 +457,10 @@ def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds
                                     high=auc["high"]),
             scope=(f"{r.n_test} query-side and {r.n_train} reference-side rows with content "
                    f"features{'' if sub is None else f' (seeded subsample of {sub})'}; the "
-                   "estimate is an AUC over rows classified"),
+                   "estimate is an AUC over rows classified"
+                   + (f"; each fold's model fit on a seeded sample of at most "
+                      f"{r.params['fit_max_rows']:,} training rows (params.fit_rows)"
+                      if r.params.get("fit_sample") else "")),
             conclusion=conclusion,
             unresolved=("a high AUC says the sides differ in content, not why (acquisition, "
                         "case mix, preprocessing)"),
