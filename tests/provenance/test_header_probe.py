@@ -145,3 +145,22 @@ def test_folds_in_worker_processes_give_the_same_probe():
     pd.testing.assert_frame_equal(a.importances, b.importances)
     pd.testing.assert_frame_equal(a.predictions, b.predictions)
     pd.testing.assert_frame_equal(a.single_field, b.single_field)
+
+
+def test_quantization_tables_expand_per_row_as_their_text_says():
+    from splitscope.provenance.header_probe import _expand_qtable
+
+    rng = np.random.default_rng(2)
+    texts = [",".join(map(str, rng.integers(1, 60, 64))) for _ in range(4)] + ["7,x,9", None]
+    values = pd.Series(pd.array(rng.choice(np.array(texts, dtype=object), 300), dtype="string"),
+                       index=np.arange(300) * 2)
+    got = _expand_qtable(values, "jpeg_qt0")
+    assert list(got.columns) == [f"jpeg_qt0[{k}]" for k in range(64)]
+    assert got.index.equals(values.index)
+    for i, text in zip(values.index, values):  # each row from its own text
+        want = np.full(64, np.nan)
+        if text is not pd.NA:
+            nums = pd.to_numeric(pd.Series(text.split(",")), errors="coerce").to_numpy(float)
+            want[:len(nums)] = nums
+        np.testing.assert_array_equal(got.loc[i].to_numpy(), want)
+    assert _expand_qtable(pd.Series(pd.array([None] * 3, dtype="string")), "q").shape == (3, 0)

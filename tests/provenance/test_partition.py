@@ -96,7 +96,7 @@ def test_partition_folds_in_worker_processes_give_the_same_probabilities():
     X = rng.normal(size=(300, 6))
     y = rng.random(300) < 0.3
     X[y, 0] += 0.8
-    p1, f1 = _oof_prob(X, y, None, folds=5, seed=0, classifier="logistic", jobs=1)
-    p2, f2 = _oof_prob(X, y, None, folds=5, seed=0, classifier="logistic", jobs=2)
+    p1, f1, _, _ = _oof_prob(X, y, None, folds=5, seed=0, classifier="logistic", jobs=1)
+    p2, f2, _, _ = _oof_prob(X, y, None, folds=5, seed=0, classifier="logistic", jobs=2)
     np.testing.assert_array_equal(p1, p2)
     np.testing.assert_array_equal(f1, f2)

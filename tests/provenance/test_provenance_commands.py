@@ -87,6 +87,13 @@ def test_probe_and_shift_on_demo(demo_scan, capsys):
                  "--resamples", "200", "--fail-above-chance"]) == 1
     text = capsys.readouterr().out
     assert "within pool" in text
+    assert main(["probe", str(root), "-w", str(sc.workspace), "--group-regex", DEMO_GROUP_REGEX,
+                 "--resamples", "200", "--fit-max-rows", "40", "--json"]) == 0
+    recs = {r["id"]: r for r in json.loads(capsys.readouterr().out)["records"]}
+    params = recs["provenance.header_probe.within_pool"]["predicate"]["params"]
+    assert params["fit_max_rows"] == 40 and set(params["fit_rows"]) == {40}
+    assert main(["probe", str(root), "-w", str(sc.workspace), "--fit-max-rows", "0"]) == 2
+    capsys.readouterr()
     assert main(["shift", str(root), "-w", str(sc.workspace), "--resamples", "200",
                  "--json"]) == 0
     recs = {r["id"]: r for r in json.loads(capsys.readouterr().out)["records"]}

@@ -75,3 +75,24 @@ def test_within_strata_auc_ignores_offsets_between_strata():
     assert weighted_auc(y, score, strata=fold)[0] == pytest.approx(want)
     r = bootstrap_auc(y, score, n_resamples=200, strata=fold)
     assert r["estimate"] == pytest.approx(want) and r["low"] < want < r["high"]
+
+
+@pytest.mark.parametrize("with_strata", [False, True])
+def test_bootstrap_auc_batches_bounded_by_cells_give_the_same_interval(monkeypatch, with_strata):
+    from splitscope.evaluation.uncertainty import bootstrap_weights
+    from splitscope.provenance import stats
+
+    rng = np.random.default_rng(5)
+    y = rng.random(900) < 0.3
+    score = rng.normal(size=900) + 0.7 * y
+    fold = np.repeat(np.arange(3), 300) if with_strata else None
+    # the interval as computed before batches were bounded: 250 resamples per batch, each
+    # batch scored by weighted_auc (one sort per stratum and batch)
+    aucs = np.concatenate([weighted_auc(y, score, w, strata=fold)
+                           for w in bootstrap_weights(900, 600, seed=2, chunk=250)])
+    alpha = (1 - 0.95) / 2
+    want = np.quantile(aucs, [alpha, 1 - alpha])
+    wide = bootstrap_auc(y, score, n_resamples=600, seed=2, strata=fold)
+    assert (wide["low"], wide["high"]) == (want[0], want[1])  # bit for bit
+    monkeypatch.setattr(stats, "AUC_CHUNK_CELLS", 2000)  # two resamples per batch
+    assert bootstrap_auc(y, score, n_resamples=600, seed=2, strata=fold) == wide

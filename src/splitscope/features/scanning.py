@@ -155,11 +155,21 @@ class Scan:
         return out
 
     def _row_thumb_index(self) -> np.ndarray:
+        """Thumbnail index per manifest row, computed once per manifest and feature table
+        (a search reads thumbnails block by block: recomputing it per block made a search
+        quadratic in the rows); read-only."""
+        key = (self.manifest, self.features, len(self.manifest), len(self.features))
+        cached = self.__dict__.get("_thumb_index_cache")
+        if cached is not None and all(a is b for a, b in zip(cached[0][:2], key[:2])) \
+                and cached[0][2:] == key[2:]:
+            return cached[1]
         lookup = pd.Series(self.features["thumb_index"].to_numpy(dtype=np.int64),
                            index=self.features["file"].astype(object).to_numpy())
         files = self.manifest["file"].astype(object)
-        index = files.map(lookup)
-        return index.fillna(-1).to_numpy(dtype=np.int64)
+        index = files.map(lookup).fillna(-1).to_numpy(dtype=np.int64)
+        index.flags.writeable = False
+        self.__dict__["_thumb_index_cache"] = (key, index)
+        return index
 
     def summary(self) -> dict[str, Any]:
         """Counts a user checks first, as a JSON-ready dict with stable keys.

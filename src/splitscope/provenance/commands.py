@@ -20,6 +20,7 @@ from splitscope.cli_options import (
     list_options,
     with_options,
 )
+from splitscope.provenance.header_probe import FIT_MAX_ROWS
 
 
 def _scan_for(inputs, workspace, group_regex, split_per_list, list_options, label_map=None):
@@ -114,6 +115,9 @@ _scan_opts = [
 @with_options(_scan_opts)
 @click.option("--include-name-fields", is_flag=True,
               help="Also use name-derived fields (extension, extension mismatch).")
+@click.option("--fit-max-rows", type=click.IntRange(min=1), default=FIT_MAX_ROWS, show_default=True,
+              help="Rows each probe model is fit on at most (a seeded sample stratified by "
+                   "class, spread over groups); every held-out row is still scored.")
 @click.option("--fail-above-chance", is_flag=True,
               help="Exit 1 when the within-pool interval lies above chance.")
 @click.option("--no-scan", is_flag=True,
@@ -122,7 +126,7 @@ _scan_opts = [
 @with_options(LIST_FILE_OPTIONS)
 def probe_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
                   resamples, out_dir, as_json, workspace, label_map, include_name_fields,
-                  fail_above_chance,
+                  fit_max_rows, fail_above_chance,
                   no_scan, path_column, label_column, split_column, source_column, group_column,
                   list_root, constant_split) -> None:
     """Header-only probe (within pool and cross split) and source–label association
@@ -143,7 +147,8 @@ def probe_command(inputs, group_regex, query, reference, both_directions, split_
         sc = _scan_for(inputs, workspace, group_regex, split_per_list, opts, label_map)
         bounds = resolve_boundaries(sc.manifest, query, reference, both_directions)
     result = audit_provenance(sc, bounds, seed=seed, n_resamples=resamples, partition=False,
-                              include_name_fields=include_name_fields)
+                              include_name_fields=include_name_fields,
+                              fit_max_rows=fit_max_rows)
     emit(result, as_json, out_dir, _print_probe)
     if fail_above_chance:
         for r in result.records:

@@ -36,12 +36,14 @@ from splitscope.errors import InputError
 from splitscope.provenance.stats import (
     balanced_accuracy_rows,
     bootstrap_balanced_accuracy,
+    fit_sample,
     fold_jobs,
     map_folds,
     single_threaded,
 )
 
 __all__ = [
+    "FIT_MAX_ROWS",
     "NAME_DERIVED",
     "PIXEL_DERIVED",
     "FeatureMatrix",
@@ -64,6 +66,12 @@ PIXEL_DERIVED = frozenset({
 #: Fields that describe the file name, not the header bytes.
 NAME_DERIVED = frozenset({"extension", "extension_mismatch"})
 _MAX_CATEGORIES = 250
+#: At most this many rows fit one probe model (a within-pool fold's training part, the cross
+#: split's training side); above it a seeded sample stratified by class and spread over groups
+#: (:func:`splitscope.provenance.stats.fit_sample`), while every held-out row is still scored.
+#: Fitting grows with the rows and the estimate's interval comes from the scored rows, so
+#: the cap bounds the cost at a million rows; every release audited so far fits below it.
+FIT_MAX_ROWS = 50_000
 
 #: builds ``(X, info)`` from a row table, as :func:`header_feature_matrix` does: the probe's
 #: engine runs on any such matrix (header fields here, image statistics in
@@ -81,14 +89,18 @@ def header_columns() -> list[str]:
 
 
 def _expand_qtable(values: pd.Series, name: str) -> pd.DataFrame:
-    """``"a,b,c,…"`` (64 coefficients) → 64 numeric columns ``name[k]``."""
+    """``"a,b,c,…"`` (64 coefficients) → 64 numeric columns ``name[k]``. A release holds few
+    distinct tables, so each distinct text is split once and the rows take their table's
+    numbers (NaN for a row without one)."""
     s = values.astype("string")
-    parts = s.str.split(",", expand=True)
-    if parts.shape[1] == 1 and s.isna().all():
+    if s.isna().all():
         return pd.DataFrame(index=values.index)
-    parts = parts.apply(pd.to_numeric, errors="coerce")
-    parts.columns = [f"{name}[{k}]" for k in range(parts.shape[1])]
-    return parts.astype("float64")
+    codes, uniques = pd.factorize(s)
+    parts = pd.Series(uniques, dtype="string").str.split(",", expand=True)
+    parts = parts.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)
+    table = np.vstack([parts, np.full((1, parts.shape[1]), np.nan)])  # row -1: no table
+    return pd.DataFrame(table[codes], index=values.index,
+                        columns=[f"{name}[{k}]" for k in range(parts.shape[1])])
 
 
 def header_feature_matrix(
@@ -455,6 +467,7 @@ def header_probe_within_pool(
     n_resamples: int = 2000,
     importance_repeats: int = 5,
     importance_max_rows: int = 2000,
+    fit_max_rows: int | None = FIT_MAX_ROWS,
     columns: list[str] | None = None,
     include_name_fields: bool = False,
     threads: int | None = 1,
@@ -466,7 +479,10 @@ def header_probe_within_pool(
     Folds are ``StratifiedGroupKFold`` (shuffled, seeded) when ``group`` is a column with at
     least one known key (rows without a key are groups of one), else ``StratifiedKFold``.
     Permutation importances are computed on each fold's held-out rows (at most
-    ``importance_max_rows``, a seeded sample) and averaged over folds. ``threads`` bounds
+    ``importance_max_rows``, a seeded sample) and averaged over folds. Each fold's model is fit
+    on at most ``fit_max_rows`` of its training rows (:func:`~splitscope.provenance.stats.
+    fit_sample`, seeded with ``seed`` + fold; ``None``: all), and scores all its held-out rows;
+    the rows fitted per fold are in ``params["fit_rows"]``. ``threads`` bounds
     the OpenMP/BLAS pools during the fits (see :func:`splitscope.provenance.stats.single_threaded`).
     The folds run in ``jobs`` worker processes (default: one per core once the pool is large
     enough to pay for them, see :func:`splitscope.provenance.stats.fold_jobs`); every fold is
@@ -479,7 +495,8 @@ def header_probe_within_pool(
         return _within_pool(table, label=label, group=group, folds=folds, seed=seed,
                             n_resamples=n_resamples, importance_repeats=importance_repeats,
                             importance_max_rows=importance_max_rows, matrix=matrix,
-                            include_name_fields=include_name_fields, jobs=jobs)
+                            include_name_fields=include_name_fields, jobs=jobs,
+                            fit_max_rows=fit_max_rows)
 
 
 def _header_matrix(columns: list[str] | None, include_name_fields: bool) -> FeatureMatrix:
@@ -503,7 +520,8 @@ def _fit_fold(X, y, train, test, names, categorical, seed, importance_seed, repe
 
 
 def _within_pool(table, *, label, group, folds, seed, n_resamples, importance_repeats,
-                 importance_max_rows, matrix, include_name_fields, jobs) -> ProbeResult:
+                 importance_max_rows, matrix, include_name_fields, jobs,
+                 fit_max_rows) -> ProbeResult:
     from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
     y = _labels(table, label)
@@ -524,8 +542,13 @@ def _within_pool(table, *, label, group, folds, seed, n_resamples, importance_re
         cv = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
         splits = list(cv.split(np.zeros(len(yv)), yv, gcodes))
     else:
+        gcodes = None
         cv = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
         splits = list(cv.split(np.zeros(len(yv)), yv))
+    # each fold's model is fit on at most fit_max_rows of its training rows; all held-out
+    # rows are scored
+    splits = [(tr[fit_sample(yv[tr], None if gcodes is None else gcodes[tr], fit_max_rows,
+                             seed + i)], te) for i, (tr, te) in enumerate(splits)]
     Xv = X.to_numpy(dtype=np.float64)
     pred = np.empty(len(yv), dtype=object)
     fold_of = np.empty(len(yv), dtype=np.int64)
@@ -557,8 +580,19 @@ def _within_pool(table, *, label, group, folds, seed, n_resamples, importance_re
                 "cv": ("StratifiedGroupKFold" if grouped else "StratifiedKFold") + f"({k}, shuffle)",
                 "seed": seed, "importance": f"permutation, {importance_repeats} repeats, held-out "
                 f"rows of each fold (≤{importance_max_rows}), scoring balanced accuracy",
-                "include_name_fields": include_name_fields},
+                "include_name_fields": include_name_fields,
+                **_fit_params(fit_max_rows, [len(tr) for tr, _ in splits],
+                              [len(yv) - len(te) - len(tr) for tr, te in splits])},
         single_field=single)
+
+
+def _fit_params(cap: int | None, fitted: list[int], left_out: list[int]) -> dict[str, Any]:
+    """What the fit row cap did: the cap, rows each model was fit on, and (when it bound)
+    the sampling rule."""
+    capped = any(x > 0 for x in left_out)
+    return {"fit_max_rows": cap, "fit_rows": fitted if len(fitted) > 1 else fitted[0],
+            **({"fit_sample": "seeded, stratified by class, round-robin over groups; "
+                f"{sum(left_out):,} training row(s) left out of the fits"} if capped else {})}
 
 
 def header_probe_cross_split(
@@ -570,8 +604,10 @@ def header_probe_cross_split(
     n_resamples: int = 2000,
     importance_repeats: int = 5,
     importance_max_rows: int = 2000,
+    fit_max_rows: int | None = FIT_MAX_ROWS,
     columns: list[str] | None = None,
     include_name_fields: bool = False,
+    group: str | None = "group",
     threads: int | None = 1,
     feature_matrix: FeatureMatrix | None = None,
 ) -> ProbeResult:
@@ -579,18 +615,22 @@ def header_probe_cross_split(
 
     Features are encoded over both tables together (an encoding, not a fit: labels are not
     used) and columns constant on ``train`` are dropped. Importances are permutation
-    importances on ``test``. ``feature_matrix`` as in :func:`header_probe_within_pool`.
+    importances on ``test``. The model is fit on at most ``fit_max_rows`` training rows (the
+    sample of :func:`header_probe_within_pool`, spread over ``group``; ``None``: all) and scores
+    every test row. ``feature_matrix`` as in :func:`header_probe_within_pool`.
     """
     matrix = feature_matrix or _header_matrix(columns, include_name_fields)
     with single_threaded(threads):
         return _cross_split(train, test, label=label, seed=seed, n_resamples=n_resamples,
                             importance_repeats=importance_repeats,
                             importance_max_rows=importance_max_rows, matrix=matrix,
-                            include_name_fields=include_name_fields)
+                            include_name_fields=include_name_fields,
+                            fit_max_rows=fit_max_rows, group=group)
 
 
 def _cross_split(train, test, *, label, seed, n_resamples, importance_repeats,
-                 importance_max_rows, matrix, include_name_fields) -> ProbeResult:
+                 importance_max_rows, matrix, include_name_fields, fit_max_rows,
+                 group) -> ProbeResult:
     y_tr = _labels(train, label)
     y_te = _labels(test, label)
     _check_classes(y_tr, "the training side")
@@ -606,20 +646,25 @@ def _cross_split(train, test, *, label, seed, n_resamples, importance_repeats,
     ytr = y_tr.to_numpy(dtype=object).astype(str)
     yte = y_te.to_numpy(dtype=object).astype(str)
     classes = sorted(set(ytr) | set(yte))
+    groups = (train[group].astype("string").to_numpy(dtype=object)
+              if group is not None and group in train.columns else None)
+    fit = fit_sample(ytr, groups, fit_max_rows, seed)
     if keep:
         xtr, xte = Xtr[keep].to_numpy(np.float64), Xte[keep].to_numpy(np.float64)
+        xtr, ytr_fit = xtr[fit], ytr[fit]
         model = _model(seed, cat)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model.fit(xtr, ytr)
+            model.fit(xtr, ytr_fit)
         pred = model.predict(xte).astype(str)
         imp_parts = [permutation_importances(
             model, xte, yte, keep, repeats=importance_repeats,
             seed=seed, max_rows=importance_max_rows)]
         both_x = np.concatenate([xtr, xte])
-        both_y = np.concatenate([ytr, yte])
+        both_y = np.concatenate([ytr_fit, yte])
         single = single_field_accuracy(
-            both_x, both_y, keep, [(np.arange(len(ytr)), np.arange(len(ytr), len(both_y)))], seed)
+            both_x, both_y, keep, [(np.arange(len(fit)), np.arange(len(fit), len(both_y)))],
+            seed)
     else:
         pred = np.full(len(yte), pd.Series(ytr).mode().iloc[0])
         imp_parts = []
@@ -635,5 +680,6 @@ def _cross_split(train, test, *, label, seed, n_resamples, importance_repeats,
                 "fit": "training side", "scored": "query side", "seed": seed,
                 "importance": f"permutation, {importance_repeats} repeats, query rows "
                 f"(≤{importance_max_rows}), scoring balanced accuracy",
-                "include_name_fields": include_name_fields, "train_rows": len(ytr)},
+                "include_name_fields": include_name_fields, "train_rows": len(ytr),
+                **_fit_params(fit_max_rows, [len(fit)], [len(ytr) - len(fit)])},
         single_field=single)

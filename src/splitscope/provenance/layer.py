@@ -19,6 +19,7 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, boundaries_or_default
 from splitscope.errors import InputError
+from splitscope.provenance.header_probe import FIT_MAX_ROWS
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.ids import slug
 from splitscope.records.inputs import release_inputs
@@ -55,6 +56,7 @@ def audit_provenance(
     max_partition_rows: int | None = None,
     importance_repeats: int = 5,
     include_name_fields: bool = False,
+    fit_max_rows: int | None = FIT_MAX_ROWS,
 ) -> LayerResult:
     """Provenance-layer records and tables (METHODS §4).
 
@@ -70,6 +72,11 @@ def audit_provenance(
     max_partition_rows : int, optional
         Seeded subsample of each boundary's rows for the partition classifier (stratified by
         side), recorded in the record; default all rows.
+    fit_max_rows : int, optional
+        Rows each model of the header and image-statistics probes and of the partition
+        classifier is fit on at most (a seeded sample stratified by class, or by side, and
+        spread over groups; every held-out row is still scored; recorded as ``fit_max_rows``
+        and ``fit_rows``); ``None`` fits on all rows.
     embeddings : ndarray or path, optional
         Vectors for the partition classifier instead of the thumbnail features.
     """
@@ -88,18 +95,21 @@ def audit_provenance(
         result.extend(_header_records(rows, pool, bounds, has_label, seed=seed,
                                       n_resamples=n_resamples, folds=folds,
                                       repeats=importance_repeats,
-                                      include_name_fields=include_name_fields, inputs=inputs))
+                                      include_name_fields=include_name_fields, inputs=inputs,
+                                      fit_max_rows=fit_max_rows))
     if image_stats:
         result.extend(_image_stats_records(rows, pool, bounds, has_label, seed=seed,
                                            n_resamples=n_resamples, folds=folds,
-                                           repeats=importance_repeats, inputs=inputs))
+                                           repeats=importance_repeats, inputs=inputs,
+                                           fit_max_rows=fit_max_rows))
     if association:
         result.extend(_association_record(pool, inputs))
     if partition:
         result.extend(_partition_records(rows, sc, bounds, embeddings, seed=seed,
                                          n_resamples=n_resamples, folds=folds,
                                          classifier=classifier, internal_share=internal_share,
-                                         max_rows=max_partition_rows, inputs=inputs))
+                                         max_rows=max_partition_rows, inputs=inputs,
+                                         fit_max_rows=fit_max_rows))
     return result
 
 
@@ -158,7 +168,7 @@ def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: st
 
 
 def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, repeats,
-                    include_name_fields, inputs) -> LayerResult:
+                    include_name_fields, inputs, fit_max_rows=FIT_MAX_ROWS) -> LayerResult:
     from splitscope.manifest.build import CONTENT_ARRAY, content_of
     from splitscope.provenance.header_probe import (
         header_columns,
@@ -183,7 +193,7 @@ def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, 
         rows = rows[~arrays]
         pool = pool[~content_of(pool).eq(CONTENT_ARRAY).to_numpy(bool)]
     opts = {"seed": seed, "n_resamples": n_resamples, "importance_repeats": repeats,
-            "include_name_fields": include_name_fields}
+            "include_name_fields": include_name_fields, "fit_max_rows": fit_max_rows}
     return _probe_records(
         out, rows, pool, bounds, name="header_probe", title=title, probe="header",
         within=lambda t: header_probe_within_pool(t, folds=folds, **opts),
@@ -194,7 +204,7 @@ def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, 
 
 
 def _image_stats_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, repeats,
-                         inputs) -> LayerResult:
+                         inputs, fit_max_rows=FIT_MAX_ROWS) -> LayerResult:
     """The image-statistics probe (METHODS §4.5): the header probe's protocol on intensity
     statistics."""
     from splitscope.provenance.image_stats_probe import (
@@ -212,7 +222,8 @@ def _image_stats_records(rows, pool, bounds, has_label, *, seed, n_resamples, fo
     if not all(c in rows.columns for c in IMAGE_STATS_FEATURES):
         out.records.append(not_run_record("provenance", "not assessed", "no image statistics: scan the release with this version (splitscope scan)", id=wid, title=title, inputs=inputs))
         return out
-    opts = {"seed": seed, "n_resamples": n_resamples, "importance_repeats": repeats}
+    opts = {"seed": seed, "n_resamples": n_resamples, "importance_repeats": repeats,
+            "fit_max_rows": fit_max_rows}
     return _probe_records(
         out, rows, pool, bounds, name="image_stats_probe", title=title,
         probe="image statistics",
@@ -296,6 +307,9 @@ def _probe_record(r, rid, title, b, inputs, within=None, probe="header",
         scope=(f"{r.n_rows} labelled rows scored"
                + (f" ({unscored} labelled row(s) not decoded, so without statistics, left out)"
                   if unscored else "")
+               + (f"; {'each fold' if r.kind == 'within pool' else 'the'} model fit on a "
+                  f"seeded sample of at most {r.params['fit_max_rows']:,} training rows "
+                  "(params.fit_rows)" if r.params.get("fit_sample") else "")
                + "; the estimate is balanced accuracy (mean recall over classes), which no "
                "single count over the rows gives"),
         conclusion=conclusion,
@@ -349,7 +363,8 @@ def _association_record(pool, inputs) -> LayerResult:
 
 
 def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds, classifier,
-                       internal_share, max_rows, inputs) -> LayerResult:
+                       internal_share, max_rows, inputs,
+                       fit_max_rows=FIT_MAX_ROWS) -> LayerResult:
     from splitscope.provenance.partition import (
         content_features,
         internal_split,
@@ -412,7 +427,7 @@ def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds
                                      groups=part_rows["group"].to_numpy() if "group" in part_rows
                                      else None,
                                      name=name, folds=folds, seed=seed, n_resamples=n_resamples,
-                                     classifier=classifier)
+                                     classifier=classifier, fit_max_rows=fit_max_rows)
         except InputError as exc:
             out.records.append(not_run_record("provenance", "not applicable", str(exc), id=rid, title=name, inputs=inputs))
             return None
@@ -442,7 +457,10 @@ def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds
                                     high=auc["high"]),
             scope=(f"{r.n_test} query-side and {r.n_train} reference-side rows with content "
                    f"features{'' if sub is None else f' (seeded subsample of {sub})'}; the "
-                   "estimate is an AUC over rows classified"),
+                   "estimate is an AUC over rows classified"
+                   + (f"; each fold's model fit on a seeded sample of at most "
+                      f"{r.params['fit_max_rows']:,} training rows (params.fit_rows)"
+                      if r.params.get("fit_sample") else "")),
             conclusion=conclusion,
             unresolved=("a high AUC says the sides differ in content, not why (acquisition, "
                         "case mix, preprocessing)"),

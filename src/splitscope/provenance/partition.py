@@ -25,9 +25,11 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.features.embeddings import load_embeddings
+from splitscope.provenance.header_probe import FIT_MAX_ROWS
 from splitscope.provenance.stats import (
     PARALLEL_CELLS_LINEAR,
     bootstrap_auc,
+    fit_sample,
     fold_jobs,
     map_folds,
     single_threaded,
@@ -127,7 +129,8 @@ def _fold_prob(X, y, train, test, classifier: str, seed: int) -> np.ndarray | No
 
 
 def _oof_prob(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None, *, folds: int, seed: int,
-              classifier: str, jobs: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+              classifier: str, jobs: int | None = None, fit_max_rows: int | None = None
+              ) -> tuple[np.ndarray, np.ndarray, list[int], int]:
     from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
     _classifier(classifier, seed)  # an unknown classifier is an error before any split
@@ -139,6 +142,11 @@ def _oof_prob(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None, *, folds:
         splits = list(cv.split(X, y, groups))
     else:
         splits = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(X, y))
+    # each fold's model is fit on at most fit_max_rows of its training rows (stratified by
+    # side, spread over groups); every held-out row is scored
+    available = sum(len(tr) for tr, _ in splits)
+    splits = [(tr[fit_sample(y[tr], None if groups is None else groups[tr], fit_max_rows,
+                             seed + i)], te) for i, (tr, te) in enumerate(splits)]
     prob = np.full(len(y), np.nan)
     fold = np.full(len(y), -1, dtype=np.int64)
     min_cells = PARALLEL_CELLS_LINEAR if classifier == "logistic" else None
@@ -148,7 +156,8 @@ def _oof_prob(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None, *, folds:
         if p is not None:
             prob[te] = p
             fold[te] = i
-    return prob, fold
+    fitted = [len(tr) for tr, _ in splits]
+    return prob, fold, fitted, available - sum(fitted)
 
 
 def partition_classifier(
@@ -163,6 +172,7 @@ def partition_classifier(
     n_resamples: int = 2000,
     classifier: str = "logistic",
     shuffled_control: bool = True,
+    fit_max_rows: int | None = FIT_MAX_ROWS,
     threads: int | None = 1,
 ) -> PartitionResult:
     """Out-of-fold AUC of a classifier predicting ``is_test`` from ``features``.
@@ -190,11 +200,11 @@ def partition_classifier(
     with single_threaded(threads):
         return _partition(features, is_test, rows=rows, groups=groups, name=name, folds=folds,
                           seed=seed, n_resamples=n_resamples, classifier=classifier,
-                          shuffled_control=shuffled_control)
+                          shuffled_control=shuffled_control, fit_max_rows=fit_max_rows)
 
 
 def _partition(features, is_test, *, rows, groups, name, folds, seed, n_resamples, classifier,
-               shuffled_control) -> PartitionResult:
+               shuffled_control, fit_max_rows) -> PartitionResult:
     X = np.asarray(features, dtype=np.float64)
     y = np.asarray(is_test).astype(bool)
     if X.ndim != 2 or len(X) != len(y):
@@ -207,7 +217,8 @@ def _partition(features, is_test, *, rows, groups, name, folds, seed, n_resample
         if gs.notna().any():
             gs = gs.fillna("\0row:" + pd.Series(np.arange(len(gs))).astype(str))
             g = pd.factorize(gs)[0]
-    prob, fold = _oof_prob(X, y, g, folds=folds, seed=seed, classifier=classifier)
+    prob, fold, fitted, left_out = _oof_prob(X, y, g, folds=folds, seed=seed, classifier=classifier,
+                                   fit_max_rows=fit_max_rows)
     ok = np.isfinite(prob)
     auc = bootstrap_auc(y[ok], prob[ok], n_resamples=n_resamples, seed=seed, strata=fold[ok])
     pooled = float(weighted_auc(y[ok], prob[ok])[0]) if ok.any() else float("nan")
@@ -233,7 +244,8 @@ def _partition(features, is_test, *, rows, groups, name, folds, seed, n_resample
     if shuffled_control:
         rng = np.random.default_rng(seed)
         y_perm = rng.permutation(y)
-        p2, f2 = _oof_prob(X, y_perm, g, folds=folds, seed=seed, classifier=classifier)
+        p2, f2, _, _ = _oof_prob(X, y_perm, g, folds=folds, seed=seed, classifier=classifier,
+                              fit_max_rows=fit_max_rows)
         ok2 = np.isfinite(p2)
         c_auc = bootstrap_auc(y_perm[ok2], p2[ok2], n_resamples=n_resamples, seed=seed,
                               strata=f2[ok2])
@@ -249,7 +261,10 @@ def _partition(features, is_test, *, rows, groups, name, folds, seed, n_resample
                 "cv": ("StratifiedGroupKFold" if g is not None else "StratifiedKFold")
                 + f"({folds}, shuffle)", "seed": seed, "unscored_rows": int((~ok).sum()),
                 "auc": "pooled within folds (positive–negative pairs of one fold)",
-                "auc_pooled_across_folds": pooled})
+                "auc_pooled_across_folds": pooled, "fit_max_rows": fit_max_rows,
+                "fit_rows": fitted,
+                **({"fit_sample": "seeded, stratified by side, round-robin over groups; "
+                    f"{left_out:,} training row(s) left out of the fits"} if left_out else {})})
 
 
 def internal_split(n: int, share: float = 0.2, seed: int = 0) -> np.ndarray:

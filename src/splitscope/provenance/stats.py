@@ -23,6 +23,7 @@ __all__ = [
     "balanced_accuracy_rows",
     "bootstrap_auc",
     "bootstrap_balanced_accuracy",
+    "fit_sample",
     "fold_jobs",
     "interval_kind",
     "map_folds",
@@ -60,6 +61,65 @@ def fold_jobs(cells: int, folds: int, jobs: int | None = None,
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(int(cores or 1), int(folds)))
+
+
+def fit_sample(y: np.ndarray, groups: np.ndarray | None, max_rows: int | None,
+               seed: int) -> np.ndarray:
+    """Positions (sorted) of at most ``max_rows`` of the rows labelled ``y`` that a model is
+    fitted on: all of them when there are no more, else a seeded sample stratified by class
+    and spread over groups.
+
+    Each class keeps its share of the rows (largest remainder, at least one row per class).
+    Within a class, rows are taken round-robin over the groups (``groups``: integer codes, or
+    ``None`` for one row per group): every group's first row (in a seeded random order) before
+    any group's second, so the sample holds as many patients as it can rather than many images
+    of a few. The same ``y``, ``groups``, ``max_rows`` and ``seed`` give the same rows.
+    """
+    y = np.asarray(y)
+    n = len(y)
+    if max_rows is None or n <= int(max_rows):
+        return np.arange(n)
+    max_rows = int(max_rows)
+    if max_rows < 1:
+        raise InputError(f"the fit row cap must be at least 1; got {max_rows}")
+    rng = np.random.default_rng(seed)
+    _, yc = np.unique(y, return_inverse=True)
+    counts = np.bincount(yc)
+    exact = max_rows * counts / n
+    quota = np.minimum(np.maximum(np.floor(exact).astype(np.int64), 1), counts)
+    short = max_rows - int(quota.sum())
+    for c in np.argsort(-(exact - np.floor(exact)), kind="stable"):
+        if short <= 0:
+            break
+        if quota[c] < counts[c]:
+            quota[c] += 1
+            short -= 1
+    g = np.arange(n) if groups is None else _group_codes(groups)
+    perm = rng.permutation(n)
+    gp = g[perm]
+    by_group = np.argsort(gp, kind="stable")
+    sorted_g = gp[by_group]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_g)) + 1]
+    first = np.repeat(starts, np.diff(np.r_[starts, n]))
+    rank = np.empty(n, dtype=np.int64)
+    rank[by_group] = np.arange(n) - first  # the row's turn within its group
+    order = perm[np.lexsort((np.arange(n), rank, yc[perm]))]  # by class, turn, random order
+    ends = np.cumsum(counts)
+    take = [order[e - k:e - k + q] for e, k, q in zip(ends, counts, quota)]
+    return np.sort(np.concatenate(take))
+
+
+def _group_codes(values: np.ndarray) -> np.ndarray:
+    """Integer codes of group keys; a row without a key (NA) is a group of its own."""
+    import pandas as pd
+
+    values = np.asarray(values)
+    if values.dtype.kind in "iu":
+        return values.astype(np.int64)
+    codes = pd.factorize(pd.Series(values, dtype=object))[0].astype(np.int64)
+    missing = codes < 0
+    codes[missing] = codes.max(initial=-1) + 1 + np.arange(int(missing.sum()))
+    return codes
 
 
 def map_folds(func, tasks: list[tuple], jobs: int = 1) -> list:
@@ -150,11 +210,23 @@ def weighted_auc(y: np.ndarray, score: np.ndarray, weights: np.ndarray | None = 
         return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
 
 
+#: rows × resamples of one batch of bootstrap weights in :func:`bootstrap_auc` (about 32 MB of
+#: float64 weights, whatever the row count)
+AUC_CHUNK_CELLS = 4_000_000
+
+
 def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = 2000, seed: int = 0,
                   level: float = 0.95, chunk: int = 250,
                   strata: np.ndarray | None = None) -> dict[str, Any]:
     """AUC and its percentile-bootstrap interval over cases (resamples with one side empty are
-    undefined and left out, and counted). ``strata``: see :func:`weighted_auc`."""
+    undefined and left out, and counted). ``strata``: see :func:`weighted_auc`.
+
+    Resamples are drawn ``chunk`` at a time, fewer when ``chunk`` × rows would exceed
+    :data:`AUC_CHUNK_CELLS` (a resample is the same whatever the batch), and each stratum's
+    sort is computed once for all of them: memory stays bounded at a million rows and the
+    interval is the one of any batch size."""
+    from splitscope.evaluation.uncertainty import AurocPlan, weighted_auroc_parts
+
     y = np.asarray(y).astype(bool)
     est = (float(weighted_auc(y, score, strata=strata)[0]) if y.any() and not y.all()
            else float("nan"))
@@ -164,8 +236,22 @@ def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = 2000, 
                 "kind": "not defined: one side has no cases"}
     from splitscope.evaluation.uncertainty import bootstrap_weights
 
-    vals = [weighted_auc(y, score, w, strata=strata)
-            for w in bootstrap_weights(y.size, n_resamples, seed=seed, chunk=chunk)]
+    score = np.asarray(score, dtype=np.float64)
+    masks = [None] if strata is None else [np.asarray(strata) == k for k in np.unique(strata)]
+    plans = [AurocPlan(y if m is None else y[m], score if m is None else score[m])
+             for m in masks]
+    chunk = max(1, min(int(chunk), AUC_CHUNK_CELLS // max(y.size, 1)))
+    vals = []
+    for w in bootstrap_weights(y.size, n_resamples, seed=seed, chunk=chunk):
+        w = np.asarray(w, np.float64)
+        num = np.zeros(w.shape[0])
+        den = np.zeros(w.shape[0])
+        for m, plan in zip(masks, plans):
+            a, b = weighted_auroc_parts(w if m is None else w[:, m], None, None, plan=plan)
+            num += a
+            den += b
+        with np.errstate(invalid="ignore", divide="ignore"):
+            vals.append(np.where(den > 0, num / np.where(den > 0, den, 1), np.nan))
     aucs = np.concatenate(vals)
     ok = np.isfinite(aucs)
     alpha = (1 - level) / 2
