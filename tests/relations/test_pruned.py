@@ -199,12 +199,11 @@ def test_the_chosen_bound_has_the_lowest_estimated_cost():
     best = (centred_unit_vectors(q[:100])[0] @ centred_unit_vectors(r)[0].T).max(axis=1)
     options = pruned.bound_options(32, r[:100], 700)
     assert [b.side for b in options if b.basis is None] == pruned.cell_options(32)
-    assert [b.dims for b in options if b.basis is not None] == [pruned.PRINCIPAL_RANK]
-    chosen, shares = pruned.choose_bound(q[:100], r[:100], best, 0.98, True, options)
-    costs = [pruned.estimated_cost(b.size_dims(32), 32, v) for b, v in shares]
-    assert any(b is chosen for b, _ in shares)
-    assert pruned.estimated_cost(chosen.size_dims(32), 32, {
-        id(b): v for b, v in shares}[id(chosen)]) == min(costs)
+    assert [b.dims(32) for b in options if b.basis is not None] == [pruned.PRINCIPAL_RANK]
+    chosen, share, shares = pruned.choose_bound(q[:100], r[:100], best, 0.98, True, options)
+    costs = [pruned.estimated_cost(b.dims(32), 32, v) for b, v in shares]
+    assert any(b is chosen and v == share for b, v in shares)
+    assert pruned.estimated_cost(chosen.dims(32), 32, share) == min(costs)
     # nested cells (2 inside 4 inside 8) keep more energy: the share cannot grow
     by_side = {b.side: v for b, v in shares if b.basis is None}
     assert by_side[2] <= by_side[4] <= by_side[8]

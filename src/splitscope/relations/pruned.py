@@ -146,13 +146,9 @@ class CellBound:
     side: int
     basis: np.ndarray | None = None
 
-    @property
-    def dims(self) -> int:
-        return int(self.basis.shape[1]) if self.basis is not None else -1
-
-    def size_dims(self, size: int) -> int:
-        """Coordinates per thumbnail of S = ``size``."""
-        return self.dims if self.basis is not None else (size // self.side) ** 2
+    def dims(self, size: int) -> int:
+        """Coordinates per S×S thumbnail (S = ``size``)."""
+        return int(self.basis.shape[1]) if self.basis is not None else (size // self.side) ** 2
 
     def coordinates(self, thumbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Coordinates (float32) and residual norms (float64, rounded up) of the thumbnails'
@@ -167,7 +163,7 @@ class CellBound:
     def describe(self) -> dict:
         out = {"cell_side": int(self.side)}
         if self.basis is not None:
-            out["rank"] = self.dims
+            out["rank"] = int(self.basis.shape[1])
         return out
 
 
@@ -225,17 +221,18 @@ def estimated_cost(dims: int, size: int, share: float) -> float:
 
 def choose_bound(q_thumbs: np.ndarray, r_thumbs: np.ndarray, best: np.ndarray, tau: float,
                  collect_pairs: bool, options: list[CellBound]
-                 ) -> tuple[CellBound | None, list[tuple[CellBound, float]]]:
+                 ) -> tuple[CellBound | None, float, list[tuple[CellBound, float]]]:
     """Of ``options``, the bound of lowest :func:`estimated_cost` on sample thumbnails
     (queries ``q_thumbs`` with their ``best`` exact ρ, references ``r_thumbs``; ``None``
-    when there is no option), and every option with its estimated surviving share."""
+    when there is no option) with its estimated surviving share, and every option with
+    its share."""
     if not options:
-        return None, []
+        return None, 1.0, []
     size = q_thumbs.shape[1]
     shares = [(b, surviving_share(best, q_thumbs, r_thumbs, b, tau, collect_pairs))
               for b in options]
-    cheapest = min(shares, key=lambda x: estimated_cost(x[0].size_dims(size), size, x[1]))
-    return cheapest[0], shares
+    cheapest, share = min(shares, key=lambda x: estimated_cost(x[0].dims(size), size, x[1]))
+    return cheapest, share, shares
 
 
 def sample_best(q_vectors: np.ndarray, reference_thumbs, positions: np.ndarray, block: int
@@ -264,8 +261,8 @@ def pruned_search(query_thumbs, reference_thumbs, query_undefined: np.ndarray,
     ``options`` are the bounds to choose from (default :func:`bound_options`); the one of
     lowest estimated cost on a seeded sample is used (:func:`choose_bound`). With
     ``fall_back`` (default) the brute force runs instead when the sample says the bound
-    would not pay. The pruned passes run on one
-    BLAS thread: their products are small, and threads cost more than they save there.
+    would not pay. The pruned passes run on one BLAS thread: their products are small, and
+    threads cost more than they save there.
     """
     merge = SearchMerge(query_undefined.size, max_pairs=max_pairs)
     stats = collect_pruned(merge, query_thumbs, reference_thumbs, query_undefined,
@@ -331,15 +328,14 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
         options = bound_options(size, r_sample_thumbs, int(r_keep.size))
     best = sample_best(centred_unit_vectors(q_sample_thumbs)[0], reference_thumbs,
                        np.sort(r_best), block) if options else np.empty(0)
-    bound, shares = choose_bound(q_sample_thumbs, r_sample_thumbs, best, tau, collect_pairs,
-                                 options)
+    bound, share, shares = choose_bound(q_sample_thumbs, r_sample_thumbs, best, tau,
+                                        collect_pairs, options)
     if bound is None:
         why = (f"no cell side of {list(CELL_SIDES)} divides {size}" if not cell_options(size)
                else f"the cell coordinates of {r_keep.size:,} references would exceed "
                     f"{COORDINATE_BYTES >> 20:,} MiB")
         return {"search": f"brute ({why})", **brute}
-    share = {id(b): v for b, v in shares}[id(bound)]
-    k = bound.size_dims(size)
+    k = bound.dims(size)
     if fall_back and estimated_cost(k, size, share) >= 1:
         return {"search": "brute (cell bound would keep too many pairs)", **bound.describe(),
                 "estimated_surviving_share": share, **brute}
@@ -444,10 +440,11 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
     n_sample = len(q_sample) * len(r_sample)
 
     def per_thumb(b: CellBound) -> int:  # cell sums, squares and coordinates
-        return 3 * d + 4 * (size // b.side) ** 2 + 2 * max(b.dims, 0) * (size // b.side) ** 2
+        cells = (size // b.side) ** 2
+        return 3 * d + 4 * cells + (2 * b.dims(size) * cells if b.basis is not None else 0)
 
     flops = (2 * len(q_sample) * n_best * d  # the sample queries' best
-             + sum(2 * n_sample * b.size_dims(size) + (len(q_sample) + len(r_sample))
+             + sum(2 * n_sample * b.dims(size) + (len(q_sample) + len(r_sample))
                    * per_thumb(b) for b, _ in shares)  # choosing the bound
              + (nr + n_defined_q) * per_thumb(bound)  # coordinates
              + 2 * (k + 1) * bound_pairs  # bounds
@@ -458,6 +455,7 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
                        "references_for_best": n_best},
             "seed": seed, "scored_pairs": int(scored), "flops": float(flops),
             "brute_flops": float(2 * n_defined_q * nr * d)}
+
 
 def _add(merge: SearchMerge, qv, qi, rv, ir, vals, qpos, rpos, tau: float, collect_pairs: bool,
          near: np.ndarray | None = None) -> None:
