@@ -60,11 +60,12 @@ RESIDUAL_GUARD = 1e-6
 #: Cell sides (in pixels) tried for the bound (those that divide S).
 CELL_SIDES = (12, 8, 6, 4, 3, 2)
 #: Queries and references sampled (seeded) to choose the cell side.
-SAMPLE = 256
+SAMPLE = 128
 #: The sample queries' best ρ is taken over a seeded sample of references that costs this
-#: share of the brute force's pairs (at least 2 × :data:`SAMPLE` references, at most
+#: share of the brute force's pairs (at least :data:`BEST_SAMPLE_MIN` references, at most
 #: :data:`BEST_SAMPLE_MAX`).
 SAMPLE_WORK = 0.002
+BEST_SAMPLE_MIN = 512
 BEST_SAMPLE_MAX = 1 << 16
 #: Below this many query × reference pairs the brute force runs instead.
 MIN_PAIRS = 1_000_000
@@ -83,42 +84,76 @@ COORDINATE_BYTES = 1 << 30
 #: coordinates of the finest cells with at most :data:`PRINCIPAL_CELLS` of them.
 PRINCIPAL_RANK = 32
 PRINCIPAL_CELLS = 576
-#: Thumbnails turned into cell coordinates at a time (bounds the float32 temporaries).
-STEP = 256
+#: Unit vectors of the references scored in one search are kept for reuse up to this many
+#: bytes (a reference is then normalised once however many queries score it).
+VECTOR_CACHE_BYTES = 256 << 20
+#: Thumbnails turned into cell sums or coordinates at a time (keeps the work in cache).
+STEP = 64
 
 
-def cell_coordinates(thumbs: np.ndarray, side: int) -> tuple[np.ndarray, np.ndarray]:
-    """Coordinates of each thumbnail's centred unit vector u on the orthonormal basis of
-    ``side``×``side`` pixel cells (float32 ``(n, (S/side)²)``) and its residual norm
-    ``‖(I−P)u‖`` (float64, rounded up). ``side`` must divide S.
-
-    Integer arithmetic (exact in float32 and float64 at these magnitudes) up to one division:
-    with d pixels, the pixel sum s₁, the sum of squares s₂ and a cell's sum p over its a
-    pixels, the coordinate is ``(d·p − a·s₁) / √(a·d·(d·s₂ − s₁²))``. Flat thumbnails
-    (``d·s₂ = s₁²``) get zeros and a residual of at least 1 (they are never compared).
-    """
+def cell_sums(thumbs: np.ndarray, side: int) -> np.ndarray:
+    """Integer pixel sums of each thumbnail over its ``side``×``side`` cells, ``(n, S/side,
+    S/side)`` (uint16 while a cell's sum stays below 2¹⁶, else uint32). ``side`` must divide S.
+    Strided adds over a few thumbnails at a time, so the work stays in cache."""
     thumbs = np.asarray(thumbs)
     n, size = thumbs.shape[0], thumbs.shape[1]
     if size % side:
         raise ValueError(f"a cell side of {side} does not divide {size}")
-    d, cells, area = size * size, size // side, side * side
+    dtype = _sum_dtype(side)
+    out = np.empty((n, size // side, size // side), dtype)
+    for s in range(0, n, STEP):
+        x = thumbs[s:s + STEP]
+        cols = x[:, :, 0::side].astype(dtype)  # sums over each cell's columns, then its rows
+        for i in range(1, side):
+            cols += x[:, :, i::side]
+        rows = out[s:s + STEP]
+        rows[...] = cols[:, 0::side, :]
+        for i in range(1, side):
+            rows += cols[:, i::side, :]
+    return out
+
+
+def coarser_sums(sums: np.ndarray, factor: int, side: int) -> np.ndarray:
+    """Cell sums over ``side``-pixel cells from sums over cells ``factor`` times smaller
+    (exact)."""
+    n, g = sums.shape[0], sums.shape[1] // factor
+    return sums.reshape(n, g, factor, g, factor).sum(axis=(2, 4), dtype=_sum_dtype(side))
+
+
+def _sum_dtype(side: int):
+    return np.uint16 if side * side * 255 < 1 << 16 else np.uint32
+
+
+def square_sums(thumbs: np.ndarray) -> np.ndarray:
+    """Each thumbnail's sum of squared pixels (float64, exact): float32 row sums (below 2²⁴)
+    added in float64."""
+    thumbs = np.asarray(thumbs)
+    n, size = thumbs.shape[0], thumbs.shape[1]
+    out = np.empty(n, np.float64)
     ones = np.ones(size, np.float32)
-    coords = np.empty((n, cells * cells), np.float32)
-    resid = np.empty(n, np.float64)
     for s in range(0, n, STEP):
         x = thumbs[s:s + STEP].astype(np.float32)
         k = x.shape[0]
-        cols = x[:, :, 0::side].copy()  # sums over each cell's columns, then its rows
-        for i in range(1, side):
-            cols += x[:, :, i::side]
-        p = cols[:, 0::side, :].copy()
-        for i in range(1, side):
-            p += cols[:, i::side, :]
-        p = p.reshape(k, -1).astype(np.float64)
+        x *= x
+        out[s:s + k] = (x.reshape(k * size, size) @ ones).reshape(k, size).sum(
+            axis=1, dtype=np.float64)
+    return out
+
+
+def coordinates_from_sums(sums: np.ndarray, squares: np.ndarray, side: int
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`cell_coordinates` from the thumbnails' ``side``-pixel cell sums and their
+    :func:`square_sums`."""
+    n, cells = sums.shape[0], sums.shape[1]
+    size = cells * side
+    d, area = size * size, side * side
+    coords = np.empty((n, cells * cells), np.float32)
+    resid = np.empty(n, np.float64)
+    for s in range(0, n, STEP):
+        p = sums[s:s + STEP].reshape(-1, cells * cells).astype(np.float64)
+        k = p.shape[0]
         s1 = p.sum(axis=1)
-        x *= x  # a row's sum of squares stays below 2²⁴
-        s2 = (x.reshape(k * size, size) @ ones).reshape(k, size).sum(axis=1, dtype=np.float64)
-        spread = d * s2 - s1 * s1
+        spread = d * squares[s:s + k] - s1 * s1
         flat = spread == 0
         scale = np.where(flat, 0.0, 1.0 / np.sqrt(np.where(flat, 1.0, spread) * (area * d)))
         p *= d
@@ -128,6 +163,40 @@ def cell_coordinates(thumbs: np.ndarray, side: int) -> tuple[np.ndarray, np.ndar
         res2 = np.where(flat, 1.0, 1.0 - np.einsum("ij,ij->i", p, p))
         resid[s:s + k] = np.sqrt(np.maximum(res2, 0.0) + RESIDUAL_GUARD)
     return coords, resid
+
+
+def cell_coordinates(thumbs: np.ndarray, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """Coordinates of each thumbnail's centred unit vector u on the orthonormal basis of
+    ``side``×``side`` pixel cells (float32 ``(n, (S/side)²)``) and its residual norm
+    ``‖(I−P)u‖`` (float64, rounded up). ``side`` must divide S.
+
+    Integer arithmetic (exact in float64 at these magnitudes) up to one division:
+    with d pixels, the pixel sum s₁, the sum of squares s₂ and a cell's sum p over its a
+    pixels, the coordinate is ``(d·p − a·s₁) / √(a·d·(d·s₂ − s₁²))``. Flat thumbnails
+    (``d·s₂ = s₁²``) get zeros and a residual of at least 1 (they are never compared).
+    """
+    return coordinates_from_sums(cell_sums(thumbs, side), square_sums(thumbs), side)
+
+
+class CellSums:
+    """The cell sums of a set of thumbnails at several sides, each computed once: from the
+    thumbnails for the finest side, from the largest finer side that divides it otherwise
+    (exact either way). Used to compare many forms of the bound on one sample."""
+
+    def __init__(self, thumbs: np.ndarray):
+        self.thumbs = np.asarray(thumbs)
+        self.squares = square_sums(self.thumbs)
+        self._sums: dict[int, np.ndarray] = {}
+
+    def sums(self, side: int) -> np.ndarray:
+        if side not in self._sums:
+            base = max((c for c in self._sums if side % c == 0), default=None)
+            self._sums[side] = (cell_sums(self.thumbs, side) if base is None
+                                else coarser_sums(self._sums[base], side // base, side))
+        return self._sums[side]
+
+    def coordinates(self, bound: CellBound) -> tuple[np.ndarray, np.ndarray]:
+        return bound.from_sums(self.sums(bound.side), self.squares)
 
 
 def cell_options(size: int) -> list[int]:
@@ -153,7 +222,13 @@ class CellBound:
     def coordinates(self, thumbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Coordinates (float32) and residual norms (float64, rounded up) of the thumbnails'
         centred unit vectors."""
-        coords, resid = cell_coordinates(thumbs, self.side)
+        return self.from_sums(cell_sums(thumbs, self.side), square_sums(thumbs))
+
+    def from_sums(self, sums: np.ndarray, squares: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`coordinates` from the thumbnails' cell sums at :attr:`side` and their
+        :func:`square_sums`."""
+        coords, resid = coordinates_from_sums(sums, squares, self.side)
         if self.basis is None:
             return coords, resid
         proj = coords.astype(np.float64) @ self.basis
@@ -167,43 +242,57 @@ class CellBound:
         return out
 
 
-def principal_bound(side: int, r_thumbs: np.ndarray, rank: int) -> CellBound | None:
+def _cells(thumbs) -> CellSums:
+    return thumbs if isinstance(thumbs, CellSums) else CellSums(thumbs)
+
+
+def principal_bound(side: int, r_thumbs, rank: int) -> CellBound | None:
     """The bound on the leading ``rank`` principal directions (second moments, not centred:
-    what keeps most of ‖Pu‖²) of sample references' cell coordinates at ``side``."""
-    coords = cell_coordinates(r_thumbs, side)[0].astype(np.float64)
-    w, vecs = np.linalg.eigh(coords.T @ coords)
+    what keeps most of ‖Pu‖²) of sample references' cell coordinates at ``side``
+    (``r_thumbs``: thumbnails or their :class:`CellSums`). The directions come from the
+    sample's Gram matrix (n × n, cheaper than the cells' when n is smaller) and are
+    orthonormalised."""
+    coords = _cells(r_thumbs).coordinates(CellBound(side))[0].astype(np.float64)
+    gram = coords @ coords.T if len(coords) < coords.shape[1] else None
+    w, vecs = np.linalg.eigh(gram if gram is not None else coords.T @ coords)
     k = int(min(rank, int((w > 1e-9 * max(w[-1], 1e-300)).sum())))
     if k < 1:
         return None
-    return CellBound(side, np.ascontiguousarray(vecs[:, ::-1][:, :k]))
+    top = vecs[:, ::-1][:, :k]
+    if gram is not None:  # right singular vectors from the left ones
+        top = np.linalg.qr(coords.T @ top)[0]
+    return CellBound(side, np.ascontiguousarray(top))
 
 
-def bound_options(size: int, r_thumbs: np.ndarray, n_references: int) -> list[CellBound]:
+def bound_options(size: int, r_thumbs, n_references: int) -> list[CellBound]:
     """The bounds to choose from: cell means at every side of :func:`cell_options` whose
     coordinates for ``n_references`` references fit in :data:`COORDINATE_BYTES`, and the
     :data:`PRINCIPAL_RANK` principal directions of the finest cells with at most
-    :data:`PRINCIPAL_CELLS` coordinates."""
+    :data:`PRINCIPAL_CELLS` coordinates (from sample references ``r_thumbs``: thumbnails or
+    their :class:`CellSums`)."""
     sides = cell_options(size)
     out = [CellBound(c) for c in sides
            if 4 * n_references * ((size // c) ** 2 + 1) <= COORDINATE_BYTES]
     fine = [c for c in sides if (size // c) ** 2 <= PRINCIPAL_CELLS]
-    if fine and (size // fine[-1]) ** 2 > PRINCIPAL_RANK and len(r_thumbs):
-        pca = principal_bound(fine[-1], r_thumbs, PRINCIPAL_RANK)
+    cells = _cells(r_thumbs)
+    if fine and (size // fine[-1]) ** 2 > PRINCIPAL_RANK and len(cells.thumbs):
+        pca = principal_bound(fine[-1], cells, PRINCIPAL_RANK)
         if pca is not None:
             out.append(pca)
     return out
 
 
-def surviving_share(best: np.ndarray, q_thumbs: np.ndarray, r_thumbs: np.ndarray,
-                    bound: CellBound, tau: float, collect_pairs: bool) -> float:
+def surviving_share(best: np.ndarray, q_thumbs, r_thumbs, bound: CellBound, tau: float,
+                    collect_pairs: bool) -> float:
     """Share of sample query × reference pairs whose ``bound`` reaches what it must beat:
     each sample query's ``best`` exact ρ over a sample of references (or τ). An
     over-estimate of the share that survives in the search, whose thresholds are set by the
-    best over all references."""
-    if best.size == 0 or len(r_thumbs) == 0:
+    best over all references. The samples are thumbnails or their :class:`CellSums`."""
+    q_cells, r_cells = _cells(q_thumbs), _cells(r_thumbs)
+    if best.size == 0 or len(r_cells.thumbs) == 0:
         return 1.0
-    qp, qe = bound.coordinates(q_thumbs)
-    rp, re = bound.coordinates(r_thumbs)
+    qp, qe = q_cells.coordinates(bound)
+    rp, re = r_cells.coordinates(bound)
     upper = qp @ rp.T + (qe[:, None] * re[None, :]).astype(np.float32)
     need = best - MARGIN
     if collect_pairs:
@@ -228,19 +317,78 @@ def choose_bound(q_thumbs: np.ndarray, r_thumbs: np.ndarray, best: np.ndarray, t
     its share."""
     if not options:
         return None, 1.0, []
-    size = q_thumbs.shape[1]
-    shares = [(b, surviving_share(best, q_thumbs, r_thumbs, b, tau, collect_pairs))
+    q_cells, r_cells = _cells(q_thumbs), _cells(r_thumbs)
+    size = q_cells.thumbs.shape[1]
+    shares = [(b, surviving_share(best, q_cells, r_cells, b, tau, collect_pairs))
               for b in options]
     cheapest, share = min(shares, key=lambda x: estimated_cost(x[0].dims(size), size, x[1]))
     return cheapest, share, shares
 
 
-def sample_best(q_vectors: np.ndarray, reference_thumbs, positions: np.ndarray, block: int
+class UnitVectors:
+    """Centred unit vectors of references by position (``read`` returns their thumbnails),
+    each normalised once while it stays kept. At most ``budget`` bytes are kept (default
+    :data:`VECTOR_CACHE_BYTES`); when new ones do not fit, those kept are dropped except
+    the ones asked for, so the memory is allocated once and reused."""
+
+    def __init__(self, read, n: int, dim: int, budget: int | None = None):
+        self.read = read
+        self.slot = np.full(n, -1, np.int64)
+        budget = VECTOR_CACHE_BYTES if budget is None else budget
+        self.store = np.empty((int(min(n, budget // (4 * dim))), dim), np.float32)
+        self.position = np.full(len(self.store), -1, np.int64)  # of each kept vector
+        self.used = 0
+        self.normalised = 0
+
+    def rows(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(matrix, index, where)``: ``matrix[index[i]]`` is the unit vector (float32) of
+        the reference at ``positions[i]`` (ascending), and ``where[index[i]]`` is that
+        position; nothing is copied when all are kept."""
+        slots = self.slot[positions]
+        miss = np.flatnonzero(slots < 0)
+        if miss.size == 0:
+            return self.store, slots, self.position
+        self.normalised += miss.size
+        thumbs = np.asarray(self.read(positions[miss]))
+        if positions.size > len(self.store):  # more than can be kept: nothing is
+            vectors = np.empty((positions.size, self.store.shape[1]), np.float32)
+            have = slots >= 0
+            vectors[have] = self.store[slots[have]]
+            vectors[miss] = centred_unit_vectors(thumbs)[0]
+            return vectors, np.arange(positions.size), positions
+        if miss.size > len(self.store) - self.used:  # start again with the ones asked for
+            have = np.flatnonzero(slots >= 0)
+            again = self.store[slots[have]]
+            self.slot[self.position[:self.used]] = -1
+            self.store[:have.size] = again
+            self.position[:have.size] = positions[have]
+            slots[have] = np.arange(have.size)
+            self.slot[positions[have]] = slots[have]
+            self.used = have.size
+        u0, u1 = self.used, self.used + miss.size
+        centred_unit_vectors(thumbs, out=self.store[u0:u1])
+        slots[miss] = np.arange(u0, u1)
+        self.slot[positions[miss]] = slots[miss]
+        self.position[u0:u1] = positions[miss]
+        self.used = u1
+        return self.store, slots, self.position
+
+    def __call__(self, positions: np.ndarray) -> np.ndarray:
+        """The unit vectors of ``positions`` as one array (float32 ``(n, d)``)."""
+        matrix, index, _ = self.rows(positions)
+        if index.size and index[-1] - index[0] == index.size - 1 and (
+                index.size == 1 or (np.diff(index) == 1).all()):
+            return matrix[index[0]:index[-1] + 1]
+        return matrix[index]
+
+
+def sample_best(q_vectors: np.ndarray, reference_vectors, positions: np.ndarray, block: int
                 ) -> np.ndarray:
-    """Each sample query's best exact ρ over the references at ``positions``."""
+    """Each sample query's best exact ρ over the references at ``positions``
+    (``reference_vectors`` returns their unit vectors)."""
     best = np.full(len(q_vectors), -np.inf, np.float32)
     for b0 in range(0, positions.size, block):
-        rv = centred_unit_vectors(np.asarray(reference_thumbs(positions[b0:b0 + block])))[0]
+        rv = reference_vectors(positions[b0:b0 + block])
         np.maximum(best, (q_vectors @ rv.T).max(axis=1), out=best)
     return best
 
@@ -315,7 +463,7 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
     # the sample queries' best over enough references that the estimate is not far too
     # pessimistic (a share of the brute force's work), their bounds against SAMPLE of them
     n_best = int(min(r_keep.size, BEST_SAMPLE_MAX, max(
-        2 * SAMPLE, SAMPLE_WORK * q_keep.size * r_keep.size / max(1, q_sample.size))))
+        BEST_SAMPLE_MIN, SAMPLE_WORK * q_keep.size * r_keep.size / max(1, q_sample.size))))
     r_best = rng.permutation(r_keep)[:n_best]
     r_sample = np.sort(r_best[:SAMPLE])
     q_sample_thumbs = np.asarray(query_thumbs(q_sample))
@@ -323,12 +471,14 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
     d = size * size
     n_dense = 2 * int(q_keep.size) * int(r_keep.size)
     brute = {"flops": float(n_dense * d), "brute_flops": float(n_dense * d)}
-    r_sample_thumbs = np.asarray(reference_thumbs(r_sample))
+    r_sample_cells = CellSums(reference_thumbs(r_sample))
     if options is None:
-        options = bound_options(size, r_sample_thumbs, int(r_keep.size))
-    best = sample_best(centred_unit_vectors(q_sample_thumbs)[0], reference_thumbs,
+        options = bound_options(size, r_sample_cells, int(r_keep.size))
+    ref_vectors = UnitVectors(reference_thumbs, reference_undefined.size, d,
+                              budget=min(VECTOR_CACHE_BYTES, 4 * d * max(1, int(block))))
+    best = sample_best(centred_unit_vectors(q_sample_thumbs)[0], ref_vectors,
                        np.sort(r_best), block) if options else np.empty(0)
-    bound, share, shares = choose_bound(q_sample_thumbs, r_sample_thumbs, best, tau,
+    bound, share, shares = choose_bound(CellSums(q_sample_thumbs), r_sample_cells, best, tau,
                                         collect_pairs, options)
     if bound is None:
         why = (f"no cell side of {list(CELL_SIDES)} divides {size}" if not cell_options(size)
@@ -392,11 +542,12 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
         if has.size:
             # the top pair is scored once here and added as it stands; pass 2 skips it
             uniq, inv = np.unique(top[has], return_inverse=True)
-            rv = centred_unit_vectors(np.asarray(reference_thumbs(r_keep[uniq])))[0]
+            rv, slots, where = ref_vectors.rows(r_keep[uniq])
+            inv = slots[inv]
             t[has] = c_best[has] = vals = _pair_dots(qv, has, rv, inv)
             scored += has.size
             if collect_pairs:  # as candidates they wait for the chunk's end (see below)
-                _add(merge, qv, has, rv, inv, vals, qpos, r_keep[uniq], tau, True,
+                _add(merge, qv, has, rv, inv, vals, qpos, where, tau, True,
                      near=np.zeros(has.size, bool))
             del rv
         need = t - MARGIN
@@ -413,30 +564,29 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
             if qi.size == 0:
                 continue
             uq, ur = np.unique(qi), np.unique(rj)
-            rv = centred_unit_vectors(np.asarray(reference_thumbs(r_keep[b0 + ur])))[0]
+            rv, slots, where = ref_vectors.rows(r_keep[b0 + ur])
             if qi.size * GATHER_COST >= uq.size * ur.size:
                 # dense enough: one product over the surviving queries × references
-                prod = qv[uq] @ rv.T
+                prod = qv[uq] @ rv[slots].T
                 scored += prod.size
                 prod[~survive[np.ix_(uq, ur)]] = -np.inf
                 qi, ir = np.nonzero(prod > -np.inf)
                 vals = prod[qi, ir]
-                qi = uq[qi]
+                qi, ir = uq[qi], slots[ir]
             else:
-                ir = np.searchsorted(ur, rj)
+                ir = slots[np.searchsorted(ur, rj)]
                 vals = _pair_dots(qv, qi, rv, ir)
                 scored += qi.size
             np.maximum.at(c_best, qi, vals)
             sel = vals >= c_best[qi] - SETTLE
-            _add(merge, qv, qi, rv, ir, vals, qpos, r_keep[b0 + ur], tau, collect_pairs,
-                 near=sel)
+            _add(merge, qv, qi, rv, ir, vals, qpos, where, tau, collect_pairs, near=sel)
         # a top pair is a candidate only if nothing beat it by more than SETTLE
         near = has[t[has] >= c_best[has] - SETTLE]
         if near.size:
             uniq, inv = np.unique(top[near], return_inverse=True)
-            rv = centred_unit_vectors(np.asarray(reference_thumbs(r_keep[uniq])))[0]
+            rv, slots, _ = ref_vectors.rows(r_keep[uniq])
             merge.add_candidates(qpos[near], r_keep[uniq[inv]],
-                                 canonical_values(qv, near, rv, inv))
+                                 canonical_values(qv, near, rv, slots[inv]))
     n_sample = len(q_sample) * len(r_sample)
 
     def per_thumb(b: CellBound) -> int:  # cell sums, squares and coordinates
@@ -453,7 +603,8 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
             "estimated_surviving_share": share,
             "sample": {"queries": len(q_sample), "references": len(r_sample),
                        "references_for_best": n_best},
-            "seed": seed, "scored_pairs": int(scored), "flops": float(flops),
+            "seed": seed, "scored_pairs": int(scored),
+            "normalised_references": int(ref_vectors.normalised), "flops": float(flops),
             "brute_flops": float(2 * n_defined_q * nr * d)}
 
 
