@@ -141,3 +141,48 @@ def test_a_jpeg_decoded_by_its_luma_has_zero_colour_spread(tmp_path):
     assert bool(table["chroma_flat"][0]) and table["chroma_flat"].isna()[1]
     assert table["colour_spread"][0] == 0.0 and table["colour_spread"][1] > 10
     assert (table["decoded_mode"] == "RGB").all()
+
+
+def test_grey_stored_as_rgb_uses_its_band_as_the_grayscale_image(tmp_path):
+    """An RGB file with R = G = B everywhere gets its R band as the grayscale image (what
+    ``convert("L")`` returns for it, so hashes, thumbnail and statistics are unchanged) and a
+    colour spread of 0; a colour image whose middle row is grey, and one that differs in one
+    pixel only, are converted as colour and keep their measured spread."""
+    from splitscope.features import extract
+
+    imagehash = pytest.importorskip("imagehash")
+    rng = np.random.default_rng(3)
+    grey = rng.integers(0, 256, (40, 56), dtype=np.uint8)
+    rgb = np.stack([grey] * 3, -1)
+    mid_grey = rng.integers(0, 256, (40, 56, 3), dtype=np.uint8)
+    mid_grey[20] = rgb[20]  # the row checked first is grey
+    one_pixel = rgb.copy()
+    one_pixel[3, 7, 2] ^= 1
+    names = []
+    for name, arr in (("g", rgb), ("m", mid_grey), ("p", one_pixel)):
+        Image.fromarray(arr).save(tmp_path / f"{name}.png")
+        names.append(str(tmp_path / f"{name}.png"))
+    band = extract._equal_bands(Image.fromarray(rgb))
+    assert band is not None and np.array_equal(np.asarray(band),
+                                               np.asarray(Image.fromarray(rgb).convert("L")))
+    assert extract._equal_bands(Image.fromarray(mid_grey)) is None
+    assert extract._equal_bands(Image.fromarray(one_pixel)) is None
+    table, thumbs = extract_files(names)
+    assert (table["status"] == "ok").all() and (table["decoded_mode"] == "RGB").all()
+    assert table["colour_spread"].tolist()[0] == 0.0
+    for i, arr in enumerate((rgb, mid_grey, one_pixel)):
+        img = Image.fromarray(arr)
+        gray = img.convert("L")
+        ref = image_stats(gray, img if i else None, thumb=thumbs[i])
+        for col in STATS_COLUMNS:
+            if col != "colour_spread":
+                assert table.loc[i, col] == pytest.approx(ref[col]), col
+        assert format(int(table.loc[i, "phash"]), "016x") == str(imagehash.phash(img))
+        assert format(int(table.loc[i, "dhash"]), "016x") == str(imagehash.dhash(img))
+    assert table.loc[1, "colour_spread"] == pytest.approx(_spread(mid_grey))
+    assert table.loc[2, "colour_spread"] == pytest.approx(1 / (40 * 56))
+
+
+def _spread(arr):
+    a = arr.astype(int)
+    return float((a.max(axis=2) - a.min(axis=2)).mean())

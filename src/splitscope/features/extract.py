@@ -481,10 +481,12 @@ def _unidentified(header: dict[str, Any]) -> _Failure:
 
 def _decode_pillow(
     data: bytes, params: FeatureParams, header: dict[str, Any], luma: bool = True
-) -> tuple[Image.Image | np.ndarray, str, str | None, str, Image.Image | None, bool | None]:
+) -> tuple[Image.Image | np.ndarray, str, str | None, str, Image.Image | None, bool | None,
+           bool]:
     """Decode with Pillow; return (8-bit gray image or uint8 array, decoded mode, pixel digest
-    or None, gray rule, the decoded image when it has colour channels else None, chroma flat:
-    True for a colour JPEG decoded by its luma alone, else None).
+    or None, gray rule, the decoded image when it has colour channels that differ somewhere
+    else None, chroma flat: True for a colour JPEG decoded by its luma alone, else None, grey:
+    a colour image with R = G = B at every pixel).
 
     A colour JPEG whose chroma coefficients are provably zero
     (:func:`splitscope.features.jpeg_chroma.chroma_provably_zero`) is decoded by its luma
@@ -530,7 +532,7 @@ def _decode_pillow(
         raise _decode_failure(exc, data) from None
     if luma_only:
         gray, digest = _luma_gray_and_rgb_digest(img)
-        return gray, "RGB", digest, "convert", None, True
+        return gray, "RGB", digest, "convert", None, True, True
     mode = img.mode
     rule = "minmax" if mode in imaging.WIDE_MODES else "convert"
     # an 8-bit grayscale image is copied out of Pillow once: the digest hashes that array and
@@ -538,12 +540,31 @@ def _decode_pillow(
     pixels = np.asarray(img) if mode == "L" and w * h <= _DIGEST_STRIP_PIXELS else None
     digest = None if reduced else _pixel_digest(img, pixels)
     if pixels is not None:
-        return pixels, mode, digest, rule, None, None
+        return pixels, mode, digest, rule, None, None, False
+    band = _equal_bands(img) if mode == "RGB" else None
+    if band is not None:  # grey stored as colour: its conversion to L is the band itself
+        return band, mode, digest, rule, None, None, True
     try:
         gray = imaging.to_gray8(img)
     except (ValueError, OSError) as exc:
         raise _Failure("unsupported", f"no grayscale conversion for mode {mode}: {exc}") from None
-    return gray, mode, digest, rule, (img if img is not gray else None), None
+    return gray, mode, digest, rule, (img if img is not gray else None), None, False
+
+
+def _equal_bands(img: Image.Image) -> Image.Image | None:
+    """The R band of an RGB image whose three bands are equal at every pixel, else None.
+
+    Pillow converts RGB to L as ``(19595·R + 38470·G + 7471·B + 2¹⁵) >> 16``; the weights
+    sum to 2¹⁶, so with R = G = B = v the result is v: the band *is* the grayscale image, and
+    the conversion is skipped. One middle row is checked first, so most colour images cost
+    almost nothing here."""
+    w, h = img.size
+    row = img.crop((0, h // 2, w, h // 2 + 1)).tobytes()
+    if not (row[0::3] == row[1::3] == row[2::3]):
+        return None
+    r, g, b = img.split()
+    rb = r.tobytes()
+    return r if rb == g.tobytes() and rb == b.tobytes() else None
 
 
 def _decode_dicom(data: bytes, params: FeatureParams
@@ -622,6 +643,7 @@ def _extract_one(path: str, params: FeatureParams,
     try:
         data, name = _content(path, params, embedded)
         chroma_flat = None
+        grey = False  # a colour image with R = G = B everywhere (its colour spread is 0)
         if isinstance(data, np.ndarray):  # pixels without bytes: no digest, no header
             gray, mode, digest, rule, colour = _from_array(data, params)
         else:
@@ -636,7 +658,7 @@ def _extract_one(path: str, params: FeatureParams,
             if _is_dicom(name, header):
                 gray, mode, digest, rule, colour = _decode_dicom(data, params)
             else:
-                gray, mode, digest, rule, colour, chroma_flat = _decode_pillow(
+                gray, mode, digest, rule, colour, chroma_flat, grey = _decode_pillow(
                     data, params, header)
         row["decoded_mode"] = mode
         row["gray_rule"] = rule
@@ -646,7 +668,7 @@ def _extract_one(path: str, params: FeatureParams,
             gray, params.thumb_size, params.interpolation
         )
         row.update(stats.image_stats(gray, colour, thumb))
-        if chroma_flat:  # decoded by its luma: R = G = B at every pixel, proved
+        if grey:  # R = G = B at every pixel (compared, or proved by the luma decode)
             row["colour_spread"] = 0.0
     except _Failure as f:
         row["status"] = f.status
