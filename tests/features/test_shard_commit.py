@@ -193,3 +193,42 @@ def test_result_from_mixed_sources_is_written_and_recorded_as_a_fresh_scan(tmp_p
         for name in ("features.parquet", "thumbnails.npy"):
             assert scanned.meta["checksums"][name] == file_record(folder / name)
     assert again.meta["checksums"] == fresh.meta["checksums"]
+
+
+def test_a_worker_builds_the_same_shard_table_as_the_scanning_process(tmp_path):
+    """``run_batch`` given the shard layout returns the Arrow table the scanning process
+    would build from the raw batch, with the thumbnails; a batch whose row count is wrong is
+    left raw, so the scanning process reports it."""
+    from splitscope.features.batch import run_batch
+    from splitscope.features.scanning import _fixed_columns
+
+    files = []
+    for i in range(3):
+        path = tmp_path / f"img_{i}.png"
+        Image.fromarray((np.arange(400).reshape(20, 20) * (i + 2) % 251).astype(np.uint8)) \
+            .save(path)
+        files.append(str(path))
+    files.append(str(tmp_path / "gone.png"))
+    size = np.array([5, 6, 7, -1], dtype=np.int64)
+    mtime = np.arange(4, dtype=np.int64) + 1_700_000_000_000_000_000
+    layout = _shard_schema(PARAMS)
+    fixed = _fixed_columns(files, np.arange(4), size, mtime)
+    out, seconds = run_batch((None, files, PARAMS, layout, fixed))
+    assert set(out) == {"arrow", "thumbs"} and seconds > 0
+    built, thumbs = _shard_table(out, files, size, mtime, "x", layout)
+    raw = extract.extract_batch(files, PARAMS)
+    expected, want = _shard_table(raw, files, size, mtime, "x", layout)
+    assert built.equals(expected)
+    np.testing.assert_array_equal(thumbs, want)
+    with pytest.raises(RuntimeError, match="4 rows and 4 thumbnails for 5 files"):
+        _shard_table(out, files + ["one more"], size, mtime, "x", layout)
+
+    def short(batch_files, params):  # one row missing: not converted in the worker
+        batch = extract.extract_batch(batch_files, params)
+        batch["rows"] = batch["rows"][:-1]
+        return batch
+
+    out, _ = run_batch((short, files, PARAMS, layout, fixed))
+    assert "rows" in out and "arrow" not in out
+    with pytest.raises(RuntimeError, match="3 rows"):
+        _shard_table(out, files, size, mtime, "x", layout)

@@ -283,15 +283,15 @@ def _resample(work: np.ndarray, horiz: _Axis | None, vert: _Axis | None, order: 
     """
     if horiz is None and vert is None:
         return work.copy()
-    if vert is None:
-        return _pass_rows(work, horiz, 0)
+    if vert is None:  # the horizontal pass's result is a transposed view: made C-ordered,
+        return np.ascontiguousarray(_pass_rows(work, horiz, 0))  # like every result
     if horiz is None:
         return _pass_cols(work, vert, 0)
     if order == "h":
         tmp = _pass_rows(work[vert.first: vert.last], horiz, 0)
         return _pass_cols(tmp, vert, vert.first)
     tmp = _pass_cols(work[:, horiz.first: horiz.last], vert, 0)
-    return _pass_rows(tmp, horiz, horiz.first)
+    return np.ascontiguousarray(_pass_rows(tmp, horiz, horiz.first))
 
 
 def _axes(in_w: int, in_h: int, out_w: int, out_h: int, resample: int):

@@ -92,7 +92,9 @@ def _histogram_stats(counts: np.ndarray) -> dict[str, float]:
 
 
 def _blur_stats(small: np.ndarray) -> dict[str, float | None]:
-    small = np.asarray(small, dtype=np.float32)
+    # C order whatever the input's: the variances' summation order, so their last bits, follow
+    # the memory layout
+    small = np.ascontiguousarray(small, dtype=np.float32)
     lap = (small[:-2, 1:-1] + small[2:, 1:-1] + small[1:-1, :-2] + small[1:-1, 2:]
            - 4.0 * small[1:-1, 1:-1])
     lap_var = float(lap.var(dtype=np.float64))
