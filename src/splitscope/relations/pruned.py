@@ -24,7 +24,8 @@ the exact ρ are float32 computations (about √d·2⁻²⁴ ≈ 6·10⁻⁶ of 
 ``d·2⁻²⁴ ≈ 5.5·10⁻⁴`` in the worst case), and the residual norms are rounded up
 (:data:`RESIDUAL_GUARD`). Surviving pairs are scored by a dense matrix product over the block's
 surviving queries × references when they are dense enough (:data:`GATHER_COST`), else pair
-by pair.
+by pair; a reference's unit vector, once made, is kept for the other queries that score it
+(:class:`UnitVectors`, one block's worth of memory).
 
 The form of the bound is chosen per search from a seeded sample (:func:`choose_bound`):
 smaller cells keep more of a thumbnail's energy (a tighter bound) and cost more per pair; the
