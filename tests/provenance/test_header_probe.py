@@ -164,3 +164,49 @@ def test_quantization_tables_expand_per_row_as_their_text_says():
             want[:len(nums)] = nums
         np.testing.assert_array_equal(got.loc[i].to_numpy(), want)
     assert _expand_qtable(pd.Series(pd.array([None] * 3, dtype="string")), "q").shape == (3, 0)
+
+
+def test_distinct_columns_keep_the_first_of_identical_ones():
+    from splitscope.provenance.header_probe import distinct_columns
+
+    a = np.array([1.0, np.nan, 3.0, 3.0])
+    X = np.column_stack([a, a.copy(), np.where(np.isnan(a), 0.0, a), a, a * 2, a * 2])
+    assert distinct_columns(X, [False] * 6).tolist() == [0, 2, 4]
+    # the same values in a categorical and a numeric column are not the same column
+    assert distinct_columns(X, [False, True, False, False, False, False]).tolist() == [0, 1, 2, 4]
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_a_fit_on_the_distinct_columns_is_the_fit_on_every_column(classes):
+    """Duplicated columns (inside a field, across fields, a whole field, a categorical one)
+    change neither the predictions nor the permutation importances: the fit on the distinct
+    columns gives the trees of the fit on all of them."""
+    from splitscope.provenance.header_probe import (
+        _model,
+        distinct_columns,
+        fit_model,
+        permutation_importances,
+    )
+
+    rng = np.random.default_rng(11)
+    n = 700
+    y = rng.choice(list("abc")[:classes], n)
+    q = np.where(y == "a", 90, 75) + rng.integers(0, 4, n)
+    noise = rng.integers(0, 50, n).astype(float)
+    noise[rng.random(n) < 0.1] = np.nan
+    fmt = (y == "b").astype(float) + (rng.random(n) < 0.2)
+    X = np.column_stack([q, q // 2, q // 2, noise, q, noise, fmt, fmt, rng.normal(size=n)])
+    names = ["quality", "jpeg_qt0[0]", "jpeg_qt0[1]", "jpeg_qt0[2]", "jpeg_qt1[0]",
+             "jpeg_qt1[1]", "format", "copy_of_format", "width"]
+    cat = [False] * 6 + [True, True, False]
+    tr, te = np.arange(500), np.arange(500, n)
+    assert distinct_columns(X[tr], cat).tolist() == [0, 1, 3, 6, 8]
+    full = _model(0, cat).fit(X[tr], y[tr])
+    model, cols = fit_model(X[tr], y[tr], cat, 0)
+    np.testing.assert_array_equal(model.predict_proba(X[te][:, cols]), full.predict_proba(X[te]))
+    kw = {"repeats": 4, "seed": 5, "max_rows": 150}
+    fast = permutation_importances(model, X[te], y[te], names, columns=cols, **kw)
+    plain = permutation_importances(full, X[te], y[te], names, **kw)
+    pd.testing.assert_frame_equal(fast, plain, check_exact=True)
+    assert fast.set_index("field").loc["copy_of_format", "importance"] == 0.0
+    assert (fast["importance"] != 0).any()

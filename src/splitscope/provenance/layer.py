@@ -12,6 +12,7 @@ audit.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,12 @@ from splitscope.records.ids import slug
 from splitscope.records.inputs import release_inputs
 
 __all__ = ["ProvenanceLayer", "QualityLayer", "audit_provenance", "audit_quality"]
+
+
+#: Up to this many manifest rows the partition classifier runs beside the header and
+#: image-statistics probes (in a thread of this process, while their folds run in the worker
+#: processes); above it, after them, so that their peak memory does not add up.
+BESIDE_MAX_ROWS = 100_000
 
 
 def _pct(x: float | None) -> str:
@@ -91,25 +98,32 @@ def audit_provenance(
         pool = rows[rows["row"].isin(pool_ids)]
     else:
         pool = rows
-    if header:
-        result.extend(_header_records(rows, pool, bounds, has_label, seed=seed,
-                                      n_resamples=n_resamples, folds=folds,
-                                      repeats=importance_repeats,
-                                      include_name_fields=include_name_fields, inputs=inputs,
-                                      fit_max_rows=fit_max_rows))
-    if image_stats:
-        result.extend(_image_stats_records(rows, pool, bounds, has_label, seed=seed,
-                                           n_resamples=n_resamples, folds=folds,
-                                           repeats=importance_repeats, inputs=inputs,
-                                           fit_max_rows=fit_max_rows))
-    if association:
-        result.extend(_association_record(pool, inputs))
-    if partition:
-        result.extend(_partition_records(rows, sc, bounds, embeddings, seed=seed,
-                                         n_resamples=n_resamples, folds=folds,
-                                         classifier=classifier, internal_share=internal_share,
-                                         max_rows=max_partition_rows, inputs=inputs,
-                                         fit_max_rows=fit_max_rows))
+    def partition_records() -> LayerResult:
+        return _partition_records(rows, sc, bounds, embeddings, seed=seed,
+                                  n_resamples=n_resamples, folds=folds, classifier=classifier,
+                                  internal_share=internal_share, max_rows=max_partition_rows,
+                                  inputs=inputs, fit_max_rows=fit_max_rows)
+
+    # the partition classifier works in this process while the probes' folds wait on the
+    # worker processes; on large releases it runs after them, so their memory does not add up
+    beside = partition and len(rows) <= BESIDE_MAX_ROWS
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitscope-partition") as run:
+        partition_done = run.submit(partition_records) if beside else None
+        if header:
+            result.extend(_header_records(rows, pool, bounds, has_label, seed=seed,
+                                          n_resamples=n_resamples, folds=folds,
+                                          repeats=importance_repeats,
+                                          include_name_fields=include_name_fields,
+                                          inputs=inputs, fit_max_rows=fit_max_rows))
+        if image_stats:
+            result.extend(_image_stats_records(rows, pool, bounds, has_label, seed=seed,
+                                               n_resamples=n_resamples, folds=folds,
+                                               repeats=importance_repeats, inputs=inputs,
+                                               fit_max_rows=fit_max_rows))
+        if association:
+            result.extend(_association_record(pool, inputs))
+        if partition:
+            result.extend(partition_done.result() if beside else partition_records())
     return result
 
 
