@@ -167,22 +167,3 @@ def test_demo_provenance_records_unchanged(demo_scan):
     assert top["feature"] == "bytes_per_pixel"
     assert top["importance"] == pytest.approx(0.13524843040664547, abs=1e-12)
 
-
-@pytest.mark.slow
-def test_the_partition_classifier_beside_the_probes_gives_the_same_records(demo_scan,
-                                                                           monkeypatch):
-    """Run beside the header and image-statistics probes (the default for releases up to
-    ``BESIDE_MAX_ROWS`` rows) or after them, the layer's records and tables are the same and
-    in the same order."""
-    from splitscope.provenance import layer
-
-    sc, _, _ = demo_scan
-    kw = {"n_resamples": 200, "importance_repeats": 2}
-    beside = audit_provenance(sc, **kw)
-    monkeypatch.setattr(layer, "BESIDE_MAX_ROWS", 0)
-    after = audit_provenance(sc, **kw)
-    assert [r.to_dict() for r in beside.records] == [r.to_dict() for r in after.records]
-    assert any(r.id.startswith("provenance.partition") for r in beside.records)
-    assert list(beside.tables) == list(after.tables)
-    for name, table in beside.tables.items():
-        pd.testing.assert_frame_equal(table, after.tables[name], check_exact=True)

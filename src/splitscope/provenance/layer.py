@@ -12,7 +12,6 @@ audit.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -26,13 +25,6 @@ from splitscope.records.ids import slug
 from splitscope.records.inputs import release_inputs
 
 __all__ = ["ProvenanceLayer", "QualityLayer", "audit_provenance", "audit_quality"]
-
-
-#: Up to this many manifest rows the partition classifier runs beside the header and
-#: image-statistics probes, and each probe's cross splits beside its within-pool folds (in
-#: threads of this process, while the folds run in the worker processes); above it, one after
-#: the other, so that their peak memory does not add up.
-BESIDE_MAX_ROWS = 100_000
 
 
 def _pct(x: float | None) -> str:
@@ -99,32 +91,25 @@ def audit_provenance(
         pool = rows[rows["row"].isin(pool_ids)]
     else:
         pool = rows
-    def partition_records() -> LayerResult:
-        return _partition_records(rows, sc, bounds, embeddings, seed=seed,
-                                  n_resamples=n_resamples, folds=folds, classifier=classifier,
-                                  internal_share=internal_share, max_rows=max_partition_rows,
-                                  inputs=inputs, fit_max_rows=fit_max_rows)
-
-    # the partition classifier works in this process while the probes' folds wait on the
-    # worker processes; on large releases it runs after them, so their memory does not add up
-    beside = partition and len(rows) <= BESIDE_MAX_ROWS
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitscope-partition") as run:
-        partition_done = run.submit(partition_records) if beside else None
-        if header:
-            result.extend(_header_records(rows, pool, bounds, has_label, seed=seed,
-                                          n_resamples=n_resamples, folds=folds,
-                                          repeats=importance_repeats,
-                                          include_name_fields=include_name_fields,
-                                          inputs=inputs, fit_max_rows=fit_max_rows))
-        if image_stats:
-            result.extend(_image_stats_records(rows, pool, bounds, has_label, seed=seed,
-                                               n_resamples=n_resamples, folds=folds,
-                                               repeats=importance_repeats, inputs=inputs,
-                                               fit_max_rows=fit_max_rows))
-        if association:
-            result.extend(_association_record(pool, inputs))
-        if partition:
-            result.extend(partition_done.result() if beside else partition_records())
+    if header:
+        result.extend(_header_records(rows, pool, bounds, has_label, seed=seed,
+                                      n_resamples=n_resamples, folds=folds,
+                                      repeats=importance_repeats,
+                                      include_name_fields=include_name_fields, inputs=inputs,
+                                      fit_max_rows=fit_max_rows))
+    if image_stats:
+        result.extend(_image_stats_records(rows, pool, bounds, has_label, seed=seed,
+                                           n_resamples=n_resamples, folds=folds,
+                                           repeats=importance_repeats, inputs=inputs,
+                                           fit_max_rows=fit_max_rows))
+    if association:
+        result.extend(_association_record(pool, inputs))
+    if partition:
+        result.extend(_partition_records(rows, sc, bounds, embeddings, seed=seed,
+                                         n_resamples=n_resamples, folds=folds,
+                                         classifier=classifier, internal_share=internal_share,
+                                         max_rows=max_partition_rows, inputs=inputs,
+                                         fit_max_rows=fit_max_rows))
     return result
 
 
@@ -147,54 +132,38 @@ def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: st
     ``one_side_reason(b)``, when given, is why a boundary with an empty side is not
     applicable (else the probe itself says what it cannot fit)."""
     wid = f"provenance.{name}.within_pool"
+    labelled = pool["label"].notna()
+    try:
+        wp = within(pool[labelled & scored(pool)])
+    except InputError as exc:
+        out.records.append(not_run_record("provenance", "not applicable", str(exc), id=wid, title=title, inputs=inputs))
+        return out
+    unscored = int((labelled & ~scored(pool)).sum())
+    out.records.append(_probe_record(wp, wid, f"{title}: within pool", None, inputs,
+                                     probe=probe, unscored=unscored))
+    out.tables[f"{name}_within_pool"] = wp.predictions
+    out.tables[f"{name}_importance"] = wp.importances
+    if single_field and wp.single_field is not None:
+        out.tables[f"{name}_single_field"] = wp.single_field
     labelled, ok = rows["label"].notna(), scored(rows)
-    plans = []  # per boundary: record id, sides, and why it is not applicable (or None)
     for b in bounds:
+        s = slug(b.name)
         tr = rows[rows["row"].isin(b.reference.rows) & labelled & ok]
         in_query = rows["row"].isin(b.query.rows) & labelled
         te = rows[in_query & ok]
-        skip = (one_side_reason(b) if one_side_reason is not None and (tr.empty or te.empty)
-                else None)
-        plans.append((b, f"provenance.{name}.cross_split[{slug(b.name)}]", tr, te, in_query,
-                      skip))
-
-    def run_cross(tr, te):
+        rid = f"provenance.{name}.cross_split[{s}]"
+        if one_side_reason is not None and (tr.empty or te.empty):
+            out.records.append(not_run_record("provenance", "not applicable", one_side_reason(b), id=rid, title=f"{title}: cross split", inputs=inputs))
+            continue
         try:
-            return cross(tr, te), None
+            cs = cross(tr, te)
         except InputError as exc:
-            return None, exc
-
-    # the cross splits are fit in a thread of this process while the within-pool folds run in
-    # the worker processes (on large releases one after the other: see BESIDE_MAX_ROWS)
-    beside = len(rows) <= BESIDE_MAX_ROWS
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitscope-cross") as run:
-        started = [run.submit(run_cross, tr, te) if beside and skip is None else None
-                   for _, _, tr, te, _, skip in plans]
-        in_pool = pool["label"].notna()
-        try:
-            wp = within(pool[in_pool & scored(pool)])
-        except InputError as exc:
-            out.records.append(not_run_record("provenance", "not applicable", str(exc), id=wid, title=title, inputs=inputs))
-            return out
-        unscored = int((in_pool & ~scored(pool)).sum())
-        out.records.append(_probe_record(wp, wid, f"{title}: within pool", None, inputs,
-                                         probe=probe, unscored=unscored))
-        out.tables[f"{name}_within_pool"] = wp.predictions
-        out.tables[f"{name}_importance"] = wp.importances
-        if single_field and wp.single_field is not None:
-            out.tables[f"{name}_single_field"] = wp.single_field
-        for (b, rid, tr, te, in_query, skip), future in zip(plans, started):
-            if skip is not None:
-                out.records.append(not_run_record("provenance", "not applicable", skip, id=rid, title=f"{title}: cross split", inputs=inputs))
-                continue
-            cs, exc = future.result() if future is not None else run_cross(tr, te)
-            if exc is not None:
-                out.records.append(not_run_record("provenance", "not applicable", str(exc), id=rid, title=f"{title}: cross split", inputs=inputs))
-                continue
-            out.records.append(_probe_record(cs, rid, f"{title}: fit on {b.reference.name}, "
-                                             f"score {b.query.name}", b, inputs, within=wp,
-                                             probe=probe, unscored=int((in_query & ~ok).sum())))
-            out.tables[f"{name}_cross_{slug(b.name)}"] = cs.predictions
+            out.records.append(not_run_record("provenance", "not applicable", str(exc), id=rid, title=f"{title}: cross split", inputs=inputs))
+            continue
+        out.records.append(_probe_record(cs, rid, f"{title}: fit on {b.reference.name}, "
+                                         f"score {b.query.name}", b, inputs, within=wp,
+                                         probe=probe, unscored=int((in_query & ~ok).sum())))
+        out.tables[f"{name}_cross_{s}"] = cs.predictions
     return out
 
 
