@@ -509,8 +509,7 @@ def scan(
                         continue
                     batches = {f"{run}-{stage}-{i:06d}": subset[s:s + step]
                                for i, s in enumerate(range(0, len(subset), step))}
-                    payloads = ((name, (worker_extractor, [files[i] for i in take], params,
-                                        layout, _fixed_columns(files, take, size, mtime)))
+                    payloads = ((name, (worker_extractor, [files[i] for i in take], params))
                                 for name, take in batches.items())
                     with contextlib.closing(runner.map(run_batch, payloads)) as results:
                         for name, result in results:
@@ -655,12 +654,6 @@ def _shard_table(output: Any, files: list[str], size: np.ndarray, mtime: np.ndar
     """One batch's shard table and thumbnails. A raw batch (the default extractor's) becomes
     an Arrow table of ``layout`` without pandas; an extractor's ``(table, thumbs)`` is checked
     and keyed as a DataFrame."""
-    if isinstance(output, dict) and "arrow" in output:  # built by the worker
-        thumbs = output["thumbs"]
-        if output["arrow"].num_rows != len(files) or len(thumbs) != len(files):
-            raise RuntimeError(f"worker returned {output['arrow'].num_rows} rows and "
-                               f"{len(thumbs)} thumbnails for {len(files)} files (batch {name})")
-        return output["arrow"], thumbs
     if isinstance(output, dict):
         thumbs = output["thumbs"]
         if len(output["rows"]) != len(files) or len(thumbs) != len(files):
@@ -675,13 +668,6 @@ def _shard_table(output: Any, files: list[str], size: np.ndarray, mtime: np.ndar
     table[SIGNATURE_COLUMNS[0]] = size
     table[SIGNATURE_COLUMNS[1]] = mtime
     return table, thumbs
-
-
-def _fixed_columns(files: list[str], take: np.ndarray, size: np.ndarray, mtime: np.ndarray
-                   ) -> dict[str, Any]:
-    """A batch's whole shard columns: the file names and their stat signature."""
-    return {"file": [files[i] for i in take], SIGNATURE_COLUMNS[0]: size[take],
-            SIGNATURE_COLUMNS[1]: mtime[take]}
 
 
 def _batch_table(table: pd.DataFrame, thumbs: np.ndarray, files: list[str],
