@@ -351,21 +351,29 @@ class UnitVectors:
             return self.store, slots, self.position
         self.normalised += miss.size
         thumbs = np.asarray(self.read(positions[miss]))
-        if positions.size > len(self.store):  # more than can be kept: nothing is
-            vectors = np.empty((positions.size, self.store.shape[1]), np.float32)
-            have = slots >= 0
-            vectors[have] = self.store[slots[have]]
-            vectors[miss] = centred_unit_vectors(thumbs)[0]
-            return vectors, np.arange(positions.size), positions
+        if positions.size > len(self.store):  # more than can be kept: nothing is; the new
+            vectors = np.empty((positions.size, self.store.shape[1]), np.float32)  # ones
+            centred_unit_vectors(thumbs, out=vectors[:miss.size])  # first, made in place
+            have = np.flatnonzero(slots >= 0)
+            vectors[miss.size:] = self.store[slots[have]]
+            index = np.empty(positions.size, np.int64)
+            index[miss] = np.arange(miss.size)
+            index[have] = miss.size + np.arange(have.size)
+            where = np.empty_like(positions)
+            where[index] = positions
+            return vectors, index, where
         if miss.size > len(self.store) - self.used:  # start again with the ones asked for
             have = np.flatnonzero(slots >= 0)
-            again = self.store[slots[have]]
-            self.slot[self.position[:self.used]] = -1
-            self.store[:have.size] = again
-            self.position[:have.size] = positions[have]
-            slots[have] = np.arange(have.size)
-            self.slot[positions[have]] = slots[have]
-            self.used = have.size
+            order = have[np.argsort(slots[have], kind="stable")]
+            src = slots[order]  # moved to the front in slot order, a few rows at a time: a
+            self.slot[self.position[:self.used]] = -1  # row is never overwritten before
+            for i0 in range(0, src.size, 64):  # it moves (src[j] ≥ j), and no second copy
+                i1 = min(i0 + 64, src.size)  # of the kept vectors is made
+                self.store[i0:i1] = self.store[src[i0:i1]]
+            self.position[:src.size] = positions[order]
+            slots[order] = np.arange(src.size)
+            self.slot[positions[order]] = slots[order]
+            self.used = src.size
         u0, u1 = self.used, self.used + miss.size
         centred_unit_vectors(thumbs, out=self.store[u0:u1])
         slots[miss] = np.arange(u0, u1)
