@@ -231,44 +231,16 @@ def test_bounds_whose_coordinates_exceed_the_memory_budget_are_not_tried(monkeyp
     assert _same(brute, fast)["search"].startswith("brute (the cell coordinates of 700")
 
 
-@pytest.mark.parametrize("budget_vectors", [0, 40])
-def test_the_search_is_exact_when_the_unit_vectors_outgrow_their_cache(monkeypatch,
-                                                                        budget_vectors):
-    """Past :data:`pruned.VECTOR_CACHE_BYTES` the references are normalised again each time
-    they are needed; the result stays that of the brute force."""
-    q, r = _inputs("duplicates", 8)
-    monkeypatch.setattr(pruned, "VECTOR_CACHE_BYTES", 4 * 32 * 32 * budget_vectors)
-    brute, fast = _both(q, r, tau=0.95)
-    stats = _same(brute, fast)
-    assert stats["normalised_references"] > 0
 
+def test_canonical_values_do_not_depend_on_how_many_pairs_are_gathered_at_a_time():
+    from splitscope.relations.ncc import canonical_values
 
-def test_unit_vectors_are_normalised_once_and_match_the_direct_ones():
-    _, r = _inputs("background", 9)
-    want = centred_unit_vectors(r)[0]
-    calls = []
-
-    def read(pos):
-        calls.append(pos.size)
-        return r[pos]
-
-    cache = pruned.UnitVectors(read, len(r), 32 * 32, budget=4 * 32 * 32 * 100)
-    first = np.array([3, 5, 9, 200])
-    np.testing.assert_array_equal(cache(first), want[first])
-    matrix, index, where = cache.rows(np.array([5, 9]))
-    np.testing.assert_array_equal(matrix[index], want[[5, 9]])
-    np.testing.assert_array_equal(where[index], [5, 9])
-    assert calls == [4] and cache.normalised == 4  # nothing normalised twice
-    # 97 new ones do not fit beside the 4 kept: start again, keeping the 2 asked for again
-    more = np.r_[5, 9, np.arange(300, 397)]
-    np.testing.assert_array_equal(cache(more), want[more])
-    assert cache.used == 99 and cache.normalised == 101
-    assert (cache.slot[[3, 200]] == -1).all()
-    matrix, index, where = cache.rows(more)
-    np.testing.assert_array_equal(where[index], more)
-    np.testing.assert_array_equal(matrix[index], want[more])
-    many = np.arange(0, 300, 2)  # more than can be kept: returned, not kept
-    np.testing.assert_array_equal(cache(many), want[many])
-    matrix, index, where = cache.rows(many)
-    np.testing.assert_array_equal(where[index], many)
-    assert cache.used == 99
+    q, r = _inputs("background", 12)
+    qv, rv = centred_unit_vectors(q)[0], centred_unit_vectors(r)[0]
+    rng = np.random.default_rng(0)
+    qi, ri = rng.integers(0, len(qv), 500), rng.integers(0, len(rv), 500)
+    want = (qv[qi].astype(np.float64) * rv[ri].astype(np.float64)).sum(axis=1)
+    values = [canonical_values(qv, qi, rv, ri, chunk=c) for c in (1, 7, 64, 1024)]
+    for v in values[1:]:
+        np.testing.assert_array_equal(v, values[0])
+    np.testing.assert_allclose(values[0], want, rtol=0, atol=1e-12)

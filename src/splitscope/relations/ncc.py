@@ -84,15 +84,12 @@ def _check_thumbs(thumbs, name: str) -> np.ndarray:
     return arr
 
 
-def centred_unit_vectors(thumbs, out: np.ndarray | None = None
-                         ) -> tuple[np.ndarray, np.ndarray]:
+def centred_unit_vectors(thumbs) -> tuple[np.ndarray, np.ndarray]:
     """Centre and L2-normalise thumbnails.
 
     Parameters
     ----------
     thumbs : ndarray (n, S, S) uint8
-    out : ndarray (n, S*S) float32, optional
-        Where to write the vectors (returned as ``vectors``).
 
     Returns
     -------
@@ -104,7 +101,7 @@ def centred_unit_vectors(thumbs, out: np.ndarray | None = None
     arr = _check_thumbs(thumbs, "thumbnails")
     n = arr.shape[0]
     flat_view = arr.reshape(n, -1)
-    x = np.empty(flat_view.shape, np.float32) if out is None else out
+    x = np.empty(flat_view.shape, np.float32)
     flat = np.zeros(n, bool)
     # float64 work on a few rows at a time: exact centring, temporaries that stay in cache
     step = 64
@@ -439,7 +436,9 @@ def canonical_values(qv: np.ndarray, qi: np.ndarray, rv: np.ndarray, ri: np.ndar
     outcome hangs on such rounding — which of nearly equal references is a query's best, and
     whether a pair within :data:`SETTLE` of τ reaches it — the searches decide on this value
     instead, which depends only on the two vectors; so ties between copies go to the lowest
-    position, and every search (blocked, pruned) gives the same answer.
+    position, and every search (blocked, pruned) gives the same answer. ``chunk`` pairs are
+    gathered at a time (64: the rows stay in cache, twice as fast as 1,024 at d = 9,216); each
+    value does not depend on it.
     """
     out = np.empty(qi.size, np.float64)
     for s in range(0, qi.size, chunk):

@@ -24,8 +24,7 @@ the exact ρ are float32 computations (about √d·2⁻²⁴ ≈ 6·10⁻⁶ of 
 ``d·2⁻²⁴ ≈ 5.5·10⁻⁴`` in the worst case), and the residual norms are rounded up
 (:data:`RESIDUAL_GUARD`). Surviving pairs are scored by a dense matrix product over the block's
 surviving queries × references when they are dense enough (:data:`GATHER_COST`), else pair
-by pair; a reference's unit vector, once made, is kept for the other queries that score it
-(:class:`UnitVectors`, one block's worth of memory).
+by pair.
 
 The form of the bound is chosen per search from a seeded sample (:func:`choose_bound`):
 smaller cells keep more of a thumbnail's energy (a tighter bound) and cost more per pair; the
@@ -85,9 +84,6 @@ COORDINATE_BYTES = 1 << 30
 #: coordinates of the finest cells with at most :data:`PRINCIPAL_CELLS` of them.
 PRINCIPAL_RANK = 32
 PRINCIPAL_CELLS = 576
-#: Unit vectors of the references scored in one search are kept for reuse up to this many
-#: bytes (a reference is then normalised once however many queries score it).
-VECTOR_CACHE_BYTES = 256 << 20
 #: Thumbnails turned into cell sums or coordinates at a time (keeps the work in cache).
 STEP = 64
 
@@ -326,71 +322,6 @@ def choose_bound(q_thumbs: np.ndarray, r_thumbs: np.ndarray, best: np.ndarray, t
     return cheapest, share, shares
 
 
-class UnitVectors:
-    """Centred unit vectors of references by position (``read`` returns their thumbnails),
-    each normalised once while it stays kept. At most ``budget`` bytes are kept (default
-    :data:`VECTOR_CACHE_BYTES`); when new ones do not fit, those kept are dropped except
-    the ones asked for, so the memory is allocated once and reused."""
-
-    def __init__(self, read, n: int, dim: int, budget: int | None = None):
-        self.read = read
-        self.slot = np.full(n, -1, np.int64)
-        budget = VECTOR_CACHE_BYTES if budget is None else budget
-        self.store = np.empty((int(min(n, budget // (4 * dim))), dim), np.float32)
-        self.position = np.full(len(self.store), -1, np.int64)  # of each kept vector
-        self.used = 0
-        self.normalised = 0
-
-    def rows(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(matrix, index, where)``: ``matrix[index[i]]`` is the unit vector (float32) of
-        the reference at ``positions[i]`` (ascending), and ``where[index[i]]`` is that
-        position; nothing is copied when all are kept."""
-        slots = self.slot[positions]
-        miss = np.flatnonzero(slots < 0)
-        if miss.size == 0:
-            return self.store, slots, self.position
-        self.normalised += miss.size
-        thumbs = np.asarray(self.read(positions[miss]))
-        if positions.size > len(self.store):  # more than can be kept: nothing is; the new
-            vectors = np.empty((positions.size, self.store.shape[1]), np.float32)  # ones
-            centred_unit_vectors(thumbs, out=vectors[:miss.size])  # first, made in place
-            have = np.flatnonzero(slots >= 0)
-            vectors[miss.size:] = self.store[slots[have]]
-            index = np.empty(positions.size, np.int64)
-            index[miss] = np.arange(miss.size)
-            index[have] = miss.size + np.arange(have.size)
-            where = np.empty_like(positions)
-            where[index] = positions
-            return vectors, index, where
-        if miss.size > len(self.store) - self.used:  # start again with the ones asked for
-            have = np.flatnonzero(slots >= 0)
-            order = have[np.argsort(slots[have], kind="stable")]
-            src = slots[order]  # moved to the front in slot order, a few rows at a time: a
-            self.slot[self.position[:self.used]] = -1  # row is never overwritten before
-            for i0 in range(0, src.size, 64):  # it moves (src[j] ≥ j), and no second copy
-                i1 = min(i0 + 64, src.size)  # of the kept vectors is made
-                self.store[i0:i1] = self.store[src[i0:i1]]
-            self.position[:src.size] = positions[order]
-            slots[order] = np.arange(src.size)
-            self.slot[positions[order]] = slots[order]
-            self.used = src.size
-        u0, u1 = self.used, self.used + miss.size
-        centred_unit_vectors(thumbs, out=self.store[u0:u1])
-        slots[miss] = np.arange(u0, u1)
-        self.slot[positions[miss]] = slots[miss]
-        self.position[u0:u1] = positions[miss]
-        self.used = u1
-        return self.store, slots, self.position
-
-    def __call__(self, positions: np.ndarray) -> np.ndarray:
-        """The unit vectors of ``positions`` as one array (float32 ``(n, d)``)."""
-        matrix, index, _ = self.rows(positions)
-        if index.size and index[-1] - index[0] == index.size - 1 and (
-                index.size == 1 or (np.diff(index) == 1).all()):
-            return matrix[index[0]:index[-1] + 1]
-        return matrix[index]
-
-
 def sample_best(q_vectors: np.ndarray, reference_vectors, positions: np.ndarray, block: int
                 ) -> np.ndarray:
     """Each sample query's best exact ρ over the references at ``positions``
@@ -483,8 +414,12 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
     r_sample_cells = CellSums(reference_thumbs(r_sample))
     if options is None:
         options = bound_options(size, r_sample_cells, int(r_keep.size))
-    ref_vectors = UnitVectors(reference_thumbs, reference_undefined.size, d,
-                              budget=min(VECTOR_CACHE_BYTES, 4 * d * max(1, int(block))))
+    normalised = [0]
+
+    def ref_vectors(pos: np.ndarray) -> np.ndarray:  # unit vectors of references, counted
+        normalised[0] += pos.size
+        return centred_unit_vectors(np.asarray(reference_thumbs(pos)))[0]
+
     best = sample_best(centred_unit_vectors(q_sample_thumbs)[0], ref_vectors,
                        np.sort(r_best), block) if options else np.empty(0)
     bound, share, shares = choose_bound(CellSums(q_sample_thumbs), r_sample_cells, best, tau,
@@ -551,12 +486,11 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
         if has.size:
             # the top pair is scored once here and added as it stands; pass 2 skips it
             uniq, inv = np.unique(top[has], return_inverse=True)
-            rv, slots, where = ref_vectors.rows(r_keep[uniq])
-            inv = slots[inv]
+            rv = ref_vectors(r_keep[uniq])
             t[has] = c_best[has] = vals = _pair_dots(qv, has, rv, inv)
             scored += has.size
             if collect_pairs:  # as candidates they wait for the chunk's end (see below)
-                _add(merge, qv, has, rv, inv, vals, qpos, where, tau, True,
+                _add(merge, qv, has, rv, inv, vals, qpos, r_keep[uniq], tau, True,
                      near=np.zeros(has.size, bool))
             del rv
         need = t - MARGIN
@@ -573,29 +507,30 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
             if qi.size == 0:
                 continue
             uq, ur = np.unique(qi), np.unique(rj)
-            rv, slots, where = ref_vectors.rows(r_keep[b0 + ur])
+            rv = ref_vectors(r_keep[b0 + ur])
             if qi.size * GATHER_COST >= uq.size * ur.size:
                 # dense enough: one product over the surviving queries × references
-                prod = qv[uq] @ rv[slots].T
+                prod = qv[uq] @ rv.T
                 scored += prod.size
                 prod[~survive[np.ix_(uq, ur)]] = -np.inf
                 qi, ir = np.nonzero(prod > -np.inf)
                 vals = prod[qi, ir]
-                qi, ir = uq[qi], slots[ir]
+                qi = uq[qi]
             else:
-                ir = slots[np.searchsorted(ur, rj)]
+                ir = np.searchsorted(ur, rj)
                 vals = _pair_dots(qv, qi, rv, ir)
                 scored += qi.size
             np.maximum.at(c_best, qi, vals)
             sel = vals >= c_best[qi] - SETTLE
-            _add(merge, qv, qi, rv, ir, vals, qpos, where, tau, collect_pairs, near=sel)
+            _add(merge, qv, qi, rv, ir, vals, qpos, r_keep[b0 + ur], tau, collect_pairs,
+                 near=sel)
         # a top pair is a candidate only if nothing beat it by more than SETTLE
         near = has[t[has] >= c_best[has] - SETTLE]
         if near.size:
             uniq, inv = np.unique(top[near], return_inverse=True)
-            rv, slots, _ = ref_vectors.rows(r_keep[uniq])
+            rv = ref_vectors(r_keep[uniq])
             merge.add_candidates(qpos[near], r_keep[uniq[inv]],
-                                 canonical_values(qv, near, rv, slots[inv]))
+                                 canonical_values(qv, near, rv, inv))
     n_sample = len(q_sample) * len(r_sample)
 
     def per_thumb(b: CellBound) -> int:  # cell sums, squares and coordinates
@@ -613,7 +548,7 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
             "sample": {"queries": len(q_sample), "references": len(r_sample),
                        "references_for_best": n_best},
             "seed": seed, "scored_pairs": int(scored),
-            "normalised_references": int(ref_vectors.normalised), "flops": float(flops),
+            "normalised_references": int(normalised[0]), "flops": float(flops),
             "brute_flops": float(2 * n_defined_q * nr * d)}
 
 
