@@ -84,12 +84,16 @@ def _check_thumbs(thumbs, name: str) -> np.ndarray:
     return arr
 
 
-def centred_unit_vectors(thumbs) -> tuple[np.ndarray, np.ndarray]:
+def centred_unit_vectors(thumbs, out: np.ndarray | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
     """Centre and L2-normalise thumbnails.
 
     Parameters
     ----------
     thumbs : ndarray (n, S, S) uint8
+    out : ndarray (n, S*S) float32, optional
+        Where to write the vectors (returned as ``vectors``): a buffer used again saves the
+        page faults of fresh memory.
 
     Returns
     -------
@@ -101,7 +105,7 @@ def centred_unit_vectors(thumbs) -> tuple[np.ndarray, np.ndarray]:
     arr = _check_thumbs(thumbs, "thumbnails")
     n = arr.shape[0]
     flat_view = arr.reshape(n, -1)
-    x = np.empty(flat_view.shape, np.float32)
+    x = np.empty(flat_view.shape, np.float32) if out is None else out
     flat = np.zeros(n, bool)
     # float64 work on a few rows at a time: exact centring, temporaries that stay in cache
     step = 64

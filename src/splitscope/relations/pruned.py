@@ -416,9 +416,17 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
         options = bound_options(size, r_sample_cells, int(r_keep.size))
     normalised = [0]
 
-    def ref_vectors(pos: np.ndarray) -> np.ndarray:  # unit vectors of references, counted
+    # one buffer of a block's rows for every call: each call's vectors are used before the
+    # next call, and memory used again is not faulted in afresh
+    buffer = np.empty((min(max(1, int(block)), r_keep.size), d), np.float32)
+
+    def ref_vectors(pos: np.ndarray) -> np.ndarray:
+        """Unit vectors of the references at ``pos``, valid until the next call."""
         normalised[0] += pos.size
-        return centred_unit_vectors(np.asarray(reference_thumbs(pos)))[0]
+        thumbs = np.asarray(reference_thumbs(pos))
+        if pos.size > len(buffer):
+            return centred_unit_vectors(thumbs)[0]
+        return centred_unit_vectors(thumbs, out=buffer[:pos.size])[0]
 
     best = sample_best(centred_unit_vectors(q_sample_thumbs)[0], ref_vectors,
                        np.sort(r_best), block) if options else np.empty(0)
