@@ -148,7 +148,7 @@ def test_grey_stored_as_rgb_uses_its_band_as_the_grayscale_image(tmp_path):
     ``convert("L")`` returns for it, so hashes, thumbnail and statistics are unchanged) and a
     colour spread of 0; a colour image whose middle row is grey, and one that differs in one
     pixel only, are converted as colour and keep their measured spread."""
-    from splitscope.features import extract
+    from splitscope.features.stats import equal_bands
 
     imagehash = pytest.importorskip("imagehash")
     rng = np.random.default_rng(3)
@@ -162,11 +162,11 @@ def test_grey_stored_as_rgb_uses_its_band_as_the_grayscale_image(tmp_path):
     for name, arr in (("g", rgb), ("m", mid_grey), ("p", one_pixel)):
         Image.fromarray(arr).save(tmp_path / f"{name}.png")
         names.append(str(tmp_path / f"{name}.png"))
-    band = extract._equal_bands(Image.fromarray(rgb))
+    band = equal_bands(Image.fromarray(rgb))
     assert band is not None and np.array_equal(np.asarray(band),
                                                np.asarray(Image.fromarray(rgb).convert("L")))
-    assert extract._equal_bands(Image.fromarray(mid_grey)) is None
-    assert extract._equal_bands(Image.fromarray(one_pixel)) is None
+    assert equal_bands(Image.fromarray(mid_grey)) is None
+    assert equal_bands(Image.fromarray(one_pixel)) is None
     table, thumbs = extract_files(names)
     assert (table["status"] == "ok").all() and (table["decoded_mode"] == "RGB").all()
     assert table["colour_spread"].tolist()[0] == 0.0

@@ -541,30 +541,16 @@ def _decode_pillow(
     digest = None if reduced else _pixel_digest(img, pixels)
     if pixels is not None:
         return pixels, mode, digest, rule, None, None, False
-    band = _equal_bands(img) if mode == "RGB" else None
-    if band is not None:  # grey stored as colour: its conversion to L is the band itself
+    band = stats.equal_bands(img) if mode == "RGB" else None
+    # grey stored as colour: Pillow converts RGB to L as (19595·R + 38470·G + 7471·B + 2¹⁵)
+    # >> 16, whose weights sum to 2¹⁶, so with R = G = B the band *is* the grayscale image
+    if band is not None:
         return band, mode, digest, rule, None, None, True
     try:
         gray = imaging.to_gray8(img)
     except (ValueError, OSError) as exc:
         raise _Failure("unsupported", f"no grayscale conversion for mode {mode}: {exc}") from None
     return gray, mode, digest, rule, (img if img is not gray else None), None, False
-
-
-def _equal_bands(img: Image.Image) -> Image.Image | None:
-    """The R band of an RGB image whose three bands are equal at every pixel, else None.
-
-    Pillow converts RGB to L as ``(19595·R + 38470·G + 7471·B + 2¹⁵) >> 16``; the weights
-    sum to 2¹⁶, so with R = G = B = v the result is v: the band *is* the grayscale image, and
-    the conversion is skipped. One middle row is checked first, so most colour images cost
-    almost nothing here."""
-    w, h = img.size
-    row = img.crop((0, h // 2, w, h // 2 + 1)).tobytes()
-    if not (row[0::3] == row[1::3] == row[2::3]):
-        return None
-    r, g, b = img.split()
-    rb = r.tobytes()
-    return r if rb == g.tobytes() and rb == b.tobytes() else None
 
 
 def _decode_dicom(data: bytes, params: FeatureParams

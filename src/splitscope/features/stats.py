@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-__all__ = ["BLUR_SIDE", "BORDER_TOLERANCE", "STATS_COLUMNS", "STATS_DTYPES", "image_stats"]
+__all__ = ["BLUR_SIDE", "BORDER_TOLERANCE", "STATS_COLUMNS", "STATS_DTYPES", "equal_bands",
+           "image_stats"]
 
 #: side of the grid the blur measure is computed on when no thumbnail is given (the default
 #: thumbnail: 96², bicubic)
@@ -126,6 +127,20 @@ def _border_share(a: np.ndarray) -> float:
     return 1.0 - kept / (h * w)
 
 
+def equal_bands(img: Image.Image) -> Image.Image | None:
+    """The first band of an image whose first three bands (R, G, B) are equal at every pixel,
+    else None. One middle row is compared first, so most colour images cost almost nothing
+    here; the bands are split only when that row is grey."""
+    w, h = img.size
+    n = len(img.getbands())
+    row = img.crop((0, h // 2, w, h // 2 + 1)).tobytes()
+    if not (row[0::n] == row[1::n] == row[2::n]):
+        return None
+    r, g, b = img.split()[:3]
+    rb = r.tobytes()
+    return r if rb == g.tobytes() and rb == b.tobytes() else None
+
+
 def _colour_spread(colour: Any) -> float | None:
     if colour is None:
         return None
@@ -137,9 +152,7 @@ def _colour_spread(colour: Any) -> float | None:
                 return None
         elif colour.mode not in _RGB_MODES:
             return None
-        r, g, b = colour.split()[:3]
-        rb = r.tobytes()
-        if rb == g.tobytes() and rb == b.tobytes():  # grey stored as colour: spread 0, fast
+        if equal_bands(colour) is not None:  # grey stored as colour: spread 0, fast
             return 0.0
         arr = np.asarray(colour)
     else:

@@ -414,7 +414,7 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
     r_sample_cells = CellSums(reference_thumbs(r_sample))
     if options is None:
         options = bound_options(size, r_sample_cells, int(r_keep.size))
-    normalised = [0]
+    normalised = 0
 
     # one buffer of a block's rows for every call: each call's vectors are used before the
     # next call, and memory used again is not faulted in afresh
@@ -422,7 +422,8 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
 
     def ref_vectors(pos: np.ndarray) -> np.ndarray:
         """Unit vectors of the references at ``pos``, valid until the next call."""
-        normalised[0] += pos.size
+        nonlocal normalised
+        normalised += pos.size
         thumbs = np.asarray(reference_thumbs(pos))
         if pos.size > len(buffer):
             return centred_unit_vectors(thumbs)[0]
@@ -556,7 +557,7 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
             "sample": {"queries": len(q_sample), "references": len(r_sample),
                        "references_for_best": n_best},
             "seed": seed, "scored_pairs": int(scored),
-            "normalised_references": int(normalised[0]), "flops": float(flops),
+            "normalised_references": int(normalised), "flops": float(flops),
             "brute_flops": float(2 * n_defined_q * nr * d)}
 
 
