@@ -210,3 +210,62 @@ def test_a_fit_on_the_distinct_columns_is_the_fit_on_every_column(classes):
     pd.testing.assert_frame_equal(fast, plain, check_exact=True)
     assert fast.set_index("field").loc["copy_of_format", "importance"] == 0.0
     assert (fast["importance"] != 0).any()
+
+
+def test_columns_without_a_value_on_the_training_rows_are_not_fitted():
+    """A numeric column that is all NaN on the training rows made scikit-learn's binning fail;
+    it is left out, which changes no tree (every row sits in its missing bin)."""
+    from splitscope.provenance.header_probe import (
+        distinct_columns,
+        fit_model,
+        permutation_importances,
+    )
+
+    rng = np.random.default_rng(3)
+    n = 300
+    y = rng.choice(["a", "b"], n)
+    q = np.where(y == "a", 90.0, 75.0) + rng.integers(0, 6, n)
+    empty = np.full(n, np.nan)
+    later = np.where(np.arange(n) >= 250, 1.0, np.nan)  # a value only on the held-out rows
+    X = np.column_stack([empty, q, later, rng.normal(size=n)])
+    names = ["jpeg_comment", "jpeg_quality", "app_icc", "width"]
+    cat = [True, False, False, False]
+    tr, te = np.arange(250), np.arange(250, n)
+    assert distinct_columns(X[tr], cat).tolist() == [1, 3]
+    model, cols = fit_model(X[tr], y[tr], cat, 0)
+    plain, plain_cols = fit_model(X[tr][:, [1, 3]], y[tr], [False, False], 0)
+    np.testing.assert_array_equal(model.predict_proba(X[te][:, cols]),
+                                  plain.predict_proba(X[te][:, [1, 3]][:, plain_cols]))
+    imp = permutation_importances(model, X[te], y[te], names, columns=cols, repeats=3, seed=1)
+    by_field = imp.set_index("field")["importance"]
+    assert by_field["jpeg_comment"] == 0.0 and by_field["app_icc"] == 0.0
+    assert by_field["jpeg_quality"] > 0.2
+
+
+def test_no_column_with_a_value_gives_the_prior_not_a_crash():
+    from splitscope.provenance.header_probe import fit_model
+
+    X = np.full((40, 2), np.nan)
+    y = np.array(["a"] * 30 + ["b"] * 10)
+    model, cols = fit_model(X, y, [False, True], 0)
+    proba = model.predict_proba(np.column_stack([np.arange(40.0), np.ones(40)])[:, cols])
+    np.testing.assert_allclose(proba, 0.5)  # balanced classes, no split
+
+
+def test_within_pool_with_a_field_only_some_folds_have():
+    """Small release, one field present on one row only: the fold that holds it out has no
+    value of it on its training rows, which ran into scikit-learn's binning error before."""
+    rng = np.random.default_rng(0)
+    n = 20
+    table = pd.DataFrame({
+        "label": pd.array(rng.choice(["a", "b"], n), dtype="string"),
+        "group": [f"g{i}" for i in range(n)],
+        "jpeg_quality": pd.array([None] * (n - 1) + [90.0], dtype="Float64"),
+        "file_size": pd.array(rng.integers(1000, 2000, n), dtype="Int64"),
+    })
+    res = header_probe_within_pool(table, folds=3, n_resamples=50, importance_repeats=2)
+    assert res.n_rows == n and len(res.predictions) == n
+    assert set(res.importances["feature"]) == {"jpeg_quality", "file_size"}
+    only = header_probe_within_pool(table.drop(columns="file_size"), folds=3, n_resamples=50,
+                                    importance_repeats=2)
+    assert len(only.predictions) == n and 0.0 <= only.balanced_accuracy["estimate"] <= 1.0
