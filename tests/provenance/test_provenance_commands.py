@@ -76,6 +76,8 @@ def test_resplit_and_probe_no_scan(fold_lists, capsys, tmp_path):
     assert main(["probe", str(tmp_path / "index.csv"), "--no-scan", "--json"]) == 0
     recs = {r["id"]: r for r in json.loads(capsys.readouterr().out)["records"]}
     assert recs["provenance.source_label"]["estimate"] == pytest.approx(0.0)
+    for probe in ("header_probe", "image_stats_probe"):
+        assert recs[f"provenance.{probe}.within_pool"]["status"] == "not assessed"
 
 
 @pytest.mark.slow
@@ -87,6 +89,7 @@ def test_probe_and_shift_on_demo(demo_scan, capsys):
                  "--resamples", "200", "--fail-above-chance"]) == 1
     text = capsys.readouterr().out
     assert "within pool" in text
+    assert "header " in text and "image stats " in text  # both probes printed
     assert main(["probe", str(root), "-w", str(sc.workspace), "--group-regex", DEMO_GROUP_REGEX,
                  "--resamples", "200", "--fit-max-rows", "40", "--json"]) == 0
     recs = {r["id"]: r for r in json.loads(capsys.readouterr().out)["records"]}

@@ -39,22 +39,27 @@ def _print_probe(result) -> None:
     from rich.table import Table
 
     console = rich_console()
-    t = Table(title="Header-only probe (balanced accuracy, 95% percentile bootstrap)",
+    t = Table(title="Probes of the label (balanced accuracy, 95% percentile bootstrap)",
               title_justify="left", box=None, pad_edge=False)
-    for c in ("evaluation", "rows", "BA", "95% CI", "chance", "top header fields"):
-        t.add_column(c, justify="left" if c in ("evaluation", "top header fields") else "right")
-    for r in result.records:
-        if r.id.startswith("provenance.header_probe") and r.status == "completed":
-            u = r.uncertainty
-            t.add_row(escape(r.title.replace("Header-only probe: ", "")), f"{r.denominator:,}",
-                      fmt(r.estimate), f"{fmt(u.low)}–{fmt(u.high)}", fmt(r.details["chance"]),
-                      escape(", ".join(r.details["top_fields"][:4])))
+    for c in ("probe", "evaluation", "rows", "BA", "95% CI", "chance", "top fields"):
+        t.add_column(c, justify="right" if c in ("rows", "BA", "95% CI", "chance") else "left",
+                     no_wrap=c == "probe")
+    probes = (("provenance.header_probe", "Header-only probe: ", "header"),
+              ("provenance.image_stats_probe", "Image-statistics probe: ", "image stats"))
+    for prefix, title, name in probes:
+        for r in result.records:
+            if r.id.startswith(prefix) and r.status == "completed":
+                u = r.uncertainty
+                t.add_row(name, escape(r.title.replace(title, "")), f"{r.denominator:,}",
+                          fmt(r.estimate), f"{fmt(u.low)}–{fmt(u.high)}",
+                          fmt(r.details["chance"]),
+                          escape(", ".join(r.details["top_fields"][:4])))
     if t.row_count:
         console.print(t)
     for r in result.records:
         if r.id == "provenance.header_probe.within_pool" and r.status == "completed" \
                 and r.details.get("single_field"):
-            console.print("fields alone (held-out BA, 8-leaf tree): " + ", ".join(
+            console.print("header fields alone (held-out BA, 8-leaf tree): " + ", ".join(
                 f"{escape(str(x['feature']))} {x['balanced_accuracy']:.3f}"
                 for x in r.details["single_field"][:5]))
     for r in result.records:
@@ -119,18 +124,20 @@ _scan_opts = [
               help="Rows each probe model is fit on at most (a seeded sample stratified by "
                    "class, spread over groups); every held-out row is still scored.")
 @click.option("--fail-above-chance", is_flag=True,
-              help="Exit 1 when the within-pool interval lies above chance.")
+              help="Exit 1 when the header probe's within-pool interval lies above "
+                   "chance.")
 @click.option("--no-scan", is_flag=True,
               help="Lists without images: skip the scan; only the source–label association "
-                   "runs (the header probe is recorded as not assessed).")
+                   "runs (both probes are recorded as not assessed).")
 @with_options(LIST_FILE_OPTIONS)
 def probe_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
                   resamples, out_dir, as_json, workspace, label_map, include_name_fields,
                   fit_max_rows, fail_above_chance,
                   no_scan, path_column, label_column, split_column, source_column, group_column,
                   list_root, constant_split) -> None:
-    """Header-only probe (within pool and cross split) and source–label association
-    (METHODS §4.2–4.3). Scans the release first (cached in the workspace)."""
+    """Header-only probe and image-statistics probe (each within pool and cross split) and
+    source–label association (METHODS §4.2, 4.3, 4.5). Scans the release first (cached in the
+    workspace)."""
     from splitscope.provenance.layer import audit_provenance
 
     opts = list_options(path_column, label_column, split_column, source_column, group_column,
