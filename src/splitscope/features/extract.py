@@ -391,10 +391,11 @@ def _is_dicom(name: str, header: dict[str, Any]) -> bool:
     return name.lower().endswith((".dcm", ".dicom"))
 
 
-def _pixel_digest(img: Image.Image, pixels: np.ndarray | None = None) -> str:
+def _pixel_digest(img: Image.Image, pixels: np.ndarray | bytes | None = None) -> str:
     """XXH3-128 (hex) of the decoded image: mode, size, palette (with its transparency) and the
-    raw pixel bytes of ``img.tobytes()``. ``pixels``, when given, is the C-contiguous array of
-    those bytes (``np.asarray(img)`` of a one-byte-per-pixel mode), hashed in place."""
+    raw pixel bytes of ``img.tobytes()``. ``pixels``, when given, holds those bytes: the
+    bytes themselves, or the C-contiguous array of them (``np.asarray(img)`` of a
+    one-byte-per-pixel mode), hashed in place."""
     h = xxhash.xxh3_128()
     h.update(f"{img.mode}:{img.size[0]}x{img.size[1]}:".encode())
     if img.mode in ("P", "PA") and img.palette is not None:
@@ -537,11 +538,15 @@ def _decode_pillow(
     rule = "minmax" if mode in imaging.WIDE_MODES else "convert"
     # an 8-bit grayscale image is copied out of Pillow once: the digest hashes that array and
     # the resizes read it (a very large one stays in Pillow, hashed in strips)
-    pixels = np.asarray(img) if mode == "L" and w * h <= _DIGEST_STRIP_PIXELS else None
-    digest = None if reduced else _pixel_digest(img, pixels)
+    # an RGB image is copied out once too: the digest hashes those bytes and the grey check
+    # compares its bands as slices of them
+    small = w * h <= _DIGEST_STRIP_PIXELS
+    pixels = np.asarray(img) if mode == "L" and small else None
+    raw = img.tobytes() if mode == "RGB" and small else None
+    digest = None if reduced else _pixel_digest(img, pixels if raw is None else raw)
     if pixels is not None:
         return pixels, mode, digest, rule, None, None, False
-    band = stats.equal_bands(img) if mode == "RGB" else None
+    band = stats.equal_bands(img, raw) if mode == "RGB" else None
     # grey stored as colour: Pillow converts RGB to L as (19595·R + 38470·G + 7471·B + 2¹⁵)
     # >> 16, whose weights sum to 2¹⁶, so with R = G = B the band *is* the grayscale image
     if band is not None:

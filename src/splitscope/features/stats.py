@@ -127,14 +127,27 @@ def _border_share(a: np.ndarray) -> float:
     return 1.0 - kept / (h * w)
 
 
-def equal_bands(img: Image.Image) -> Image.Image | None:
+def equal_bands(img: Image.Image, raw: bytes | None = None) -> Image.Image | np.ndarray | None:
     """The first band of an image whose first three bands (R, G, B) are equal at every pixel,
     else None. One middle row is compared first, so most colour images cost almost nothing
-    here; the bands are split only when that row is grey."""
+    here; the bands are split only when that row is grey.
+
+    ``raw``: the image's ``tobytes()``, when the caller already has it; the bands are then
+    compared as strided slices of it and the band comes back as a uint8 array (h, w), with no
+    more copies out of Pillow."""
     w, h = img.size
     n = len(img.getbands())
-    row = img.crop((0, h // 2, w, h // 2 + 1)).tobytes()
+    if raw is not None:
+        start = (h // 2) * w * n
+        row = raw[start:start + w * n]
+    else:
+        row = img.crop((0, h // 2, w, h // 2 + 1)).tobytes()
     if not (row[0::n] == row[1::n] == row[2::n]):
+        return None
+    if raw is not None:
+        first = raw[0::n]
+        if first == raw[1::n] and first == raw[2::n]:
+            return np.frombuffer(first, dtype=np.uint8).reshape(h, w)
         return None
     r, g, b = img.split()[:3]
     rb = r.tobytes()
