@@ -485,9 +485,9 @@ def _decode_pillow(
 ) -> tuple[Image.Image | np.ndarray, str, str | None, str, Image.Image | None, bool | None,
            bool]:
     """Decode with Pillow; return (8-bit gray image or uint8 array, decoded mode, pixel digest
-    or None, gray rule, the decoded image when it has colour channels that differ somewhere
-    else None, chroma flat: True for a colour JPEG decoded by its luma alone, else None, grey:
-    a colour image with R = G = B at every pixel).
+    or None, gray rule, the decoded image (or, for RGB, its uint8 array (h, w, 3)) when it
+    has colour channels that differ somewhere else None, chroma flat: True for a colour JPEG
+    decoded by its luma alone, else None, grey: a colour image with R = G = B at every pixel).
 
     A colour JPEG whose chroma coefficients are provably zero
     (:func:`splitscope.features.jpeg_chroma.chroma_provably_zero`) is decoded by its luma
@@ -536,10 +536,9 @@ def _decode_pillow(
         return gray, "RGB", digest, "convert", None, True, True
     mode = img.mode
     rule = "minmax" if mode in imaging.WIDE_MODES else "convert"
-    # an 8-bit grayscale image is copied out of Pillow once: the digest hashes that array and
-    # the resizes read it (a very large one stays in Pillow, hashed in strips)
-    # an RGB image is copied out once too: the digest hashes those bytes and the grey check
-    # compares its bands as slices of them
+    # an 8-bit grayscale or RGB image is copied out of Pillow once (a very large one stays in
+    # Pillow, hashed in strips): the digest hashes that copy; the resizes read the grayscale
+    # array, and the grey check and the colour spread read the RGB bytes
     small = w * h <= _DIGEST_STRIP_PIXELS
     pixels = np.asarray(img) if mode == "L" and small else None
     raw = img.tobytes() if mode == "RGB" and small else None
@@ -555,6 +554,9 @@ def _decode_pillow(
         gray = imaging.to_gray8(img)
     except (ValueError, OSError) as exc:
         raise _Failure("unsupported", f"no grayscale conversion for mode {mode}: {exc}") from None
+    if raw is not None:  # colour, proved above: its bytes as the array np.asarray(img) gives
+        pixels = np.frombuffer(raw, dtype=np.uint8).reshape(img.size[1], img.size[0], 3)
+        return gray, mode, digest, rule, pixels, None, False
     return gray, mode, digest, rule, (img if img is not gray else None), None, False
 
 
