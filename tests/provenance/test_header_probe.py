@@ -169,11 +169,12 @@ def test_quantization_tables_expand_per_row_as_their_text_says():
 def test_distinct_columns_keep_the_first_of_identical_ones():
     from splitscope.provenance.header_probe import distinct_columns
 
-    a = np.array([1.0, np.nan, 3.0, 3.0])
-    X = np.column_stack([a, a.copy(), np.where(np.isnan(a), 0.0, a), a, a * 2, a * 2])
-    assert distinct_columns(X, [False] * 6).tolist() == [0, 2, 4]
+    a = np.array([1.0, np.nan, 3.0, 3.0, 2.0])
+    X = np.column_stack([a, a.copy(), np.where(np.isnan(a), 0.0, a), a, a * 2, -a, a ** 2])
+    # a * 2 and a ** 2 order the rows as a does: the same bins; -a reverses the order
+    assert distinct_columns(X, [False] * 7).tolist() == [0, 2, 5]
     # the same values in a categorical and a numeric column are not the same column
-    assert distinct_columns(X, [False, True, False, False, False, False]).tolist() == [0, 1, 2, 4]
+    assert distinct_columns(X, [False, True] + [False] * 5).tolist() == [0, 1, 2, 5]
 
 
 @pytest.mark.parametrize("classes", [2, 3])
@@ -210,6 +211,52 @@ def test_a_fit_on_the_distinct_columns_is_the_fit_on_every_column(classes):
     pd.testing.assert_frame_equal(fast, plain, check_exact=True)
     assert fast.set_index("field").loc["copy_of_format", "importance"] == 0.0
     assert (fast["importance"] != 0).any()
+
+
+def test_columns_in_the_same_order_are_binned_alike_and_fitted_once():
+    """A column that is a strictly increasing function of an earlier one (a quality factor and
+    the coefficients it scales) has the same bin codes when there are few enough distinct
+    values: it is fitted once, and the predictions (held-out values the fit never saw included)
+    and the permutation importances are those of the fit on every column. With more distinct
+    values than bins, the bin edges are quantiles and only identical columns are merged."""
+    from splitscope.provenance.header_probe import (
+        MAX_BINS,
+        _model,
+        distinct_columns,
+        fit_model,
+        permutation_importances,
+    )
+
+    rng = np.random.default_rng(5)
+    n = 900
+    y = rng.choice(list("abc"), n)
+    q = np.where(y == "a", 60, 80) + rng.integers(0, 20, n).astype(float)
+    q[rng.random(n) < 0.05] = np.nan
+    scaled = np.ceil(q * 1.7) + 0.5  # strictly increasing on whole q: the same order
+    cubed = q ** 3 + 7.0
+    coarse = np.floor(q / 4)  # fewer values: a coarser partition, not the same column
+    wide = rng.normal(size=n) + (y == "b")  # about n distinct values, more than MAX_BINS
+    assert np.unique(wide).size > MAX_BINS
+    X = np.column_stack([q, scaled, cubed, coarse, wide, np.exp(wide), wide.copy()])
+    names = ["jpeg_quality", "jpeg_qt0[0]", "jpeg_qt0[1]", "jpeg_qt1[0]", "file_size",
+             "bytes_per_pixel", "copy_of_file_size"]
+    cat = [False] * 7
+    tr, te = np.arange(600), np.arange(600, n)
+    # held-out values no training row has (between two bins and below all): predicted by the
+    # first column's thresholds, as the fit on every column does
+    X[te[:20], 0:3] = [70.5, np.ceil(70.5 * 1.7) + 0.5, 70.5 ** 3 + 7.0]
+    X[te[20:40], 0:3] = [41.0, np.ceil(41 * 1.7) + 0.5, 41.0 ** 3 + 7.0]
+    assert distinct_columns(X[tr], cat).tolist() == [0, 3, 4, 5]
+    full = _model(0, cat).fit(X[tr], y[tr])
+    model, cols = fit_model(X[tr], y[tr], cat, 0)
+    assert cols.tolist() == [0, 3, 4, 5]
+    np.testing.assert_array_equal(model.predict_proba(X[te][:, cols]), full.predict_proba(X[te]))
+    kw = {"repeats": 3, "seed": 2, "max_rows": 250}
+    fast = permutation_importances(model, X[te], y[te], names, columns=cols, **kw)
+    plain = permutation_importances(full, X[te], y[te], names, **kw)
+    pd.testing.assert_frame_equal(fast, plain, check_exact=True)
+    by_field = fast.set_index("field")["importance"]
+    assert by_field["jpeg_quality"] > 0.1 and by_field["copy_of_file_size"] == 0.0
 
 
 def test_columns_without_a_value_on_the_training_rows_are_not_fitted():
