@@ -167,3 +167,38 @@ def test_demo_provenance_records_unchanged(demo_scan):
     assert top["feature"] == "bytes_per_pixel"
     assert top["importance"] == pytest.approx(0.13524843040664547, abs=1e-12)
 
+
+
+@pytest.mark.slow
+def test_demo_provenance_the_same_with_every_fit_in_worker_processes(demo_scan, monkeypatch):
+    """The layer runs all its fits (both probes' folds and cross splits, the partition
+    classifier and its controls) as one set of calls; in worker processes they give the records
+    and tables of running them here, one after another."""
+    from splitscope.provenance import stats
+
+    sc, _, _ = demo_scan
+
+    def records(result):
+        return [{k: v for k, v in r.to_dict().items() if k not in ("inputs", "software")}
+                for r in result.records]
+
+    maps = []
+    real = stats.map_folds
+
+    def counted(func, tasks, jobs=1):
+        maps.append((len(tasks), jobs))
+        return real(func, tasks, jobs)
+
+    monkeypatch.setattr(stats, "map_folds", counted)
+    monkeypatch.setattr(stats, "_round_jobs", lambda requests, n, jobs: 1)
+    here = audit_provenance(sc)
+    monkeypatch.setattr(stats, "_round_jobs", lambda requests, n, jobs: 2)
+    workers = audit_provenance(sc)
+    # one map each: per probe 5 folds + its single-field trees and the one cross split; the
+    # partition classifier's 5 folds and 5 control folds for test vs train and train's
+    # internal split
+    assert maps == [(2 * (5 + 1 + 1) + 2 * 10, 1), (34, 2)]
+    assert records(here) == records(workers)
+    assert here.tables.keys() == workers.tables.keys()
+    for name, table in here.tables.items():
+        pd.testing.assert_frame_equal(table, workers.tables[name], check_exact=True)

@@ -7,9 +7,12 @@ import pytest
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 from splitscope.provenance.stats import (
+    FoldTasks,
+    Together,
     balanced_accuracy_rows,
     bootstrap_auc,
     bootstrap_balanced_accuracy,
+    run_steps,
     weighted_auc,
 )
 
@@ -96,3 +99,84 @@ def test_bootstrap_auc_batches_bounded_by_cells_give_the_same_interval(monkeypat
     assert (wide["low"], wide["high"]) == (want[0], want[1])  # bit for bit
     monkeypatch.setattr(stats, "AUC_CHUNK_CELLS", 2000)  # two resamples per batch
     assert bootstrap_auc(y, score, n_resamples=600, seed=2, strata=fold) == wide
+
+
+def _square(x):
+    return x * x
+
+
+def _probe(name, values, log):
+    """A step generator: work before, one request for calls, work after."""
+    log.append(f"{name} start")
+    got = yield FoldTasks([(_square, (v,)) for v in values], weight=0.1)
+    log.append(f"{name} end")
+    return name, got
+
+
+def _pair(log):
+    a, b = yield Together([_probe("a", [1, 2], log), _probe("b", [3], log)])
+    (c, got), = yield Together([_probe("c", [a[1][1]], log)])
+    return a, b, (c, got)
+
+
+def test_run_steps_runs_the_calls_of_every_generator_in_one_map(monkeypatch):
+    from splitscope.provenance import stats
+
+    maps = []
+    real = stats.map_folds
+
+    def counted(func, tasks, jobs=1):
+        maps.append((len(tasks), jobs))
+        return real(func, tasks, jobs)
+
+    monkeypatch.setattr(stats, "map_folds", counted)
+    log: list[str] = []
+    out = run_steps([_pair(log), _probe("d", [5, 6], log)])
+    assert out == [(("a", [1, 4]), ("b", [9]), ("c", [16])), ("d", [25, 36])]
+    # first round: a, b and d together (5 calls, weights 0.3 < 1: in this process); then c
+    assert maps == [(5, 1), (1, 1)]
+    # the work between requests runs in the order the generators were given; one waiting on
+    # a Together goes on as soon as the last of them has returned
+    assert log == ["a start", "b start", "d start", "a end", "b end", "c start", "d end",
+                   "c end"]
+
+
+def test_run_steps_workers_follow_the_summed_weight_and_explicit_jobs(monkeypatch):
+    from splitscope.provenance import stats
+
+    seen = []
+    monkeypatch.setattr(stats, "map_folds",
+                        lambda func, tasks, jobs=1: seen.append(jobs) or [func(*t) for t in tasks])
+    monkeypatch.setattr(stats.os, "sched_getaffinity", lambda _: {0, 1, 2, 3}, raising=False)
+
+    def asking(weight, jobs=None, calls=3):
+        return (yield FoldTasks([(_square, (i,)) for i in range(calls)], jobs, weight))
+
+    run_steps([asking(0.6), asking(0.5)])  # together they pay for workers
+    run_steps([asking(0.6)])
+    run_steps([asking(5.0, jobs=1)])  # asked for explicitly
+    run_steps([asking(0.1, jobs=3)])
+    run_steps([asking(0.1)], jobs=2)
+    assert seen == [4, 1, 1, 3, 2]
+
+
+def test_run_steps_passes_errors_on_and_checks_requests():
+    def failing():
+        yield FoldTasks([(_square, (2,))])
+        raise ValueError("after the calls")
+
+    with pytest.raises(ValueError, match="after the calls"):
+        run_steps([failing()])
+
+    def wrong():
+        yield 3
+
+    with pytest.raises(TypeError, match="FoldTasks or Together"):
+        run_steps([wrong()])
+
+    def nothing():
+        got = yield FoldTasks([])
+        together = yield Together([])
+        return got, together
+
+    assert run_steps([nothing()]) == [([], [])]

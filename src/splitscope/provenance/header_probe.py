@@ -34,11 +34,12 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.provenance.stats import (
+    PARALLEL_CELLS,
+    FoldTasks,
     balanced_accuracy_rows,
     bootstrap_balanced_accuracy,
     fit_sample,
-    fold_jobs,
-    map_folds,
+    run_steps,
     single_threaded,
 )
 
@@ -48,6 +49,7 @@ __all__ = [
     "PIXEL_DERIVED",
     "FeatureMatrix",
     "ProbeResult",
+    "cross_split_steps",
     "field_of",
     "header_columns",
     "header_feature_matrix",
@@ -55,6 +57,7 @@ __all__ = [
     "header_probe_within_pool",
     "permutation_importances",
     "single_field_accuracy",
+    "within_pool_steps",
 ]
 
 #: Columns derived from decoded pixels or row identity; never header-probe inputs.
@@ -570,13 +573,28 @@ def header_probe_within_pool(
     the header features by another matrix builder (``columns`` and ``include_name_fields``
     then do not apply).
     """
-    matrix = feature_matrix or _header_matrix(columns, include_name_fields)
     with single_threaded(threads):
-        return _within_pool(table, label=label, group=group, folds=folds, seed=seed,
-                            n_resamples=n_resamples, importance_repeats=importance_repeats,
-                            importance_max_rows=importance_max_rows, matrix=matrix,
-                            include_name_fields=include_name_fields, jobs=jobs,
-                            fit_max_rows=fit_max_rows)
+        return run_steps([within_pool_steps(
+            table, label=label, group=group, folds=folds, seed=seed, n_resamples=n_resamples,
+            importance_repeats=importance_repeats, importance_max_rows=importance_max_rows,
+            fit_max_rows=fit_max_rows, columns=columns, include_name_fields=include_name_fields,
+            jobs=jobs, feature_matrix=feature_matrix)])[0]
+
+
+def within_pool_steps(table: pd.DataFrame, *, label: str = "label", group: str | None = "group",
+                      folds: int = 5, seed: int = 0, n_resamples: int = 2000,
+                      importance_repeats: int = 5, importance_max_rows: int = 2000,
+                      fit_max_rows: int | None = FIT_MAX_ROWS, columns: list[str] | None = None,
+                      include_name_fields: bool = False, jobs: int | None = None,
+                      feature_matrix: FeatureMatrix | None = None):
+    """:func:`header_probe_within_pool` as a step generator (:func:`~splitscope.provenance.
+    stats.run_steps`), so that its folds can share the worker processes with other probes'."""
+    matrix = feature_matrix or _header_matrix(columns, include_name_fields)
+    return (yield from _within_pool(
+        table, label=label, group=group, folds=folds, seed=seed, n_resamples=n_resamples,
+        importance_repeats=importance_repeats, importance_max_rows=importance_max_rows,
+        matrix=matrix, include_name_fields=include_name_fields, jobs=jobs,
+        fit_max_rows=fit_max_rows))
 
 
 def _header_matrix(columns: list[str] | None, include_name_fields: bool) -> FeatureMatrix:
@@ -584,6 +602,15 @@ def _header_matrix(columns: list[str] | None, include_name_fields: bool) -> Feat
         return header_feature_matrix(table, columns, include_name_fields=include_name_fields)
 
     return build
+
+
+def _fold_weight(rows: int, columns: int) -> float:
+    """The cost of a probe's folds as a share of what pays for worker processes
+    (:func:`~splitscope.provenance.stats.fold_jobs`): a boosted fit and its importances cost
+    about as much with a few columns as with :data:`MIN_COST_COLUMNS` (binning and per-tree
+    predictions dominate), so a narrow matrix such as the image statistics is counted at that
+    width."""
+    return rows * max(columns, MIN_COST_COLUMNS) / PARALLEL_CELLS
 
 
 def _fit_fold(X, y, train, test, names, categorical, seed, importance_seed, repeats,
@@ -630,14 +657,13 @@ def _within_pool(table, *, label, group, folds, seed, n_resamples, importance_re
     pred = np.empty(len(yv), dtype=object)
     fold_of = np.empty(len(yv), dtype=np.int64)
     imp_parts: list[pd.DataFrame] = []
+    single = None
     if names:
-        # a boosted fit and its importances cost about as much with a few columns as with
-        # MIN_COST_COLUMNS (binning and per-tree predictions dominate), so a narrow matrix
-        # such as the image statistics is counted at that width
-        n_jobs = fold_jobs(len(yv) * max(Xv.shape[1], MIN_COST_COLUMNS), len(splits), jobs)
-        tasks = [(Xv, yv, tr, te, names, info["categorical"], seed, seed + i,
-                  importance_repeats, importance_max_rows) for i, (tr, te) in enumerate(splits)]
-        done = map_folds(_fit_fold, tasks, n_jobs)
+        calls = [(_fit_fold, (Xv, yv, tr, te, names, info["categorical"], seed, seed + i,
+                              importance_repeats, importance_max_rows))
+                 for i, (tr, te) in enumerate(splits)]
+        calls.append((single_field_accuracy, (Xv, yv, names, splits, seed)))
+        *done, single = yield FoldTasks(calls, jobs, _fold_weight(len(yv), Xv.shape[1]))
     for i, (tr, te) in enumerate(splits):
         fold_of[te] = i
         if not names:
@@ -647,7 +673,6 @@ def _within_pool(table, *, label, group, folds, seed, n_resamples, importance_re
         imp_parts.append(part)
     ba = bootstrap_balanced_accuracy(yv, pred.astype(str), n_resamples=n_resamples, seed=seed)
     imp = _importance_table(imp_parts)
-    single = single_field_accuracy(Xv, yv, names, splits, seed) if names else None
     return ProbeResult(
         kind="within pool", balanced_accuracy=ba, chance=1.0 / len(classes), n_rows=len(yv),
         classes=classes, class_support=support, importances=imp,
@@ -696,13 +721,40 @@ def header_probe_cross_split(
     sample of :func:`header_probe_within_pool`, spread over ``group``; ``None``: all) and scores
     every test row. ``feature_matrix`` as in :func:`header_probe_within_pool`.
     """
-    matrix = feature_matrix or _header_matrix(columns, include_name_fields)
     with single_threaded(threads):
-        return _cross_split(train, test, label=label, seed=seed, n_resamples=n_resamples,
-                            importance_repeats=importance_repeats,
-                            importance_max_rows=importance_max_rows, matrix=matrix,
-                            include_name_fields=include_name_fields,
-                            fit_max_rows=fit_max_rows, group=group)
+        return run_steps([cross_split_steps(
+            train, test, label=label, seed=seed, n_resamples=n_resamples,
+            importance_repeats=importance_repeats, importance_max_rows=importance_max_rows,
+            fit_max_rows=fit_max_rows, columns=columns, include_name_fields=include_name_fields,
+            group=group, feature_matrix=feature_matrix)])[0]
+
+
+def cross_split_steps(train: pd.DataFrame, test: pd.DataFrame, *, label: str = "label",
+                      seed: int = 0, n_resamples: int = 2000, importance_repeats: int = 5,
+                      importance_max_rows: int = 2000, fit_max_rows: int | None = FIT_MAX_ROWS,
+                      columns: list[str] | None = None, include_name_fields: bool = False,
+                      group: str | None = "group", feature_matrix: FeatureMatrix | None = None):
+    """:func:`header_probe_cross_split` as a step generator (see :func:`within_pool_steps`);
+    the fit, its importances and the single-field trees are one call."""
+    matrix = feature_matrix or _header_matrix(columns, include_name_fields)
+    return (yield from _cross_split(
+        train, test, label=label, seed=seed, n_resamples=n_resamples,
+        importance_repeats=importance_repeats, importance_max_rows=importance_max_rows,
+        matrix=matrix, include_name_fields=include_name_fields, fit_max_rows=fit_max_rows,
+        group=group))
+
+
+def _fit_cross(xtr, ytr, xte, yte, keep, categorical, seed, repeats, max_rows):
+    """The cross split's work: fit on the training side, predict the query side, permutation
+    importances on it, and the single-field trees (fit on the same training rows)."""
+    model, columns = fit_model(xtr, ytr, categorical, seed)
+    pred = model.predict(xte[:, columns]).astype(str)
+    imp = permutation_importances(model, xte, yte, keep, repeats=repeats, seed=seed,
+                                  max_rows=max_rows, columns=columns)
+    single = single_field_accuracy(
+        np.concatenate([xtr, xte]), np.concatenate([ytr, yte]), keep,
+        [(np.arange(len(ytr)), np.arange(len(ytr), len(ytr) + len(yte)))], seed)
+    return pred, imp, single
 
 
 def _cross_split(train, test, *, label, seed, n_resamples, importance_repeats,
@@ -728,17 +780,11 @@ def _cross_split(train, test, *, label, seed, n_resamples, importance_repeats,
     fit = fit_sample(ytr, groups, fit_max_rows, seed)
     if keep:
         xtr, xte = Xtr[keep].to_numpy(np.float64), Xte[keep].to_numpy(np.float64)
-        xtr, ytr_fit = xtr[fit], ytr[fit]
-        model, columns = fit_model(xtr, ytr_fit, cat, seed)
-        pred = model.predict(xte[:, columns]).astype(str)
-        imp_parts = [permutation_importances(
-            model, xte, yte, keep, repeats=importance_repeats,
-            seed=seed, max_rows=importance_max_rows, columns=columns)]
-        both_x = np.concatenate([xtr, xte])
-        both_y = np.concatenate([ytr_fit, yte])
-        single = single_field_accuracy(
-            both_x, both_y, keep, [(np.arange(len(fit)), np.arange(len(fit), len(both_y)))],
-            seed)
+        (pred, imp, single), = yield FoldTasks(
+            [(_fit_cross, (xtr[fit], ytr[fit], xte, yte, keep, cat, seed, importance_repeats,
+                           importance_max_rows))],
+            weight=_fold_weight(len(fit), len(keep)) / 5)
+        imp_parts = [imp]
     else:
         pred = np.full(len(yte), pd.Series(ytr).mode().iloc[0])
         imp_parts = []

@@ -24,12 +24,15 @@ from splitscope.errors import InputError
 from splitscope.features.stats import STATS_COLUMNS
 from splitscope.provenance.header_probe import (
     ProbeResult,
+    cross_split_steps,
     header_probe_cross_split,
     header_probe_within_pool,
+    within_pool_steps,
 )
 
-__all__ = ["IMAGE_STATS_FEATURES", "image_stats_feature_matrix",
-           "image_stats_probe_cross_split", "image_stats_probe_within_pool"]
+__all__ = ["IMAGE_STATS_FEATURES", "image_stats_cross_split_steps", "image_stats_feature_matrix",
+           "image_stats_probe_cross_split", "image_stats_probe_within_pool",
+           "image_stats_within_pool_steps"]
 
 #: the probe's inputs: every intensity statistic of the scan
 IMAGE_STATS_FEATURES: tuple[str, ...] = tuple(STATS_COLUMNS)
@@ -80,3 +83,19 @@ def image_stats_probe_cross_split(train: pd.DataFrame, test: pd.DataFrame, *,
     :func:`~splitscope.provenance.header_probe.header_probe_cross_split`."""
     return _retag(header_probe_cross_split(
         train, test, feature_matrix=lambda t: image_stats_feature_matrix(t, columns), **options))
+
+
+def image_stats_within_pool_steps(table: pd.DataFrame, *, columns: list[str] | None = None,
+                                  **options: Any):
+    """:func:`image_stats_probe_within_pool` as a step generator (see
+    :func:`~splitscope.provenance.header_probe.within_pool_steps`)."""
+    return _retag((yield from within_pool_steps(
+        table, feature_matrix=lambda t: image_stats_feature_matrix(t, columns), **options)))
+
+
+def image_stats_cross_split_steps(train: pd.DataFrame, test: pd.DataFrame, *,
+                                  columns: list[str] | None = None, **options: Any):
+    """:func:`image_stats_probe_cross_split` as a step generator."""
+    return _retag((yield from cross_split_steps(
+        train, test, feature_matrix=lambda t: image_stats_feature_matrix(t, columns),
+        **options)))

@@ -11,7 +11,7 @@ audit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,11 +20,15 @@ import pandas as pd
 from splitscope.boundary import Boundary, boundaries_or_default
 from splitscope.errors import InputError
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
+from splitscope.provenance.stats import Together, run_steps, single_threaded
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.ids import slug
 from splitscope.records.inputs import release_inputs
 
 __all__ = ["ProvenanceLayer", "QualityLayer", "audit_provenance", "audit_quality"]
+
+#: a step generator (:func:`~splitscope.provenance.stats.run_steps`) returning a layer's part
+Steps = Generator[Any, Any, LayerResult]
 
 
 def _pct(x: float | None) -> str:
@@ -91,26 +95,42 @@ def audit_provenance(
         pool = rows[rows["row"].isin(pool_ids)]
     else:
         pool = rows
+    # the probes and the partition classifier are step generators run together, so that all
+    # their fits share the worker processes (run_steps); records keep the order below
+    steps: dict[str, Any] = {}
     if header:
-        result.extend(_header_records(rows, pool, bounds, has_label, seed=seed,
-                                      n_resamples=n_resamples, folds=folds,
-                                      repeats=importance_repeats,
-                                      include_name_fields=include_name_fields, inputs=inputs,
-                                      fit_max_rows=fit_max_rows))
+        steps["header"] = _header_records(rows, pool, bounds, has_label, seed=seed,
+                                          n_resamples=n_resamples, folds=folds,
+                                          repeats=importance_repeats,
+                                          include_name_fields=include_name_fields,
+                                          inputs=inputs, fit_max_rows=fit_max_rows)
     if image_stats:
-        result.extend(_image_stats_records(rows, pool, bounds, has_label, seed=seed,
-                                           n_resamples=n_resamples, folds=folds,
-                                           repeats=importance_repeats, inputs=inputs,
-                                           fit_max_rows=fit_max_rows))
-    if association:
-        result.extend(_association_record(pool, inputs))
+        steps["image_stats"] = _image_stats_records(rows, pool, bounds, has_label, seed=seed,
+                                                    n_resamples=n_resamples, folds=folds,
+                                                    repeats=importance_repeats, inputs=inputs,
+                                                    fit_max_rows=fit_max_rows)
     if partition:
-        result.extend(_partition_records(rows, sc, bounds, embeddings, seed=seed,
-                                         n_resamples=n_resamples, folds=folds,
-                                         classifier=classifier, internal_share=internal_share,
-                                         max_rows=max_partition_rows, inputs=inputs,
-                                         fit_max_rows=fit_max_rows))
+        steps["partition"] = _partition_records(
+            rows, sc, bounds, embeddings, seed=seed, n_resamples=n_resamples, folds=folds,
+            classifier=classifier, internal_share=internal_share, max_rows=max_partition_rows,
+            inputs=inputs, fit_max_rows=fit_max_rows)
+    with single_threaded(1):
+        done = dict(zip(steps, run_steps(list(steps.values()))))
+    if association:
+        done["association"] = _association_record(pool, inputs)
+    for part in ("header", "image_stats", "association", "partition"):
+        if part in done:
+            result.extend(done[part])
     return result
+
+
+def _caught(steps):
+    """A step generator's return value and None, or None and the InputError it raised (the
+    record then says why the check did not run)."""
+    try:
+        return (yield from steps), None
+    except InputError as exc:
+        return None, exc
 
 
 def _ba_uncertainty(ba: dict) -> Uncertainty:
@@ -121,59 +141,69 @@ def _ba_uncertainty(ba: dict) -> Uncertainty:
 
 def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: str,
                    probe: str, within, cross, scored, inputs, one_side_reason=None,
-                   single_field: bool = False) -> LayerResult:
-    """The within-pool record and one cross-split record per boundary of one probe (the header
-    probe's protocol, METHODS §4.2 and §4.5), with their tables ``<name>_within_pool``,
-    ``<name>_importance`` (with ``single_field``, ``<name>_single_field``) and
-    ``<name>_cross_<boundary>``.
+                   single_field: bool = False) -> Steps:
+    """Step generator (:func:`~splitscope.provenance.stats.run_steps`) of the within-pool
+    record and one cross-split record per boundary of one probe (the header probe's protocol,
+    METHODS §4.2 and §4.5), with their tables ``<name>_within_pool``, ``<name>_importance``
+    (with ``single_field``, ``<name>_single_field``) and ``<name>_cross_<boundary>``; the
+    within-pool folds and every cross split are run together.
 
-    ``within(labelled)`` and ``cross(train, test)`` run the probe; ``scored(frame)`` marks the
+    ``within(labelled)`` and ``cross(train, test)`` give the probe's step generators (whose
+    :class:`~splitscope.errors.InputError` becomes a not-applicable record); ``scored(frame)`` marks the
     rows that have its features (labelled rows without them are counted as unscored);
     ``one_side_reason(b)``, when given, is why a boundary with an empty side is not
     applicable (else the probe itself says what it cannot fit)."""
     wid = f"provenance.{name}.within_pool"
     labelled = pool["label"].notna()
-    try:
-        wp = within(pool[labelled & scored(pool)])
-    except InputError as exc:
-        out.records.append(not_run_record("provenance", "not applicable", str(exc), id=wid, title=title, inputs=inputs))
-        return out
+    within_rows = pool[labelled & scored(pool)]
     unscored = int((labelled & ~scored(pool)).sum())
+    plan = []  # per boundary: (boundary, record id, query rows, unscored, sides) or a record
+    labelled, ok = rows["label"].notna(), scored(rows)
+    for b in bounds:
+        rid = f"provenance.{name}.cross_split[{slug(b.name)}]"
+        tr = rows[rows["row"].isin(b.reference.rows) & labelled & ok]
+        in_query = rows["row"].isin(b.query.rows) & labelled
+        te = rows[in_query & ok]
+        if one_side_reason is not None and (tr.empty or te.empty):
+            plan.append(not_run_record("provenance", "not applicable", one_side_reason(b), id=rid, title=f"{title}: cross split", inputs=inputs))
+        else:
+            plan.append((b, rid, int((in_query & ~ok).sum()), tr, te))
+    runs = [p for p in plan if isinstance(p, tuple)]
+    (wp, failed), *crossed = yield Together(
+        [_caught(within(within_rows)), *[_caught(cross(tr, te)) for *_, tr, te in runs]])
+    if failed is not None:
+        out.records.append(not_run_record("provenance", "not applicable", str(failed), id=wid, title=title, inputs=inputs))
+        return out
     out.records.append(_probe_record(wp, wid, f"{title}: within pool", None, inputs,
                                      probe=probe, unscored=unscored))
     out.tables[f"{name}_within_pool"] = wp.predictions
     out.tables[f"{name}_importance"] = wp.importances
     if single_field and wp.single_field is not None:
         out.tables[f"{name}_single_field"] = wp.single_field
-    labelled, ok = rows["label"].notna(), scored(rows)
-    for b in bounds:
-        s = slug(b.name)
-        tr = rows[rows["row"].isin(b.reference.rows) & labelled & ok]
-        in_query = rows["row"].isin(b.query.rows) & labelled
-        te = rows[in_query & ok]
-        rid = f"provenance.{name}.cross_split[{s}]"
-        if one_side_reason is not None and (tr.empty or te.empty):
-            out.records.append(not_run_record("provenance", "not applicable", one_side_reason(b), id=rid, title=f"{title}: cross split", inputs=inputs))
+    results = iter(crossed)
+    for p in plan:
+        if not isinstance(p, tuple):
+            out.records.append(p)
             continue
-        try:
-            cs = cross(tr, te)
-        except InputError as exc:
-            out.records.append(not_run_record("provenance", "not applicable", str(exc), id=rid, title=f"{title}: cross split", inputs=inputs))
+        b, rid, unscored_b, _, _ = p
+        cs, failed = next(results)
+        if failed is not None:
+            out.records.append(not_run_record("provenance", "not applicable", str(failed), id=rid, title=f"{title}: cross split", inputs=inputs))
             continue
         out.records.append(_probe_record(cs, rid, f"{title}: fit on {b.reference.name}, "
                                          f"score {b.query.name}", b, inputs, within=wp,
-                                         probe=probe, unscored=int((in_query & ~ok).sum())))
-        out.tables[f"{name}_cross_{s}"] = cs.predictions
+                                         probe=probe, unscored=unscored_b))
+        out.tables[f"{name}_cross_{slug(b.name)}"] = cs.predictions
     return out
 
 
 def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, repeats,
-                    include_name_fields, inputs, fit_max_rows=FIT_MAX_ROWS) -> LayerResult:
+                    include_name_fields, inputs, fit_max_rows=FIT_MAX_ROWS) -> Steps:
     from splitscope.manifest.build import CONTENT_ARRAY, content_of
     from splitscope.provenance.header_probe import (
+        cross_split_steps,
         header_columns,
-        header_probe_cross_split,
-        header_probe_within_pool,
+        within_pool_steps,
     )
 
     out = LayerResult()
@@ -194,23 +224,23 @@ def _header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, 
         pool = pool[~content_of(pool).eq(CONTENT_ARRAY).to_numpy(bool)]
     opts = {"seed": seed, "n_resamples": n_resamples, "importance_repeats": repeats,
             "include_name_fields": include_name_fields, "fit_max_rows": fit_max_rows}
-    return _probe_records(
+    return (yield from _probe_records(
         out, rows, pool, bounds, name="header_probe", title=title, probe="header",
-        within=lambda t: header_probe_within_pool(t, folds=folds, **opts),
-        cross=lambda tr, te: header_probe_cross_split(tr, te, **opts),
+        within=lambda t: within_pool_steps(t, folds=folds, **opts),
+        cross=lambda tr, te: cross_split_steps(tr, te, **opts),
         scored=lambda t: pd.Series(True, index=t.index), inputs=inputs, single_field=True,
         one_side_reason=(lambda b: f"no file headers on one side of {b.name}: its rows are "
-                         "pixel arrays") if arrays.any() else None)
+                         "pixel arrays") if arrays.any() else None))
 
 
 def _image_stats_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, repeats,
-                         inputs, fit_max_rows=FIT_MAX_ROWS) -> LayerResult:
+                         inputs, fit_max_rows=FIT_MAX_ROWS) -> Steps:
     """The image-statistics probe (METHODS §4.5): the header probe's protocol on intensity
     statistics."""
     from splitscope.provenance.image_stats_probe import (
         IMAGE_STATS_FEATURES,
-        image_stats_probe_cross_split,
-        image_stats_probe_within_pool,
+        image_stats_cross_split_steps,
+        image_stats_within_pool_steps,
     )
 
     out = LayerResult()
@@ -224,12 +254,12 @@ def _image_stats_records(rows, pool, bounds, has_label, *, seed, n_resamples, fo
         return out
     opts = {"seed": seed, "n_resamples": n_resamples, "importance_repeats": repeats,
             "fit_max_rows": fit_max_rows}
-    return _probe_records(
+    return (yield from _probe_records(
         out, rows, pool, bounds, name="image_stats_probe", title=title,
         probe="image statistics",
-        within=lambda t: image_stats_probe_within_pool(t, folds=folds, **opts),
-        cross=lambda tr, te: image_stats_probe_cross_split(tr, te, **opts),
-        scored=lambda t: t["intensity_mean"].notna(), inputs=inputs)
+        within=lambda t: image_stats_within_pool_steps(t, folds=folds, **opts),
+        cross=lambda tr, te: image_stats_cross_split_steps(tr, te, **opts),
+        scored=lambda t: t["intensity_mean"].notna(), inputs=inputs))
 
 
 #: header fields that only measure the compressed size, which tracks image content
@@ -364,22 +394,24 @@ def _association_record(pool, inputs) -> LayerResult:
 
 def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds, classifier,
                        internal_share, max_rows, inputs,
-                       fit_max_rows=FIT_MAX_ROWS) -> LayerResult:
+                       fit_max_rows=FIT_MAX_ROWS) -> Steps:
+    """Step generator of the partition classifier's records, one per boundary and one per
+    internal split of a reference side; the content features are computed by this call."""
     from splitscope.provenance.partition import (
         content_features,
         internal_split,
         load_embeddings,
-        partition_classifier,
+        partition_steps,
     )
 
     out = LayerResult()
     title = "Partition classifier"
     if not bounds:
         out.records.append(not_run_record("provenance", "not applicable", "no boundary (train/test split) to classify", id="provenance.partition", title=title, inputs=inputs))
-        return out
+        return _ready(out)
     if sc is None and embeddings is None:
         out.records.append(not_run_record("provenance", "not assessed", "no thumbnails (pass a scan) and no embeddings", id="provenance.partition", title=title, inputs=inputs))
-        return out
+        return _ready(out)
     rng = np.random.default_rng(seed)
     emb = None
     if embeddings is not None:
@@ -407,7 +439,7 @@ def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds
             bank["rows"] = np.concatenate([bank["rows"], content_features(sc.thumbnails[new])])
         return bank["rows"][bank["at"][t]], ok
 
-    def run(rid, name, q_ids, r_ids, b, internal=False):
+    def prepare(rid, name, q_ids, r_ids, b, internal=False):
         ids = np.r_[q_ids, r_ids]
         is_test = np.r_[np.ones(len(q_ids), bool), np.zeros(len(r_ids), bool)]
         sub = None
@@ -420,17 +452,15 @@ def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds
             ids, is_test = ids[keep], is_test[keep]
             sub = int(keep.sum())
         X, ok = features_for(ids)
-        ids_ok, y = ids[ok], is_test[ok]
-        part_rows = rows.iloc[row_pos.get_indexer(ids_ok)]
-        try:
-            r = partition_classifier(X, y, rows=part_rows,
-                                     groups=part_rows["group"].to_numpy() if "group" in part_rows
-                                     else None,
-                                     name=name, folds=folds, seed=seed, n_resamples=n_resamples,
-                                     classifier=classifier, fit_max_rows=fit_max_rows)
-        except InputError as exc:
-            out.records.append(not_run_record("provenance", "not applicable", str(exc), id=rid, title=name, inputs=inputs))
-            return None
+        part_rows = rows.iloc[row_pos.get_indexer(ids[ok])]
+        steps = partition_steps(X, is_test[ok], rows=part_rows,
+                                groups=part_rows["group"].to_numpy() if "group" in part_rows
+                                else None,
+                                name=name, folds=folds, seed=seed, n_resamples=n_resamples,
+                                classifier=classifier, fit_max_rows=fit_max_rows)
+        return steps, (rid, name, ids, ok, sub, b, internal)
+
+    def record(r, rid, name, ids, ok, sub, b, internal):
         auc = r.auc
         ctl = r.control["auc"] if r.control else None
         unscored = int((~ok).sum()) + r.params["unscored_rows"]
@@ -471,22 +501,37 @@ def _partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds
                      "d_a": r.d_a, "balanced_error": r.balanced_error,
                      "shuffled_control": r.control}))
         out.tables[f"partition_scores_{slug(name)}"] = r.scores
-        return r
 
-    for b in bounds:
-        s = slug(b.name)
-        run(f"provenance.partition[{s}]", f"Partition classifier {b.name}",
-            b.query.rows, b.reference.rows, b)
+    # features are computed here, in order, outside the fits' thread limit
+    runs = [prepare(f"provenance.partition[{slug(b.name)}]", f"Partition classifier {b.name}",
+                    b.query.rows, b.reference.rows, b) for b in bounds]
     refs = {b.reference.name: b for b in bounds}
     for name, b in refs.items():
         ref = b.reference.rows
         if len(ref) < 10:
             continue
         hold = internal_split(len(ref), internal_share, seed)
-        run(f"provenance.partition.internal[{slug(name)}]",
-            f"Partition classifier internal split of {name}", ref[hold], ref[~hold], None,
-            internal=True)
-    return out
+        runs.append(prepare(f"provenance.partition.internal[{slug(name)}]",
+                            f"Partition classifier internal split of {name}", ref[hold],
+                            ref[~hold], None, internal=True))
+
+    def steps():
+        done = yield Together([_caught(steps) for steps, _ in runs])
+        for (r, failed), (_, about) in zip(done, runs):
+            if failed is not None:
+                rid, name = about[:2]
+                out.records.append(not_run_record("provenance", "not applicable", str(failed), id=rid, title=name, inputs=inputs))
+            else:
+                record(r, *about)
+        return out
+
+    return steps()
+
+
+def _ready(value):
+    """A step generator with nothing to run: it returns ``value``."""
+    return value
+    yield  # makes this function a generator
 
 
 def audit_quality(scan: Any, params: Any = None) -> LayerResult:

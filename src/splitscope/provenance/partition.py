@@ -27,17 +27,20 @@ from splitscope.errors import InputError
 from splitscope.features.embeddings import load_embeddings
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
 from splitscope.provenance.stats import (
+    PARALLEL_CELLS,
     PARALLEL_CELLS_LINEAR,
+    FoldTasks,
     bootstrap_auc,
     fit_sample,
     fold_jobs,
     map_folds,
+    run_steps,
     single_threaded,
     weighted_auc,
 )
 
 __all__ = ["PartitionResult", "content_features", "internal_split", "load_embeddings",
-           "partition_classifier", "proxy_a_distance"]
+           "partition_classifier", "partition_steps", "proxy_a_distance"]
 
 
 def content_features(thumbs: np.ndarray, *, grid: int = 16, bins: int = 32,
@@ -131,6 +134,22 @@ def _fold_prob(X, y, train, test, classifier: str, seed: int) -> np.ndarray | No
 def _oof_prob(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None, *, folds: int, seed: int,
               classifier: str, jobs: int | None = None, fit_max_rows: int | None = None
               ) -> tuple[np.ndarray, np.ndarray, list[int], int]:
+    """Out-of-fold probabilities: (prob, fold of each row, rows fitted per fold, training rows
+    left out of the fits)."""
+    splits, left_out = _oof_splits(X, y, groups, folds=folds, seed=seed, classifier=classifier,
+                                   fit_max_rows=fit_max_rows)
+    done = map_folds(_fold_prob, [(X, y, tr, te, classifier, seed) for tr, te in splits],
+                     fold_jobs(X.size, len(splits), jobs, _min_cells(classifier)))
+    return (*_oof_merge(len(y), splits, done), [len(tr) for tr, _ in splits], left_out)
+
+
+def _min_cells(classifier: str) -> int | None:
+    return PARALLEL_CELLS_LINEAR if classifier == "logistic" else None
+
+
+def _oof_splits(X, y, groups, *, folds, seed, classifier, fit_max_rows):
+    """The folds of :func:`_oof_prob` ((fit rows, held-out rows) each) and the training rows
+    the fit cap left out."""
     from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
     _classifier(classifier, seed)  # an unknown classifier is an error before any split
@@ -147,17 +166,17 @@ def _oof_prob(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None, *, folds:
     available = sum(len(tr) for tr, _ in splits)
     splits = [(tr[fit_sample(y[tr], None if groups is None else groups[tr], fit_max_rows,
                              seed + i)], te) for i, (tr, te) in enumerate(splits)]
-    prob = np.full(len(y), np.nan)
-    fold = np.full(len(y), -1, dtype=np.int64)
-    min_cells = PARALLEL_CELLS_LINEAR if classifier == "logistic" else None
-    done = map_folds(_fold_prob, [(X, y, tr, te, classifier, seed) for tr, te in splits],
-                     fold_jobs(X.size, len(splits), jobs, min_cells))
+    return splits, available - sum(len(tr) for tr, _ in splits)
+
+
+def _oof_merge(n: int, splits, done) -> tuple[np.ndarray, np.ndarray]:
+    prob = np.full(n, np.nan)
+    fold = np.full(n, -1, dtype=np.int64)
     for i, ((_, te), p) in enumerate(zip(splits, done)):
         if p is not None:
             prob[te] = p
             fold[te] = i
-    fitted = [len(tr) for tr, _ in splits]
-    return prob, fold, fitted, available - sum(fitted)
+    return prob, fold
 
 
 def partition_classifier(
@@ -198,13 +217,17 @@ def partition_classifier(
     PartitionResult
     """
     with single_threaded(threads):
-        return _partition(features, is_test, rows=rows, groups=groups, name=name, folds=folds,
-                          seed=seed, n_resamples=n_resamples, classifier=classifier,
-                          shuffled_control=shuffled_control, fit_max_rows=fit_max_rows)
+        return run_steps([partition_steps(
+            features, is_test, rows=rows, groups=groups, name=name, folds=folds, seed=seed,
+            n_resamples=n_resamples, classifier=classifier, shuffled_control=shuffled_control,
+            fit_max_rows=fit_max_rows)])[0]
 
 
-def _partition(features, is_test, *, rows, groups, name, folds, seed, n_resamples, classifier,
-               shuffled_control, fit_max_rows) -> PartitionResult:
+def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs train pool",
+                    folds=5, seed=0, n_resamples=2000, classifier="logistic",
+                    shuffled_control=True, fit_max_rows=FIT_MAX_ROWS):
+    """:func:`partition_classifier` as a step generator (:func:`~splitscope.provenance.stats.
+    run_steps`): the folds of the classifier and of its shuffled control are one request."""
     X = np.asarray(features, dtype=np.float64)
     y = np.asarray(is_test).astype(bool)
     if X.ndim != 2 or len(X) != len(y):
@@ -217,8 +240,18 @@ def _partition(features, is_test, *, rows, groups, name, folds, seed, n_resample
         if gs.notna().any():
             gs = gs.fillna("\0row:" + pd.Series(np.arange(len(gs))).astype(str))
             g = pd.factorize(gs)[0]
-    prob, fold, fitted, left_out = _oof_prob(X, y, g, folds=folds, seed=seed, classifier=classifier,
-                                   fit_max_rows=fit_max_rows)
+    opts = {"folds": folds, "seed": seed, "classifier": classifier, "fit_max_rows": fit_max_rows}
+    splits, left_out = _oof_splits(X, y, g, **opts)
+    calls = [(_fold_prob, (X, y, tr, te, classifier, seed)) for tr, te in splits]
+    if shuffled_control:
+        y_perm = np.random.default_rng(seed).permutation(y)
+        splits2, _ = _oof_splits(X, y_perm, g, **opts)
+        calls += [(_fold_prob, (X, y_perm, tr, te, classifier, seed)) for tr, te in splits2]
+    min_cells = _min_cells(classifier)
+    done = yield FoldTasks(calls, weight=X.size / (PARALLEL_CELLS if min_cells is None
+                                                   else min_cells))
+    prob, fold = _oof_merge(len(y), splits, done[:len(splits)])
+    fitted = [len(tr) for tr, _ in splits]
     ok = np.isfinite(prob)
     auc = bootstrap_auc(y[ok], prob[ok], n_resamples=n_resamples, seed=seed, strata=fold[ok])
     pooled = float(weighted_auc(y[ok], prob[ok])[0]) if ok.any() else float("nan")
@@ -242,10 +275,7 @@ def _partition(features, is_test, *, rows, groups, name, folds, seed, n_resample
     })
     control = None
     if shuffled_control:
-        rng = np.random.default_rng(seed)
-        y_perm = rng.permutation(y)
-        p2, f2, _, _ = _oof_prob(X, y_perm, g, folds=folds, seed=seed, classifier=classifier,
-                              fit_max_rows=fit_max_rows)
+        p2, f2 = _oof_merge(len(y), splits2, done[len(splits):])
         ok2 = np.isfinite(p2)
         c_auc = bootstrap_auc(y_perm[ok2], p2[ok2], n_resamples=n_resamples, seed=seed,
                               strata=f2[ok2])

@@ -13,6 +13,8 @@ seed) scored by its weighted AUROC (ties count one half).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,8 @@ import numpy as np
 from splitscope.errors import InputError
 
 __all__ = [
+    "FoldTasks",
+    "Together",
     "balanced_accuracy_rows",
     "bootstrap_auc",
     "bootstrap_balanced_accuracy",
@@ -27,6 +31,7 @@ __all__ = [
     "fold_jobs",
     "interval_kind",
     "map_folds",
+    "run_steps",
     "single_threaded",
     "weighted_auc",
 ]
@@ -132,6 +137,122 @@ def map_folds(func, tasks: list[tuple], jobs: int = 1) -> list:
 
     return Parallel(n_jobs=min(jobs, len(tasks)), backend="loky",
                     inner_max_num_threads=1)(delayed(func)(*t) for t in tasks)
+
+
+@dataclass
+class FoldTasks:
+    """What a step generator (see :func:`run_steps`) asks to have run: independent calls
+    ``fn(*args)`` (module-level functions, each seeded on its own) whose results come back in
+    order. ``jobs``: worker processes asked for explicitly (None: by cost); ``weight``: the
+    calls' cost as a share of what pays for starting workers (``cells / min_cells`` of
+    :func:`fold_jobs`)."""
+
+    calls: list[tuple[Callable[..., Any], tuple]]
+    jobs: int | None = None
+    weight: float = 0.0
+
+
+@dataclass
+class Together:
+    """What a step generator asks to have run side by side: other step generators; their
+    return values come back in order."""
+
+    steps: list[Generator]
+
+
+@dataclass
+class _Node:
+    gen: Generator
+    parent: _Node | None = None
+    request: Any = None
+    children: list[_Node] = field(default_factory=list)
+    done: bool = False
+    value: Any = None
+
+
+def _call(fn: Callable[..., Any], args: tuple) -> Any:
+    return fn(*args)
+
+
+def run_steps(steps: list[Generator], jobs: int | None = None) -> list:
+    """Run step generators together and return their return values, in order.
+
+    A step generator is a probe written as plain code that yields a :class:`FoldTasks` (and
+    receives the calls' results) or a :class:`Together` (and receives the generators' return
+    values) wherever it needs work done. Every generator is advanced as far as it can go; then
+    the calls that all of them wait for run in *one* :func:`map_folds`, so the folds of several
+    probes share the worker processes and none waits for another's last fold; then each
+    generator is resumed, in order (one waiting on a :class:`Together` as soon as the last of
+    its generators has returned), and so on until all have returned. The work a generator does
+    between its requests runs in this process, in that fixed order, and every call is seeded
+    on its own, so the results do not depend on which calls share a map. ``jobs``: worker
+    processes (default: decided from the requests, see :class:`FoldTasks`)."""
+    roots = [_Node(g) for g in steps]
+    for node in roots:
+        _resume(node, None)
+    while not all(node.done for node in roots):
+        leaves: list[_Node] = []
+        for node in roots:
+            _waiting(node, leaves)
+        calls = [c for leaf in leaves for c in leaf.request.calls]
+        results = map_folds(_call, calls, _round_jobs([leaf.request for leaf in leaves],
+                                                      len(calls), jobs))
+        at = 0
+        for leaf in leaves:
+            k = len(leaf.request.calls)
+            _resume(leaf, results[at:at + k])
+            at += k
+    return [node.value for node in roots]
+
+
+def _waiting(node: _Node, leaves: list[_Node]) -> None:
+    if node.done:
+        return
+    if isinstance(node.request, FoldTasks):
+        leaves.append(node)
+    for child in node.children:
+        _waiting(child, leaves)
+
+
+def _resume(node: _Node, value: Any) -> None:
+    """Send ``value`` into ``node``'s generator and follow it to its next request for calls
+    (or to its end, resuming its parent when that was the last of a :class:`Together`)."""
+    while True:
+        try:
+            request = node.gen.send(value)
+        except StopIteration as stop:
+            node.done, node.value, node.request = True, stop.value, None
+            parent = node.parent
+            if parent is not None and all(c.done for c in parent.children):
+                values = [c.value for c in parent.children]
+                parent.children = []
+                _resume(parent, values)
+            return
+        if isinstance(request, FoldTasks):
+            if request.calls:
+                node.request = request
+                return
+            value = []
+        elif isinstance(request, Together):
+            node.request = request
+            node.children = [_Node(g, parent=node) for g in request.steps]
+            if not node.children:
+                value = []
+                continue
+            for child in list(node.children):
+                _resume(child, None)
+            return  # the last child to finish resumes this node
+        else:
+            raise TypeError(f"a step yields FoldTasks or Together, not {type(request).__name__}")
+
+
+def _round_jobs(requests: list[FoldTasks], n_calls: int, jobs: int | None) -> int:
+    if jobs is not None:
+        return max(1, int(jobs))
+    asked = [r.jobs for r in requests if r.jobs is not None]
+    weight = sum(r.weight for r in requests if r.jobs is None)
+    n = fold_jobs(1, n_calls, None, 1) if weight >= 1 else 1
+    return max([n, *asked])
 
 
 def balanced_accuracy_rows(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
