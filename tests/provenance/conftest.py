@@ -19,3 +19,20 @@ def demo_scan(tmp_path_factory):
     sc = scan(root, base / "ws", group_regex=DEMO_GROUP_REGEX, progress=False, workers=1)
     planted = pd.read_csv(root / "planted.csv", dtype=str, keep_default_na=False)
     return sc, planted, root
+
+
+@pytest.fixture
+def fold_maps(monkeypatch):
+    """``(calls, jobs)`` of every :func:`splitscope.provenance.stats.map_folds` the test makes
+    through :func:`~splitscope.provenance.stats.run_steps` (the calls still run)."""
+    from splitscope.provenance import stats
+
+    maps: list[tuple[int, int]] = []
+    real = stats.map_folds
+
+    def counted(func, tasks, jobs=1):
+        maps.append((len(tasks), jobs))
+        return real(func, tasks, jobs)
+
+    monkeypatch.setattr(stats, "map_folds", counted)
+    return maps

@@ -170,7 +170,8 @@ def test_demo_provenance_records_unchanged(demo_scan):
 
 
 @pytest.mark.slow
-def test_demo_provenance_the_same_with_every_fit_in_worker_processes(demo_scan, monkeypatch):
+def test_demo_provenance_the_same_with_every_fit_in_worker_processes(demo_scan, fold_maps,
+                                                                    monkeypatch):
     """The layer runs all its fits (both probes' folds and cross splits, the partition
     classifier and its controls) as one set of calls; in worker processes they give the records
     and tables of running them here, one after another."""
@@ -182,14 +183,7 @@ def test_demo_provenance_the_same_with_every_fit_in_worker_processes(demo_scan, 
         return [{k: v for k, v in r.to_dict().items() if k not in ("inputs", "software")}
                 for r in result.records]
 
-    maps = []
-    real = stats.map_folds
-
-    def counted(func, tasks, jobs=1):
-        maps.append((len(tasks), jobs))
-        return real(func, tasks, jobs)
-
-    monkeypatch.setattr(stats, "map_folds", counted)
+    maps = fold_maps
     monkeypatch.setattr(stats, "_round_jobs", lambda requests, n, jobs: 1)
     here = audit_provenance(sc)
     monkeypatch.setattr(stats, "_round_jobs", lambda requests, n, jobs: 2)

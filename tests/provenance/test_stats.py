@@ -119,17 +119,8 @@ def _pair(log):
     return a, b, (c, got)
 
 
-def test_run_steps_runs_the_calls_of_every_generator_in_one_map(monkeypatch):
-    from splitscope.provenance import stats
-
-    maps = []
-    real = stats.map_folds
-
-    def counted(func, tasks, jobs=1):
-        maps.append((len(tasks), jobs))
-        return real(func, tasks, jobs)
-
-    monkeypatch.setattr(stats, "map_folds", counted)
+def test_run_steps_runs_the_calls_of_every_generator_in_one_map(fold_maps):
+    maps = fold_maps
     log: list[str] = []
     out = run_steps([_pair(log), _probe("d", [5, 6], log)])
     assert out == [(("a", [1, 4]), ("b", [9]), ("c", [16])), ("d", [25, 36])]

@@ -581,22 +581,6 @@ def header_probe_within_pool(
             jobs=jobs, feature_matrix=feature_matrix)])[0]
 
 
-def within_pool_steps(table: pd.DataFrame, *, label: str = "label", group: str | None = "group",
-                      folds: int = 5, seed: int = 0, n_resamples: int = 2000,
-                      importance_repeats: int = 5, importance_max_rows: int = 2000,
-                      fit_max_rows: int | None = FIT_MAX_ROWS, columns: list[str] | None = None,
-                      include_name_fields: bool = False, jobs: int | None = None,
-                      feature_matrix: FeatureMatrix | None = None):
-    """:func:`header_probe_within_pool` as a step generator (:func:`~splitscope.provenance.
-    stats.run_steps`), so that its folds can share the worker processes with other probes'."""
-    matrix = feature_matrix or _header_matrix(columns, include_name_fields)
-    return (yield from _within_pool(
-        table, label=label, group=group, folds=folds, seed=seed, n_resamples=n_resamples,
-        importance_repeats=importance_repeats, importance_max_rows=importance_max_rows,
-        matrix=matrix, include_name_fields=include_name_fields, jobs=jobs,
-        fit_max_rows=fit_max_rows))
-
-
 def _header_matrix(columns: list[str] | None, include_name_fields: bool) -> FeatureMatrix:
     def build(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
         return header_feature_matrix(table, columns, include_name_fields=include_name_fields)
@@ -623,10 +607,17 @@ def _fit_fold(X, y, train, test, names, categorical, seed, importance_seed, repe
         max_rows=max_rows, columns=columns)
 
 
-def _within_pool(table, *, label, group, folds, seed, n_resamples, importance_repeats,
-                 importance_max_rows, matrix, include_name_fields, jobs,
-                 fit_max_rows) -> ProbeResult:
+def within_pool_steps(table: pd.DataFrame, *, label: str = "label", group: str | None = "group",
+                      folds: int = 5, seed: int = 0, n_resamples: int = 2000,
+                      importance_repeats: int = 5, importance_max_rows: int = 2000,
+                      fit_max_rows: int | None = FIT_MAX_ROWS, columns: list[str] | None = None,
+                      include_name_fields: bool = False, jobs: int | None = None,
+                      feature_matrix: FeatureMatrix | None = None):
+    """:func:`header_probe_within_pool` as a step generator (:func:`~splitscope.provenance.
+    stats.run_steps`), so that its folds can share the worker processes with other probes'."""
     from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+
+    matrix = feature_matrix or _header_matrix(columns, include_name_fields)
 
     y = _labels(table, label)
     _check_classes(y, "the pool")
@@ -729,21 +720,6 @@ def header_probe_cross_split(
             group=group, feature_matrix=feature_matrix)])[0]
 
 
-def cross_split_steps(train: pd.DataFrame, test: pd.DataFrame, *, label: str = "label",
-                      seed: int = 0, n_resamples: int = 2000, importance_repeats: int = 5,
-                      importance_max_rows: int = 2000, fit_max_rows: int | None = FIT_MAX_ROWS,
-                      columns: list[str] | None = None, include_name_fields: bool = False,
-                      group: str | None = "group", feature_matrix: FeatureMatrix | None = None):
-    """:func:`header_probe_cross_split` as a step generator (see :func:`within_pool_steps`);
-    the fit, its importances and the single-field trees are one call."""
-    matrix = feature_matrix or _header_matrix(columns, include_name_fields)
-    return (yield from _cross_split(
-        train, test, label=label, seed=seed, n_resamples=n_resamples,
-        importance_repeats=importance_repeats, importance_max_rows=importance_max_rows,
-        matrix=matrix, include_name_fields=include_name_fields, fit_max_rows=fit_max_rows,
-        group=group))
-
-
 def _fit_cross(xtr, ytr, xte, yte, keep, categorical, seed, repeats, max_rows):
     """The cross split's work: fit on the training side, predict the query side, permutation
     importances on it, and the single-field trees (fit on the same training rows)."""
@@ -757,9 +733,14 @@ def _fit_cross(xtr, ytr, xte, yte, keep, categorical, seed, repeats, max_rows):
     return pred, imp, single
 
 
-def _cross_split(train, test, *, label, seed, n_resamples, importance_repeats,
-                 importance_max_rows, matrix, include_name_fields, fit_max_rows,
-                 group) -> ProbeResult:
+def cross_split_steps(train: pd.DataFrame, test: pd.DataFrame, *, label: str = "label",
+                      seed: int = 0, n_resamples: int = 2000, importance_repeats: int = 5,
+                      importance_max_rows: int = 2000, fit_max_rows: int | None = FIT_MAX_ROWS,
+                      columns: list[str] | None = None, include_name_fields: bool = False,
+                      group: str | None = "group", feature_matrix: FeatureMatrix | None = None):
+    """:func:`header_probe_cross_split` as a step generator (see :func:`within_pool_steps`);
+    the fit, its importances and the single-field trees are one call."""
+    matrix = feature_matrix or _header_matrix(columns, include_name_fields)
     y_tr = _labels(train, label)
     y_te = _labels(test, label)
     _check_classes(y_tr, "the training side")
