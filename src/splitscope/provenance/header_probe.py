@@ -588,13 +588,13 @@ def _header_matrix(columns: list[str] | None, include_name_fields: bool) -> Feat
     return build
 
 
-def _fold_weight(rows: int, columns: int) -> float:
-    """The cost of a probe's folds as a share of what pays for worker processes
-    (:func:`~splitscope.provenance.stats.fold_jobs`): a boosted fit and its importances cost
-    about as much with a few columns as with :data:`MIN_COST_COLUMNS` (binning and per-tree
-    predictions dominate), so a narrow matrix such as the image statistics is counted at that
-    width."""
-    return rows * max(columns, MIN_COST_COLUMNS) / PARALLEL_CELLS
+def _fold_weight(rows: int, columns: int, fits: int = 5) -> float:
+    """The cost of a probe's fits on ``rows`` (five folds, or one cross-split fit) as a share
+    of what pays for worker processes (:func:`~splitscope.provenance.stats.fold_jobs`: five
+    folds of ``PARALLEL_CELLS`` cells): a boosted fit and its importances cost about as much
+    with a few columns as with :data:`MIN_COST_COLUMNS` (binning and per-tree predictions
+    dominate), so a narrow matrix such as the image statistics is counted at that width."""
+    return rows * max(columns, MIN_COST_COLUMNS) / PARALLEL_CELLS * fits / 5
 
 
 def _fit_fold(X, y, train, test, names, categorical, seed, importance_seed, repeats,
@@ -764,7 +764,7 @@ def cross_split_steps(train: pd.DataFrame, test: pd.DataFrame, *, label: str = "
         (pred, imp, single), = yield FoldTasks(
             [(_fit_cross, (xtr[fit], ytr[fit], xte, yte, keep, cat, seed, importance_repeats,
                            importance_max_rows))],
-            weight=_fold_weight(len(fit), len(keep)) / 5)
+            weight=_fold_weight(len(fit), len(keep), fits=1))
         imp_parts = [imp]
     else:
         pred = np.full(len(yte), pd.Series(ytr).mode().iloc[0])

@@ -30,10 +30,9 @@ from splitscope.provenance.stats import (
     PARALLEL_CELLS,
     PARALLEL_CELLS_LINEAR,
     FoldTasks,
+    Together,
     bootstrap_auc,
     fit_sample,
-    fold_jobs,
-    map_folds,
     run_steps,
     single_threaded,
     weighted_auc,
@@ -136,15 +135,25 @@ def _oof_prob(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None, *, folds:
               ) -> tuple[np.ndarray, np.ndarray, list[int], int]:
     """Out-of-fold probabilities: (prob, fold of each row, rows fitted per fold, training rows
     left out of the fits)."""
+    return run_steps([_oof_steps(X, y, groups, folds=folds, seed=seed, classifier=classifier,
+                                 jobs=jobs, fit_max_rows=fit_max_rows)])[0]
+
+
+def _oof_steps(X, y, groups, *, folds, seed, classifier, jobs=None, fit_max_rows=None):
+    """:func:`_oof_prob` as a step generator: one call per fold, workers worth starting from
+    ``PARALLEL_CELLS_LINEAR`` cells for the logistic fits (``PARALLEL_CELLS`` otherwise)."""
     splits, left_out = _oof_splits(X, y, groups, folds=folds, seed=seed, classifier=classifier,
                                    fit_max_rows=fit_max_rows)
-    done = map_folds(_fold_prob, [(X, y, tr, te, classifier, seed) for tr, te in splits],
-                     fold_jobs(X.size, len(splits), jobs, _min_cells(classifier)))
-    return (*_oof_merge(len(y), splits, done), [len(tr) for tr, _ in splits], left_out)
-
-
-def _min_cells(classifier: str) -> int | None:
-    return PARALLEL_CELLS_LINEAR if classifier == "logistic" else None
+    min_cells = PARALLEL_CELLS_LINEAR if classifier == "logistic" else PARALLEL_CELLS
+    done = yield FoldTasks([(_fold_prob, (X, y, tr, te, classifier, seed)) for tr, te in splits],
+                           jobs, X.size / min_cells)
+    prob = np.full(len(y), np.nan)
+    fold = np.full(len(y), -1, dtype=np.int64)
+    for i, ((_, te), p) in enumerate(zip(splits, done)):
+        if p is not None:
+            prob[te] = p
+            fold[te] = i
+    return prob, fold, [len(tr) for tr, _ in splits], left_out
 
 
 def _oof_splits(X, y, groups, *, folds, seed, classifier, fit_max_rows):
@@ -167,16 +176,6 @@ def _oof_splits(X, y, groups, *, folds, seed, classifier, fit_max_rows):
     splits = [(tr[fit_sample(y[tr], None if groups is None else groups[tr], fit_max_rows,
                              seed + i)], te) for i, (tr, te) in enumerate(splits)]
     return splits, available - sum(len(tr) for tr, _ in splits)
-
-
-def _oof_merge(n: int, splits, done) -> tuple[np.ndarray, np.ndarray]:
-    prob = np.full(n, np.nan)
-    fold = np.full(n, -1, dtype=np.int64)
-    for i, ((_, te), p) in enumerate(zip(splits, done)):
-        if p is not None:
-            prob[te] = p
-            fold[te] = i
-    return prob, fold
 
 
 def partition_classifier(
@@ -227,7 +226,7 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
                     folds=5, seed=0, n_resamples=2000, classifier="logistic",
                     shuffled_control=True, fit_max_rows=FIT_MAX_ROWS):
     """:func:`partition_classifier` as a step generator (:func:`~splitscope.provenance.stats.
-    run_steps`): the folds of the classifier and of its shuffled control are one request."""
+    run_steps`): the folds of the classifier and of its shuffled control run together."""
     X = np.asarray(features, dtype=np.float64)
     y = np.asarray(is_test).astype(bool)
     if X.ndim != 2 or len(X) != len(y):
@@ -241,17 +240,11 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
             gs = gs.fillna("\0row:" + pd.Series(np.arange(len(gs))).astype(str))
             g = pd.factorize(gs)[0]
     opts = {"folds": folds, "seed": seed, "classifier": classifier, "fit_max_rows": fit_max_rows}
-    splits, left_out = _oof_splits(X, y, g, **opts)
-    calls = [(_fold_prob, (X, y, tr, te, classifier, seed)) for tr, te in splits]
+    runs = [_oof_steps(X, y, g, **opts)]
     if shuffled_control:
         y_perm = np.random.default_rng(seed).permutation(y)
-        splits2, _ = _oof_splits(X, y_perm, g, **opts)
-        calls += [(_fold_prob, (X, y_perm, tr, te, classifier, seed)) for tr, te in splits2]
-    min_cells = _min_cells(classifier)
-    done = yield FoldTasks(calls, weight=X.size / (PARALLEL_CELLS if min_cells is None
-                                                   else min_cells))
-    prob, fold = _oof_merge(len(y), splits, done[:len(splits)])
-    fitted = [len(tr) for tr, _ in splits]
+        runs.append(_oof_steps(X, y_perm, g, **opts))
+    (prob, fold, fitted, left_out), *controls = yield Together(runs)
     ok = np.isfinite(prob)
     auc = bootstrap_auc(y[ok], prob[ok], n_resamples=n_resamples, seed=seed, strata=fold[ok])
     pooled = float(weighted_auc(y[ok], prob[ok])[0]) if ok.any() else float("nan")
@@ -275,7 +268,7 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
     })
     control = None
     if shuffled_control:
-        p2, f2 = _oof_merge(len(y), splits2, done[len(splits):])
+        (p2, f2, _, _), = controls
         ok2 = np.isfinite(p2)
         c_auc = bootstrap_auc(y_perm[ok2], p2[ok2], n_resamples=n_resamples, seed=seed,
                               strata=f2[ok2])
