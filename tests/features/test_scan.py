@@ -473,3 +473,78 @@ def test_manifest_without_files(tmp_path):
     assert summary["rows_without_file"] == 4
     assert summary["failures"]["rows"]["by_reason"] == {"no_file": 4}
     assert (s.rows()["thumb_index"] == -1).all()
+
+
+@pytest.mark.parametrize("case", ["images", "failures", "all_failed", "no_files", "rescan"])
+def test_the_features_a_scan_returns_are_those_read_back(tmp_path, case):
+    """A scan that writes its result returns that table without reading it back: it must
+    equal, value for value and dtype for dtype, what load_scan reads from the workspace."""
+    root = make_release(tmp_path / "data", n_per_class=3)
+    folder = root / "train" / "a"
+    if case in ("failures", "all_failed"):
+        (folder / "zero.png").write_bytes(b"")
+        (folder / "cut.png").write_bytes((folder / "img_000.png").read_bytes()[:40])
+    if case == "all_failed":
+        for p in root.rglob("img_*.png"):
+            p.write_bytes(b"not an image")
+    inputs = root
+    if case == "no_files":
+        inputs = run_scan(root, tmp_path / "first").manifest.copy()
+        inputs["file"] = pd.array([pd.NA] * len(inputs), dtype="string")
+    if case == "rescan":  # the result gathers the previous result's rows and a new shard
+        run_scan(root, tmp_path / "ws")
+        Image.fromarray(np.zeros((24, 24, 3), np.uint8)).save(folder / "new.png")
+    s = run_scan(inputs, tmp_path / "ws")
+    assert s.meta["extracted"] > 0 or case == "no_files"
+    again = load_scan(tmp_path / "ws")
+    pd.testing.assert_frame_equal(s.features, again.features, check_exact=True,
+                                  check_index_type=True, check_column_type=True)
+    assert list(s.features.dtypes) == list(again.features.dtypes)
+
+
+@pytest.mark.parametrize(("n", "workers"), [(5840, 2), (2000, 2), (7000, 4), (100, 2), (17, 1),
+                                            (1, 2), (0, 2)])
+def test_batches_cover_every_file_once_and_taper_at_the_end(n, workers):
+    from splitscope.features.scanning import _batch_bounds, _batch_size
+
+    step = _batch_size(n, workers)
+    for taper in (False, True):
+        bounds = _batch_bounds(n, step, workers, taper)
+        covered = [i for a, b in bounds for i in range(a, b)]
+        assert covered == list(range(n))  # contiguous, in order, each file once
+        sizes = [b - a for a, b in bounds]
+        assert all(0 < s <= step for s in sizes)
+        if not taper:
+            assert sizes[:-1] == [step] * (len(sizes) - 1)
+    sizes = [b - a for a, b in _batch_bounds(n, step, workers, True)]
+    if n >= 4 * workers * step:  # many full batches: the last ones are small
+        assert sizes[0] == step and max(sizes[-workers:]) <= max(8, step // 8)
+        assert sizes == sorted(sizes, reverse=True)
+
+
+class _Recording:
+    """A serial executor that records the number of files in each batch."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.sizes: list[int] = []
+
+    def map(self, fn, chunks):
+        for chunk_id, payload in chunks:
+            self.sizes.append(len(payload[1]))
+            yield chunk_id, fn(payload)
+
+
+def test_batch_sizes_taper_unless_given(tmp_path):
+    root = make_release(tmp_path / "data", n_per_class=10)  # 40 files: batches of 8 at least
+    given = _Recording(workers=2)
+    run_scan(root, tmp_path / "ws1", batch_size=6, executor=given)
+    assert given.sizes == [6] * 6 + [4]
+    chosen = _Recording(workers=2)
+    s = run_scan(root, tmp_path / "ws2", executor=chosen)
+    assert sum(chosen.sizes) == 40 and len(s.features) == 40
+    assert chosen.sizes == [8] * 5  # _batch_size(40, 2) = 8 = the smallest batch: no taper
+    big = make_release(tmp_path / "big", n_per_class=50)  # 200 files: batches of 25
+    tapered = _Recording(workers=1)
+    s = run_scan(big, tmp_path / "ws3", executor=tapered)
+    assert tapered.sizes == [25] * 7 + [13, 8, 4] and len(s.features) == 200

@@ -292,6 +292,24 @@ def _batch_size(n: int, workers: int) -> int:
     return int(min(256, max(8, math.ceil(n / (8 * max(1, workers))))))
 
 
+def _batch_bounds(n: int, step: int, workers: int, taper: bool) -> list[tuple[int, int]]:
+    """``(start, stop)`` of each batch of ``n`` files. With ``taper``, batches are ``step``
+    files until the files left are few, then each is a ``2 * workers``-th of those left (at
+    least ``max(8, step // 8)``): the workers take batches in order as they free up, so they
+    run out of work within a small batch of each other instead of one idling for most of a
+    full one at the end (guided self-scheduling)."""
+    bounds: list[tuple[int, int]] = []
+    smallest = max(8, step // 8)
+    start = 0
+    while start < n:
+        size = step
+        if taper:
+            size = min(step, max(smallest, math.ceil((n - start) / (2 * max(1, workers)))))
+        bounds.append((start, min(n, start + size)))
+        start += size
+    return bounds
+
+
 def _check_not_inside_dataset(workspace: Path, manifest: pd.DataFrame, inputs: list) -> None:
     """The dataset is never written to: refuse a workspace inside an input folder or above
     any listed file."""
@@ -405,7 +423,8 @@ def scan(
         extract_files`, run in workers as ``extract_batch``. Must be a module-level function
         when run in worker processes.
     batch_size : int, optional
-        Files per batch (default: chosen from the number of files and workers).
+        Files per batch, every batch but the last (default: chosen from the number of files
+        and workers, the last batches smaller so the workers finish together).
     label_map : str, path or mapping, optional
         Released labels → audited labels (``glioma=tumor,meningioma=tumor`` or a two-column
         CSV), applied once to the manifest (:func:`splitscope.manifest.labels.apply_label_map`).
@@ -496,19 +515,21 @@ def scan(
             n_workers = executor.workers if executor is not None else 1
             size_b = int(batch_size) if batch_size else _batch_size(len(readable), n_workers)
             run = f"{time.time_ns():020d}-{os.getpid()}"
-            plan = [(SerialExecutor(), unstatable, int(batch_size) if batch_size else 4096),
-                    (executor, readable, size_b)]
+            # (runner, files, batch size, tapered): a given batch size is kept as it is
+            plan = [(SerialExecutor(), unstatable, int(batch_size) if batch_size else 4096, False),
+                    (executor, readable, size_b, not batch_size)]
             layout = _shard_schema(params)
             source = entries["source"].to_numpy(dtype=object).copy()
             row_pos = entries["row_pos"].to_numpy(dtype=np.int64).copy()
             thumb_pos = entries["thumb_pos"].to_numpy(dtype=np.int64).copy()
             with _progress_bar(_progress_enabled(progress), len(todo)) as advance, \
                     ShardCommitter(store, depth=min(8, 2 * max(1, n_workers))) as committer:
-                for stage, (runner, subset, step) in enumerate(plan):
+                for stage, (runner, subset, step, taper) in enumerate(plan):
                     if not len(subset):
                         continue
-                    batches = {f"{run}-{stage}-{i:06d}": subset[s:s + step]
-                               for i, s in enumerate(range(0, len(subset), step))}
+                    bounds = _batch_bounds(len(subset), step, n_workers, taper)
+                    batches = {f"{run}-{stage}-{i:06d}": subset[a:b]
+                               for i, (a, b) in enumerate(bounds)}
                     payloads = ((name, (worker_extractor, [files[i] for i in take], params))
                                 for name, take in batches.items())
                     with contextlib.closing(runner.map(run_batch, payloads)) as results:
@@ -551,8 +572,9 @@ def scan(
                 and (entries["row_pos"].to_numpy() == np.arange(len(entries))).all()
                 and meta.get("n_files") == len(files)
             )
+            written = None  # the result's table as written, when this run wrote it
             if not up_to_date:
-                result_name, _ = store.write_result(
+                result_name, written = store.write_result(
                     entries, (params.thumb_size, params.thumb_size),
                     schema=_schema(extractor, params), loaded=committed,
                 )
@@ -597,7 +619,8 @@ def scan(
         # while the result is opened (the lock is held until both are done)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitscope-prune") as bg:
             pruned = bg.submit(_prune, store, store.result_dir(new_meta))
-            result = load_scan(workspace, params, verify=False)  # checked or written just now
+            # checked or written just now; a table written now is not read back
+            result = _load_scan(workspace, params, verify=False, written=written)
             pruned.result()
     return result
 
@@ -718,6 +741,13 @@ def load_scan(workspace: str | Path | None = None, params: Any = None, *,
         changed since those features were assembled, or when a file is damaged (rerun
         ``scan``, which repairs it).
     """
+    return _load_scan(workspace, params, verify=verify)
+
+
+def _load_scan(workspace: str | Path | None, params: Any, *, verify: bool,
+               written: pd.DataFrame | None = None) -> Scan:
+    """:func:`load_scan`; ``written`` is the result's feature table when the caller has just
+    written it (the scan), equal to what reading it back gives, so it is not read again."""
     workspace = Path(workspace if workspace is not None else DEFAULT_WORKSPACE).resolve()
     if params is None:
         try:
@@ -751,7 +781,7 @@ def load_scan(workspace: str | Path | None = None, params: Any = None, *,
         raise InputError(f"workspace {workspace} is damaged ({problem}); rerun `splitscope "
                          f"scan` on the same inputs to repair it")
     manifest = with_manifest_columns(pd.read_parquet(manifest_path))
-    features = pd.read_parquet(folder / "features.parquet")
+    features = pd.read_parquet(folder / "features.parquet") if written is None else written
     features = features.drop(columns=list(SIGNATURE_COLUMNS), errors="ignore")
     thumbnails = open_thumbnails(folder / "thumbnails.npy")
     if params is None or isinstance(params, str):

@@ -763,8 +763,10 @@ def _arrow_piece(group: list[tuple[np.ndarray, np.ndarray, Any]]) -> tuple[int, 
     offsets = np.cumsum([0] + [table.num_rows for _, _, table in group[:-1]])
     take = np.concatenate([t for t, _, _ in group])
     rows = np.concatenate([offset + r for offset, (_, r, _) in zip(offsets, group)])
-    tables = [table for _, _, table in group]
-    piece = pa.concat_tables(tables).take(pa.array(rows, type=pa.int64())).to_pandas()
+    table = pa.concat_tables([table for _, _, table in group])
+    if not np.array_equal(rows, np.arange(table.num_rows)):  # a cold scan's shards are in order
+        table = table.take(pa.array(rows, type=pa.int64()))
+    piece = table.to_pandas()
     piece.index = take
     return int(take.min()), piece
 
