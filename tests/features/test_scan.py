@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from splitscope.errors import InputError
+from splitscope.features.executor import SerialExecutor
 from splitscope.features.extract import extract_files
 from splitscope.features.scanning import Scan, load_scan, scan
 
@@ -522,17 +523,20 @@ def test_batches_cover_every_file_once_and_taper_at_the_end(n, workers):
         assert sizes == sorted(sizes, reverse=True)
 
 
-class _Recording:
-    """A serial executor that records the number of files in each batch."""
+class _Recording(SerialExecutor):
+    """The serial executor, recording the number of files in each batch it runs."""
 
     def __init__(self, workers: int):
         self.workers = workers
         self.sizes: list[int] = []
 
     def map(self, fn, chunks):
-        for chunk_id, payload in chunks:
-            self.sizes.append(len(payload[1]))
-            yield chunk_id, fn(payload)
+        def recorded():
+            for chunk_id, payload in chunks:
+                self.sizes.append(len(payload[1]))
+                yield chunk_id, payload
+
+        return super().map(fn, recorded())
 
 
 def test_batch_sizes_taper_unless_given(tmp_path):
