@@ -99,7 +99,7 @@ def test_invalid_utf8_in_a_csv_is_listed(tmp_path):
 # -- crashing workers ---------------------------------------------------------------------
 
 _CRASHY = '''
-import os, signal
+import os, signal, time
 from pathlib import Path
 
 
@@ -113,6 +113,13 @@ def crash_once(payload):
     marker, x = payload
     if x == 2 and not Path(marker).exists():
         Path(marker).write_text("crashed once")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x * 10
+
+
+def crash_late(x):
+    if x == 1:
+        time.sleep(0.3)
         os.kill(os.getpid(), signal.SIGKILL)
     return x * 10
 
@@ -151,6 +158,25 @@ def test_a_chunk_whose_worker_dies_once_is_retried(crashy, tmp_path):
     marker = str(tmp_path / "marker")
     got = dict(ProcessExecutor(2).map(crashy.crash_once, ((i, (marker, i)) for i in range(6))))
     assert got == {i: i * 10 for i in range(6)} and Path(marker).exists()
+
+
+@pytest.mark.slow
+def test_a_worker_dying_while_the_caller_holds_a_result_is_recovered(crashy):
+    """The pool breaks between two chunks taken by the caller: the next submission is refused
+    (BrokenProcessPool at submit), yet the dying chunk is retried alone and reported, and the
+    refused chunk and every later one still run."""
+    import time
+
+    got = {}
+    for chunk_id, result in ProcessExecutor(2, max_in_flight=2).map(
+            crashy.crash_late, ((f"c{i}", i) for i in range(6))):
+        got[chunk_id] = result
+        if chunk_id == "c0":
+            time.sleep(1.5)  # c1's worker dies meanwhile
+    assert set(got) == {f"c{i}" for i in range(6)}
+    assert isinstance(got["c1"], ChunkFailed)
+    assert {k: v for k, v in got.items() if k != "c1"} == {f"c{i}": i * 10 for i in range(6)
+                                                           if i != 1}
 
 
 @pytest.mark.slow

@@ -208,7 +208,8 @@ class ProcessExecutor:
     Every worker starts with :func:`init_worker`: BLAS threads pinned to 1, and a watch that
     ends the worker if this process is killed. When a worker dies, the chunks in flight that
     did not finish run again one at a time in a fresh pool; one whose worker dies again
-    yields :class:`ChunkFailed`. The pool lives for one ``map`` call and
+    yields :class:`ChunkFailed`. A worker may die while the caller holds a result, so that the
+    next submission is refused: that chunk never ran and goes to the fresh pool like any other. The pool lives for one ``map`` call and
     is shut down when the iteration ends, is closed early, or raises (pending chunks are
     cancelled), so an interrupted caller leaves no workers behind.
     """
@@ -243,22 +244,35 @@ class ProcessExecutor:
         pool = self._pool()
         pending: dict[Future, tuple[Hashable, Any]] = {}
         source = iter(chunks)
+        unsent: list[tuple[Hashable, Any]] = []  # taken from the source, refused by a broken pool
         exhausted = False
         try:
             while True:
-                while not exhausted and len(pending) < self.max_in_flight:
+                broken = False
+                while len(pending) < self.max_in_flight and (unsent or not exhausted):
+                    if unsent:
+                        item = unsent.pop()
+                    else:
+                        try:
+                            item = next(source)
+                        except StopIteration:
+                            exhausted = True
+                            break
                     try:
-                        chunk_id, payload = next(source)
-                    except StopIteration:
-                        exhausted = True
+                        pending[pool.submit(fn, item[1])] = item
+                    except BrokenProcessPool:  # a worker died since the last wait
+                        unsent.append(item)
+                        broken = True
                         break
-                    pending[pool.submit(fn, payload)] = (chunk_id, payload)
-                if not pending:
+                if not pending and not broken:
                     break
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+                if not broken:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    broken = any(isinstance(f.exception(), BrokenProcessPool) for f in done)
+                if broken:
                     # a worker died: every chunk in flight fails with the pool; each one that
-                    # did not finish is run again, alone, in a fresh pool
+                    # did not finish is run again, alone, in a fresh pool (a chunk the broken
+                    # pool refused never ran, and goes to the fresh pool as usual)
                     wait(pending)
                     lost = []
                     for future in sorted(pending, key=lambda f: str(pending[f][0])):
