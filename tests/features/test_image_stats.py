@@ -65,6 +65,62 @@ def test_border_share_is_the_area_of_uniform_edge_bands(pad):
     assert image_stats(a)["border_share"] == pytest.approx(expected, abs=0.04)  # on 96²
 
 
+def _thumbnail_cases():
+    """Thumbnails of several shapes and layouts: noise, padded noise, constant, gradient, and
+    the stored thumbnails of the demo-like noise images."""
+    rng = np.random.default_rng(11)
+    cases = [rng.integers(0, 256, (s, s), dtype=np.uint8) for s in (3, 8, 64, 95, 96, 128)]
+    cases += [np.pad(rng.integers(0, 256, (40, 50), dtype=np.uint8), np.reshape(pad, (2, 2)),
+                     constant_values=int(v)) for *pad, v in rng.integers(0, 20, (40, 5))]
+    noisy = np.pad(rng.integers(100, 104, (30, 30), dtype=np.uint8), 10, constant_values=101)
+    edge = rng.integers(0, 256, (48, 48), dtype=np.uint8)  # bands whose range is the tolerance
+    edge[:6] = rng.choice(np.array([100, 104], np.uint8), (6, 48))
+    edge[:, -5:] = rng.choice(np.array([20, 24], np.uint8), (48, 5))
+    cases += [np.full((96, 96), 7, np.uint8), np.tile(np.arange(96, dtype=np.uint8), (96, 1)),
+              noisy, edge, edge.T.copy(), np.asfortranarray(cases[4]), cases[5][::2, 1::2]]
+    return cases
+
+
+def _reference_border_share(a):
+    """The definition, line by line: from each edge, the lines all of whose values lie within
+    the tolerance of every value of the edge line."""
+    from splitscope.features.stats import BORDER_TOLERANCE
+
+    def run(lines):
+        first = lines[0].astype(int)
+        n = 0
+        for line in lines:
+            if not (np.abs(line.astype(int)[:, None] - first[None, :]) <= BORDER_TOLERANCE).all():
+                break
+            n += 1
+        return n
+
+    h, w = a.shape
+    top = run(a)
+    if top == h:
+        return 1.0
+    bottom = run(a[::-1])
+    inner = a[top:h - bottom]
+    left = run(inner.T)
+    right = 0 if left == w else run(inner.T[::-1])
+    return 1.0 - (h - top - bottom) * max(w - left - right, 0) / (h * w)
+
+
+def test_blur_and_border_statistics_equal_their_plain_definitions_bit_for_bit():
+    """The Laplacian variance and sharpness equal numpy's float32 Laplacian and ``var``
+    (float64), and the border share the line-by-line definition, to the last bit."""
+    from splitscope.features.stats import _blur_stats, _border_share
+
+    for a in _thumbnail_cases():
+        f = np.ascontiguousarray(a, dtype=np.float32)
+        lap = f[:-2, 1:-1] + f[2:, 1:-1] + f[1:-1, :-2] + f[1:-1, 2:] - 4.0 * f[1:-1, 1:-1]
+        lap_var, var = float(lap.var(dtype=np.float64)), float(f.var(dtype=np.float64))
+        got = _blur_stats(a)
+        assert got["laplacian_var"] == lap_var
+        assert got["sharpness"] == (lap_var / var if var > 0 else None)
+        assert _border_share(a) == _reference_border_share(a)
+
+
 def test_border_share_of_a_constant_and_of_a_gradient_image():
     assert image_stats(np.full((20, 30), 77, np.uint8))["border_share"] == 1.0
     ramp = np.tile(np.arange(0, 250, 5, dtype=np.uint8)[:, None], (1, 40))  # each row constant

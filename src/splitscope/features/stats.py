@@ -93,19 +93,35 @@ def _histogram_stats(counts: np.ndarray) -> dict[str, float]:
 
 
 def _blur_stats(small: np.ndarray) -> dict[str, float | None]:
-    # C order whatever the input's: the variances' summation order, so their last bits, follow
-    # the memory layout
-    small = np.ascontiguousarray(small, dtype=np.float32)
-    lap = (small[:-2, 1:-1] + small[2:, 1:-1] + small[1:-1, :-2] + small[1:-1, 2:]
-           - 4.0 * small[1:-1, 1:-1])
-    lap_var = float(lap.var(dtype=np.float64))
-    var = float(small.var(dtype=np.float64))
+    # the Laplacian of a uint8 grid is an integer of magnitude at most 4·255, exact in int16
+    # (as it was in float32), and both variances are float64 sums of the same values in the
+    # same order (C order whatever the input's), so their bits do not depend on the type
+    small = np.ascontiguousarray(small, dtype=np.int16)
+    lap = small[:-2, 1:-1] + small[2:, 1:-1]
+    lap += small[1:-1, :-2]
+    lap += small[1:-1, 2:]
+    lap -= 4 * small[1:-1, 1:-1]
+    lap_var = _variance(lap)
+    var = _variance(small)
     return {"laplacian_var": lap_var, "sharpness": lap_var / var if var > 0 else None}
+
+
+def _variance(a: np.ndarray) -> float:
+    """``a.var(dtype=np.float64)``: numpy's operations (float64 mean, deviations, float64 sum
+    of their squares) without its argument handling, which costs more than the sums here."""
+    n = a.size
+    mean = np.add.reduce(a, axis=None, dtype=np.float64, keepdims=True)
+    mean /= n
+    dev = np.subtract(a, mean)
+    np.square(dev, out=dev)
+    return float(np.add.reduce(dev, axis=None, dtype=np.float64)) / n
 
 
 def _edge_run(mins: np.ndarray, maxs: np.ndarray) -> int:
     """Leading lines (rows or columns) whose values all lie within the tolerance of every value
     of the first line."""
+    if int(maxs[0]) - int(mins[0]) > BORDER_TOLERANCE:  # the first line itself is not uniform
+        return 0
     lo = int(maxs[0]) - BORDER_TOLERANCE
     hi = int(mins[0]) + BORDER_TOLERANCE
     inside = (mins >= lo) & (maxs <= hi)
@@ -114,13 +130,13 @@ def _edge_run(mins: np.ndarray, maxs: np.ndarray) -> int:
 
 def _border_share(a: np.ndarray) -> float:
     h, w = a.shape
-    rmin, rmax = a.min(axis=1), a.max(axis=1)
+    rmin, rmax = np.minimum.reduce(a, axis=1), np.maximum.reduce(a, axis=1)
     top = _edge_run(rmin, rmax)
     if top == h:
         return 1.0
     bottom = _edge_run(rmin[::-1], rmax[::-1])
     inner = a[top:h - bottom]
-    cmin, cmax = inner.min(axis=0), inner.max(axis=0)
+    cmin, cmax = np.minimum.reduce(inner, axis=0), np.maximum.reduce(inner, axis=0)
     left = _edge_run(cmin, cmax)
     right = 0 if left == w else _edge_run(cmin[::-1], cmax[::-1])
     kept = (h - top - bottom) * max(w - left - right, 0)
