@@ -20,13 +20,15 @@ the references that survive its bound, and computes its cell coordinates from th
 in wall and CPU seconds (the steadier measure on a shared machine;
 run with ``OMP_NUM_THREADS=1`` to compare the work of one core). The outputs must be identical
 (best reference per query, every pair ≥ τ); the FLOP reduction is the pruned search's own count
-against 2·Q·R·d.
+against 2·Q·R·d. ``--ceiling`` also measures, per form of the bound, the costs no search of
+that form avoids and the speed-up they cap (:func:`pruning_ceiling`).
 
 Run::
 
     python benchmarks/bench_search.py                      # the full configuration
     python benchmarks/bench_search.py --queries 500 --references 2000   # a quick look
     python benchmarks/bench_search.py --only-real --repeat 3   # pruned vs brute force only
+    python benchmarks/bench_search.py --only-real --ceiling    # and what caps the pruning
     OMP_NUM_THREADS=2 python benchmarks/bench_search.py --workers 2 --json bench.json
 """
 
@@ -157,6 +159,82 @@ def pruned_vs_brute(q: np.ndarray, r: np.ndarray, tau: float, repeat: int) -> di
             "cpu_ratio_kernel": med_cpu["brute_kernel"] / med_cpu["pruned_kernel"]}
 
 
+def pruning_ceiling(q: np.ndarray, r: np.ndarray, tau: float, repeat: int,
+                    seed: int = 0) -> dict:
+    """What caps the pruned search on these thumbnails, whatever else is made faster.
+
+    The pruned search computes, for every query × reference pair, the bound of one form
+    (cell means or principal directions of cells) before it discards the pair. For each form
+    it can choose, this measures the three costs no search of that form avoids (medians of
+    ``repeat``, one BLAS thread): the coordinates of all Q + R thumbnails, the bound's product
+    over all pairs, and scoring the pairs whose bound reaches what they must beat when that is
+    each query's true best ρ (or τ), the fewest any such search must score (their references
+    normalised, each pair's product as the search computes it). ``speedup_cap`` is the
+    brute-force kernel's time over the sum: no search that bounds every pair with that form
+    and scores the survivors this way is faster by more. Also: how many references lie within δ of each query's best ρ (the slack
+    the bound must resolve)."""
+    from threadpoolctl import threadpool_limits
+
+    from splitscope.relations import pruned
+    from splitscope.relations.ncc import _blocked_search, _flat
+
+    qv, rv = centred_unit_vectors(q)[0], centred_unit_vectors(r)[0]
+    qf, rf = _flat(q), _flat(r)
+    kw = {"tau": tau, "block": 2048, "exclude": None, "query_chunk": 8192,
+          "collect_pairs": False, "max_pairs": 5_000_000, "value": "rho"}
+    size = q.shape[1]
+    rng = np.random.default_rng(seed)
+    sample = np.sort(rng.choice(len(r), size=min(len(r), pruned.SAMPLE), replace=False))
+    with threadpool_limits(1):
+        brute = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            _blocked_search(lambda pos: qv[pos], lambda pos: rv[pos], qf, rf, **kw)
+            brute.append(time.perf_counter() - t)
+        blocks = range(0, len(r), 2048)
+        best = np.max([(qv @ rv[b:b + 2048].T).max(axis=1) for b in blocks], axis=0)
+        deltas = (0.02, 0.05, 0.1, 0.2)
+        close = np.zeros(len(deltas))
+        for b in blocks:
+            gap = best[:, None] - qv @ rv[b:b + 2048].T
+            close += [(gap < d).sum() for d in deltas]
+        within = {str(d): float(c / len(q)) for d, c in zip(deltas, close)}
+        need = np.minimum(best, tau) - pruned.MARGIN
+        forms = []
+        for bound in pruned.bound_options(size, r[sample], len(r)):
+            coord_s, prod_s, score_s = [], [], []
+            for _ in range(repeat):
+                t = time.perf_counter()
+                qp, qe = bound.coordinates(q)
+                rp, re = bound.coordinates(r)
+                coord_s.append(time.perf_counter() - t)
+                qa = np.concatenate([qp, qe[:, None].astype(np.float32)], axis=1)
+                ra = np.concatenate([rp, re[:, None].astype(np.float32)], axis=1)
+                t = time.perf_counter()
+                hits = [np.nonzero(qa @ ra[b:b + 2048].T >= need[:, None])
+                        for b in range(0, len(r), 2048)]
+                prod_s.append(time.perf_counter() - t)
+                qi = np.concatenate([h[0] for h in hits])
+                rj = np.concatenate([h[1] + b for h, b in zip(hits, range(0, len(r), 2048))])
+                t = time.perf_counter()
+                used, inv = np.unique(rj, return_inverse=True)
+                pruned._pair_dots(qv, qi, centred_unit_vectors(r[used])[0], inv)
+                score_s.append(time.perf_counter() - t)
+            survive = qi.size
+            floor = float(np.median(coord_s) + np.median(prod_s) + np.median(score_s))
+            forms.append({**bound.describe(), "coordinates": bound.dims(size),
+                          "mean_residual": float(qe.mean()),
+                          "surviving_share_at_true_best": survive / (len(q) * len(r)),
+                          "coordinate_seconds": float(np.median(coord_s)),
+                          "bound_product_seconds": float(np.median(prod_s)),
+                          "scoring_seconds": float(np.median(score_s)),
+                          "speedup_cap": float(np.median(brute)) / floor})
+    return {"queries": len(q), "references": len(r), "tau": tau,
+            "brute_kernel_seconds": float(np.median(brute)),
+            "references_within_delta_of_best": within, "forms": forms,
+            "best_speedup_cap": max(f["speedup_cap"] for f in forms)}
+
+
 def hamming_rates(nq: int, nr: int, workers: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     qp, qd = rng.integers(0, 2**63, (2, nq), dtype=np.uint64)
@@ -194,6 +272,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--cache", type=Path, default=Path(os.environ.get(
         "XDG_CACHE_HOME", Path.home() / ".cache")) / "splitscope-bench")
     ap.add_argument("--only-real", action="store_true", help="only pruned vs brute force")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also measure what caps the pruned search on each real set")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
 
@@ -212,6 +292,10 @@ def main(argv=None) -> dict:
         q, r = real_thumbnails(folder, args.cache, name)
         report["pruned_vs_brute"][name] = pruned_vs_brute(q, r, args.tau, args.repeat)
         print(json.dumps({name: report["pruned_vs_brute"][name]}), flush=True)
+        if args.ceiling:
+            report.setdefault("pruning_ceiling", {})[name] = pruning_ceiling(
+                q, r, args.tau, args.repeat)
+            print(json.dumps({name: report["pruning_ceiling"][name]}), flush=True)
     if args.only_real:
         text = json.dumps(report, indent=2)
         print(text)
