@@ -211,11 +211,10 @@ def pruning_ceiling(q: np.ndarray, r: np.ndarray, tau: float, repeat: int,
                 qa = np.concatenate([qp, qe[:, None].astype(np.float32)], axis=1)
                 ra = np.concatenate([rp, re[:, None].astype(np.float32)], axis=1)
                 t = time.perf_counter()
-                hits = [np.nonzero(qa @ ra[b:b + 2048].T >= need[:, None])
-                        for b in range(0, len(r), 2048)]
+                hits = [np.nonzero(qa @ ra[b:b + 2048].T >= need[:, None]) for b in blocks]
                 prod_s.append(time.perf_counter() - t)
                 qi = np.concatenate([h[0] for h in hits])
-                rj = np.concatenate([h[1] + b for h, b in zip(hits, range(0, len(r), 2048))])
+                rj = np.concatenate([h[1] + b for h, b in zip(hits, blocks)])
                 t = time.perf_counter()
                 used, inv = np.unique(rj, return_inverse=True)
                 pruned._pair_dots(qv, qi, centred_unit_vectors(r[used])[0], inv)

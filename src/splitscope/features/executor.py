@@ -209,9 +209,10 @@ class ProcessExecutor:
     ends the worker if this process is killed. When a worker dies, the chunks in flight that
     did not finish run again one at a time in a fresh pool; one whose worker dies again
     yields :class:`ChunkFailed`. A worker may die while the caller holds a result, so that the
-    next submission is refused: that chunk never ran and goes to the fresh pool like any other. The pool lives for one ``map`` call and
-    is shut down when the iteration ends, is closed early, or raises (pending chunks are
-    cancelled), so an interrupted caller leaves no workers behind.
+    next submission is refused: that chunk never ran and goes to the fresh pool like any other.
+    The pool lives for one ``map`` call and is shut down when the iteration ends, is closed
+    early, or raises (pending chunks are cancelled), so an interrupted caller leaves no workers
+    behind.
     """
 
     def __init__(
