@@ -24,6 +24,7 @@ the callers:
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import threading
@@ -245,24 +246,20 @@ class ProcessExecutor:
         pool = self._pool()
         pending: dict[Future, tuple[Hashable, Any]] = {}
         source = iter(chunks)
-        unsent: list[tuple[Hashable, Any]] = []  # taken from the source, refused by a broken pool
         exhausted = False
         try:
             while True:
                 broken = False
-                while len(pending) < self.max_in_flight and (unsent or not exhausted):
-                    if unsent:
-                        item = unsent.pop()
-                    else:
-                        try:
-                            item = next(source)
-                        except StopIteration:
-                            exhausted = True
-                            break
+                while not exhausted and len(pending) < self.max_in_flight:
+                    try:
+                        item = next(source)
+                    except StopIteration:
+                        exhausted = True
+                        break
                     try:
                         pending[pool.submit(fn, item[1])] = item
-                    except BrokenProcessPool:  # a worker died since the last wait
-                        unsent.append(item)
+                    except BrokenProcessPool:  # a worker died since the last wait: the chunk
+                        source = itertools.chain([item], source)  # goes to the fresh pool
                         broken = True
                         break
                 if not pending and not broken:
