@@ -39,6 +39,7 @@ VERBS = {
     "attribution": "splitscope.evaluation.commands",
     "audit": "splitscope.audit.commands",
     "demo": "splitscope.audit.commands",
+    "croissant": "splitscope.audit.croissant",
     "train": "splitscope.experiments.commands",
     "embed": "splitscope.experiments.commands",
     "explain": "splitscope.experiments.commands",

@@ -211,6 +211,9 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 @with_options(LIST_FILE_OPTIONS)
 @IMAGE_COLUMN_OPTION
 @with_options(SAFETY_OPTIONS)
+@click.option("--croissant", is_flag=True,
+              help="Also write OUT/croissant.json, a Croissant JSON-LD record (with RAI "
+                   "fields) of the audited release; `splitscope croissant OUT` adds one later.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def audit_command(inputs, control, external, predictions, sheet, header_row, sep, decimal,
                   score_kind, attribution_maps,
@@ -219,7 +222,7 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
                   label_map,
                   path_column, label_column, split_column, source_column, group_column,
                   list_root, constant_split, image_column, allow_outside_root, follow_links,
-                  max_file_size, as_json) -> None:
+                  max_file_size, croissant, as_json) -> None:
     """Audit a release (folder ROOT/<split>/<class>/…, a list file, a table of embedded
     images, a save_to_disk folder or a MedMNIST .npz) with every layer.
 
@@ -252,7 +255,7 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
                            ("sheet", sheet), ("header_row", header_row),
                            ("sep", {"\\t": "\t", "tab": "\t"}.get(sep, sep)),
                            ("decimal", decimal)) if v is not None},
-                       progress=None if not as_json else False)
+                       progress=None if not as_json else False, croissant=croissant)
     _finish(result, as_json)
 
 

@@ -175,6 +175,7 @@ def audit(
     follow_links: bool = False,
     max_file_bytes: int | None = None,
     prediction_reading: Mapping[str, Any] | None = None,
+    croissant: bool = False,
 ) -> AuditResult:
     """Audit a release with every applicable layer and write the audit's outputs.
 
@@ -247,6 +248,9 @@ def audit(
         What the scans may read (:func:`splitscope.features.scanning.scan`): rows outside
         their release root are not read unless allowed (and stay marked), links to folders
         are followed on request, files above the cap (default 2 GiB) are listed, never read.
+    croissant : bool
+        Also write ``croissant.json``, a Croissant JSON-LD record of the release
+        (:mod:`splitscope.records.croissant`), linked from the report.
 
     Returns
     -------
@@ -312,7 +316,8 @@ def audit(
                      "allow_outside_root": bool(allow_outside_root),
                      "follow_links": bool(follow_links), "max_file_bytes": max_file_bytes,
                      "list_options": dict(list_options or {}),
-                     "prediction_reading": dict(prediction_reading or {})}
+                     "prediction_reading": dict(prediction_reading or {}),
+                     "croissant": bool(croissant)}
     doc = _ordered(doc)
     doc["fail_on"] = evaluate_conditions(conditions, doc["records"], doc["layers"],
                                          [b["name"] for b in doc["boundaries"]])
@@ -497,6 +502,10 @@ def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, exit_code: int) -
     report = render_report(doc, out_dir / "report.html", max_pairs=max_pairs,
                            opener=open_image)
     files = [audit_json, report] + [out_dir / a["path"] for a in doc["artifacts"]]
+    if doc["params"].get("croissant"):
+        from splitscope.records.croissant import write_croissant
+
+        files.append(write_croissant(out_dir))
     files.append(write_artifacts_manifest(out_dir, files))
     return AuditResult(document=doc, out_dir=out_dir, exit_code=exit_code, files=files)
 
