@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from splitscope.errors import InputError
+from splitscope.relations.ann import INDEXES
 from splitscope.relations.controls import DEFAULT_CONTROL_BOUND
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU, DEFAULT_TAU
@@ -151,6 +152,11 @@ def _parse_fail_on(items) -> list[str]:
 @click.option("--embedding-tau", type=float, default=DEFAULT_EMBEDDING_TAU, show_default=True,
               help="Cosine threshold for --embeddings (model-dependent; the sweep is always "
                    "printed).")
+@click.option("--index", "embedding_index", type=click.Choice(list(INDEXES)),
+              default="exact", show_default=True,
+              help="How --embeddings is searched: exact (blocked, every pair) or faiss-ivf (a "
+                   "FAISS IVF-Flat index, [scale] extra, for large sets; every candidate "
+                   "re-checked exactly, parameters recorded).")
 @click.option("--fail-on", "fail_on", multiple=True,
               help="Exit 1 when this predicate (e.g. sha256, ncc_nearest) flags any query row "
                    "(repeatable).")
@@ -158,7 +164,7 @@ def _parse_fail_on(items) -> list[str]:
 def duplicates_command(inputs, query, reference, boundaries, control_root, control_boundary,
                        control_bound, tau, radius, dihedral, thumb_size, interpolation,
                        workspace, out_dir, workers, transform_sample, seed, embeddings,
-                       embedding_tau, fail_on, as_json) -> None:
+                       embedding_tau, embedding_index, fail_on, as_json) -> None:
     """Byte, name, pixel, hash and NCC relationships across boundaries (METHODS §1–2), and
     embedding cosine similarity with --embeddings: prints each predicate's affected query rows
     / denominator / rate and the sweeps."""
@@ -183,7 +189,8 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
     result = audit_duplicates(audited, bounds or None, control=control, tau=tau, radius=radius,
                               dihedral=dihedral, out_dir=out_dir, control_bound=control_bound,
                               workers=workers, transform_sample=transform_sample, seed=seed,
-                              embeddings=embeddings, embedding_tau=embedding_tau)
+                              embeddings=embeddings, embedding_tau=embedding_tau,
+                              embedding_index=embedding_index)
     payload = summary_payload(result)
     if as_json:
         click.echo(json.dumps(payload, sort_keys=True))

@@ -48,6 +48,7 @@ from splitscope.relations.label_conflicts import (
     label_conflicts,
     union_record,
 )
+from splitscope.relations.ann import check_index, search_params
 from splitscope.relations.ncc import (
     DEFAULT_EMBEDDING_TAU,
     DEFAULT_TAU,
@@ -182,7 +183,8 @@ def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
         flags[p] = near.flags[p].to_numpy()
     emb = None
     if embeddings is not None:
-        emb = embedding_relations(rows, embeddings, boundary, tau=embedding_tau)
+        emb = embedding_relations(rows, embeddings, boundary, tau=embedding_tau,
+                                  index=(embedding_params or {}).get("index", "exact"))
         emb["params"] = {**emb["params"], **(embedding_params or {})}
         flags[EMBEDDING_PREDICATE] = emb.pop("flag")
         for col, values in emb.pop("columns").items():  # counterpart and measure per row
@@ -191,14 +193,16 @@ def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
 
 
 def embedding_relations(rows: pd.DataFrame, embeddings: np.ndarray, boundary: Boundary, *,
-                        tau: float = DEFAULT_EMBEDDING_TAU) -> dict:
+                        tau: float = DEFAULT_EMBEDDING_TAU, index: str = "exact") -> dict:
     """The ``embedding_cosine`` predicate on one boundary (METHODS §2.4).
 
     Each query row's nearest reference row by cosine similarity of the supplied embeddings
     (:func:`~splitscope.relations.ncc.embedding_search`, exact); the row is flagged when that
     cosine reaches ``tau``. A row whose vector is undefined (zero norm, non-finite, or no
     embedding for its path) is not assessed and never a counterpart; on a boundary of a
-    population with itself a row is never its own counterpart.
+    population with itself a row is never its own counterpart. With ``index="faiss-ivf"`` a
+    FAISS index gives the candidates (:func:`~splitscope.relations.ann.ivf_embedding_search`,
+    each re-checked exactly; its parameters are in ``params``).
 
     Returns
     -------
@@ -218,8 +222,11 @@ def embedding_relations(rows: pd.DataFrame, embeddings: np.ndarray, boundary: Bo
     q_rows = q["row"].to_numpy(np.int64)
     r_rows = r["row"].to_numpy(np.int64)
     exclude = _exclude_positions(q_rows, r_rows) if boundary.within else None
-    res = embedding_search(vectors[at.get_indexer(q_rows)], vectors[at.get_indexer(r_rows)],
-                           tau=tau, exclude=exclude)
+    search = embedding_search
+    if index != "exact":
+        from splitscope.relations.ann import ivf_embedding_search as search
+    res = search(vectors[at.get_indexer(q_rows)], vectors[at.get_indexer(r_rows)], tau=tau,
+                 exclude=exclude)
     assessed = np.isfinite(res.best_cosine)
     flag = pd.array([pd.NA] * len(q_rows), dtype="boolean")
     flag[assessed] = res.best_cosine[assessed] >= tau
@@ -249,7 +256,8 @@ def embedding_relations(rows: pd.DataFrame, embeddings: np.ndarray, boundary: Bo
         "params": {"tau": tau, "counterpart_rule": "nearest", "similarity": "cosine",
                    "normalisation": res.params["normalisation"],
                    "pairs_total": res.params["pairs_total"],
-                   "pairs_truncated": res.params["pairs_truncated"]},
+                   "pairs_truncated": res.params["pairs_truncated"],
+                   **search_params(res.params)},
     }
 
 
@@ -310,7 +318,8 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
                      dedup_predicates=DEDUP_PREDICATES, transform_sample: int = 0,
                      seed: int = 0, embeddings=None,
                      embedding_tau: float = DEFAULT_EMBEDDING_TAU,
-                     artifacts_manifest: bool = True, executor=None) -> LayerResult:
+                     artifacts_manifest: bool = True, executor=None,
+                     embedding_index: str = "exact") -> LayerResult:
     """Identity and near-duplicate audit of a scan (METHODS §1, §2).
 
     Parameters
@@ -350,6 +359,10 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
     embedding_tau : float
         Cosine threshold of ``embedding_cosine``; model-dependent, always reported with the
         sweep 0.80 … 0.999.
+    embedding_index : {"exact", "faiss-ivf"}
+        How the embedding search finds candidates: the exact blocked search (default), or a
+        FAISS IVF-Flat index (``[scale]`` extra) whose candidates are re-checked exactly
+        (:mod:`splitscope.relations.ann`); recorded with the predicate's parameters.
     executor : Executor, optional
         With a :class:`~splitscope.features.dask_executor.DaskExecutor`, the NCC search of
         every boundary (and of the control) is partitioned over its cluster
@@ -376,6 +389,7 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         if not 0 < float(embedding_tau) <= 1:
             raise InputError(f"embedding_tau must be in (0, 1]; got {embedding_tau}")
         matrix, emb_params = embedding_source(embeddings, rows)
+        emb_params["index"] = check_index(embedding_index)
         emb = {"embeddings": matrix, "embedding_tau": float(embedding_tau),
                "embedding_params": emb_params}
     relations = [boundary_relations(rows, scan.thumbs, b, tau=tau, radius=radius,
