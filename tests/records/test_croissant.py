@@ -161,6 +161,30 @@ def test_audit_with_croissant_writes_it(demo, tmp_path):
     assert sha256_file(out / "report.html") == before
 
 
+def test_the_audit_verb_flag(demo, tmp_path):
+    out = tmp_path / "cli"
+    assert main(["audit", str(demo.parent / "data"), "--out", str(out), "--layers", "groups",
+                 "--group-regex", r"^p(?P<group>\d+)_", "--workers", "1", "--croissant",
+                 "--json"]) == 0
+    record = json.loads((out / CROISSANT_FILE).read_text())
+    assert [r["name"] for r in record["recordSet"]] == ["release", "resplit", "resplit-folds"]
+    _load(out)
+
+
+def test_a_list_release_names_its_list(demo, tmp_path):
+    manifest = pd.read_csv(demo / "lists" / "manifest.csv", dtype=str)
+    listed = tmp_path / "index.csv"
+    manifest[["path", "split", "label"]].to_csv(listed, index=False)
+    out = tmp_path / "listed"
+    audit(listed, out_dir=out, workers=1, progress=False, layers=["groups"], croissant=True,
+          list_options={"root": str(demo.parent / "data")})
+    record = json.loads((out / CROISSANT_FILE).read_text())
+    entry = next(d for d in record["distribution"] if d["@id"].startswith("input:"))
+    assert entry["sha256"] == sha256_file(listed) and entry["encodingFormat"] == "text/csv"
+    assert (out / entry["contentUrl"]).resolve() == listed.resolve()
+    _load(out)
+
+
 def test_an_audit_without_it_does_not_link_it(tmp_path, demo):
     res = audit(demo.parent / "data", out_dir=tmp_path / "plain", workers=1, progress=False,
                 layers=["groups"], group_regex=r"^p(?P<group>\d+)_")

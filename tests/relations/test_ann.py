@@ -88,6 +88,16 @@ def test_few_probes_can_miss_but_never_invent():
     assert len(ann.pairs) < len(exact.pairs)  # the test can fail: one probe does miss here
 
 
+def test_a_query_with_more_pairs_than_k_gets_them_all():
+    rng = np.random.default_rng(4)
+    r = rng.normal(size=(2000, 16))
+    r[100:130] = r[5] + 0.001 * rng.normal(size=(30, 16))  # 31 near-copies of one vector
+    exact = embedding_search(r[[5]], r, tau=0.99)
+    ann = ivf_embedding_search(r[[5]], r, tau=0.99, k=4)
+    assert len(exact.pairs) == 31
+    same(exact, ann)
+
+
 def test_pair_bound_and_empty_sides():
     x = planted()
     ann = ivf_embedding_search(x, x, tau=0.5, exclude_self=True, max_pairs=100)

@@ -167,10 +167,6 @@ def _checked_lists(out: Path, doc: Mapping[str, Any]) -> dict[str, dict[str, Any
     return files
 
 
-def _id(path: str) -> str:
-    return path
-
-
 def _file_objects(out: Path, files: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """audit.json, report.html and every list, each a FileObject with its SHA-256."""
     entries = []
@@ -191,7 +187,7 @@ def _file_objects(out: Path, files: Mapping[str, Mapping[str, Any]]) -> list[dic
 
 def _file_object(rel: str, sha256: str, size: int, fmt: str, description: str | None
                  ) -> dict[str, Any]:
-    entry = {"@type": "cr:FileObject", "@id": _id(rel), "name": rel, "contentUrl": rel,
+    entry = {"@type": "cr:FileObject", "@id": rel, "name": rel, "contentUrl": rel,
              "contentSize": f"{int(size)} B", "encodingFormat": fmt, "sha256": sha256}
     if description:
         entry["description"] = description
@@ -215,19 +211,19 @@ def _released_files(out: Path, doc: Mapping[str, Any], manifest: pd.DataFrame
     FileObject per list input (its SHA-256 is of its bytes)."""
     entries: list[dict[str, Any]] = []
     for inp in doc.get("inputs") or []:
-        if inp.get("role") != "audited" or inp.get("kind") != "file":
-            continue
         path = Path(str(inp["path"]))
-        if inp.get("sha256_of") == "the file's bytes" or path.is_file():
-            rel = _relative(path, out)
-            size = path.stat().st_size if path.is_file() else None
-            entry = _file_object(rel, inp["sha256"], size or 0,
-                                 _FORMATS.get(path.suffix.lower(), "application/octet-stream"),
-                                 f"released list of the audited corpus ({inp.get('rows')} rows)")
-            entry["@id"] = f"input:{rel}"
-            if size is None:
-                entry.pop("contentSize")
-            entries.append(entry)
+        if inp.get("role") != "audited" or not path.is_file():
+            continue
+        digest = sha256_file(path)  # a list, table or array file: the digest of its bytes
+        if str(inp.get("sha256_of", "")).endswith("file's bytes") and digest != inp["sha256"]:
+            raise InputError(f"{path} changed since the audit read it; run the audit again")
+        rel = _relative(path, out)
+        entry = _file_object(rel, digest, path.stat().st_size,
+                             _FORMATS.get(path.suffix.lower(), "application/octet-stream"),
+                             f"released {inp.get('kind')} file of the audited corpus "
+                             f"({inp.get('rows')} rows)")
+        entry["@id"] = f"input:{rel}"
+        entries.append(entry)
     files = manifest.get("file")
     paths = manifest.get("path")
     if files is None or paths is None:
@@ -358,7 +354,7 @@ def _record_sets(doc: Mapping[str, Any], files: Mapping[str, Any]) -> list[dict[
 def _table(files: Mapping[str, Any], stem: str) -> str | None:
     for suffix in (".parquet", ".csv"):
         if stem + suffix in files:
-            return _id(stem + suffix)
+            return stem + suffix
     return None
 
 
@@ -368,7 +364,7 @@ def _dedup_list(files: Mapping[str, Any], split: str | None) -> str | None:
     for rel in files:
         p = PurePosixPath(rel)
         if p.parts[:2] == ("lists", "dedup") and p.name == f"{_stem(split)}_kept.csv":
-            return _id(rel)
+            return rel
     return None
 
 

@@ -3,8 +3,8 @@
 At large reference sets the exact blocked search of :func:`~splitscope.relations.ncc.
 embedding_search` costs one dot product per query × reference. :func:`ivf_embedding_search`
 asks a FAISS inverted-file index (IVF-Flat over the inner product of L2-normalised float32
-vectors, ``[scale]`` extra) for candidates instead: a range search at τ − ``margin`` for the
-pairs, and the ``k`` nearest for each query's best. Every candidate's cosine is then
+vectors, ``[scale]`` extra) for candidates instead: the ``k`` nearest of each query, and a
+range search at τ − ``margin`` for the queries whose ``k``-th nearest still reaches it. Every candidate's cosine is then
 recomputed from the two vectors (:func:`~splitscope.relations.ncc.canonical_values`, float64),
 and the pairs, ties and the best reference are decided by the same :class:`~splitscope.
 relations.ncc.SearchMerge` as the exact search. So every reported pair is a true pair with its
@@ -44,7 +44,7 @@ INDEXES = ("exact", "faiss-ivf")
 DEFAULT_NPROBE = 16
 
 #: training vectors per inverted list (FAISS warns below 39)
-TRAIN_PER_LIST = 64
+TRAIN_PER_LIST = 48
 
 
 def check_index(index: str) -> str:
@@ -69,8 +69,9 @@ def search_params(params: dict) -> dict:
 
 
 def default_nlist(n: int) -> int:
-    """Inverted lists for ``n`` reference vectors: about 4·√n, at most one per 39 vectors."""
-    return max(1, min(int(round(4 * math.sqrt(max(n, 1)))), n // 39))
+    """Inverted lists for ``n`` reference vectors: about 2·√n (training and probing cost
+    about the same at 100k), at most one per 39 vectors."""
+    return max(1, min(int(round(2 * math.sqrt(max(n, 1)))), n // 39))
 
 
 def _faiss():
@@ -85,7 +86,7 @@ def _faiss():
 def ivf_embedding_search(query_vectors, reference_vectors, *,
                          tau: float = DEFAULT_EMBEDDING_TAU, exclude_self: bool = False,
                          exclude=None, nlist: int | None = None, nprobe: int = DEFAULT_NPROBE,
-                         k: int = 4, margin: float = 1e-3, seed: int = 0,
+                         k: int = 8, margin: float = 1e-3, seed: int = 0,
                          query_chunk: int = 8192, add_chunk: int = 65536,
                          collect_pairs: bool = True, max_pairs: int = 5_000_000
                          ) -> EmbeddingResult:
@@ -103,7 +104,8 @@ def ivf_embedding_search(query_vectors, reference_vectors, *,
     nprobe : int
         Cells searched per query (more: higher recall, slower).
     k : int
-        Nearest candidates asked per query for its best (besides the range search).
+        Nearest candidates asked per query; a query whose ``k``-th still reaches τ − margin
+        is also range-searched, so none of its pairs in the probed cells is cut off.
     margin : float
         The range search runs at τ − margin, so the index's own rounding cannot drop a pair
         the exact check keeps.
@@ -177,19 +179,19 @@ def _build(faiss, r: np.ndarray, r_keep: np.ndarray, nlist: int, seed: int, add_
 
 def _query_chunk(index, merge: SearchMerge, q, r, r_keep, qpos, exclude, *, tau: float,
                  kk: int, margin: float, collect_pairs: bool) -> None:
-    """Candidates of one chunk of queries (range search and k nearest), each re-checked on
-    its canonical cosine and handed to ``merge``."""
+    """Candidates of one chunk of queries, each re-checked on its canonical cosine and handed
+    to ``merge``: the ``kk`` nearest of every query, and a range search at τ − margin for the
+    queries whose ``kk``-th nearest still reaches it (they may have more pairs)."""
     qv = unit_vectors(q[qpos])[0]
-    _, nn = index.search(qv, kk)
-    qi_nn = np.repeat(np.arange(qpos.size), kk)
-    ri_nn = nn.reshape(-1)
-    if collect_pairs:
-        lims, _, ids = index.range_search(qv, float(tau - margin))
-        qi_rs = np.repeat(np.arange(qpos.size), np.diff(lims.astype(np.int64)))
-        qi = np.concatenate([qi_nn, qi_rs])
-        ri = np.concatenate([ri_nn, ids])
-    else:
-        qi, ri = qi_nn, ri_nn
+    sims, nn = index.search(qv, kk)
+    qi = np.repeat(np.arange(qpos.size), kk)
+    ri = nn.reshape(-1)
+    full = np.flatnonzero((nn[:, -1] >= 0) & (sims[:, -1] >= tau - margin))
+    if collect_pairs and full.size:
+        lims, _, ids = index.range_search(np.ascontiguousarray(qv[full]),
+                                          float(tau - margin))
+        qi = np.concatenate([qi, np.repeat(full, np.diff(lims.astype(np.int64)))])
+        ri = np.concatenate([ri, ids])
     ok = ri >= 0
     qi, ri = qi[ok], ri[ok].astype(np.int64)
     rpos = r_keep[ri]
