@@ -451,10 +451,11 @@ def _preprocessing(doc: Mapping[str, Any]) -> list[str]:
                      f"{', '.join(lm.get('labels_unmapped') or []) or 'none'})")
     else:
         lines.append("no label map: labels as released")
+    dihedral = "matched" if p.get("dihedral") else "not matched"
     lines.append(f"pixel predicates on {p.get('thumb_size')}×{p.get('thumb_size')} grayscale "
                  f"thumbnails ({p.get('interpolation')}, mode {p.get('mode')}); NCC threshold "
                  f"τ = {p.get('tau')} (sweep {p.get('sweep')}); hash radius k = "
-                 f"{p.get('radius')}; dihedral variants {'matched' if p.get('dihedral') else 'not matched'}")
+                 f"{p.get('radius')}; dihedral variants {dihedral}")
     if p.get("group_regex"):
         lines.append(f"groups from the file name with the regex {p['group_regex']}")
     for r in doc["records"]:

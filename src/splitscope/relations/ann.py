@@ -4,9 +4,9 @@ At large reference sets the exact blocked search of :func:`~splitscope.relations
 embedding_search` costs one dot product per query × reference. :func:`ivf_embedding_search`
 asks a FAISS inverted-file index (IVF-Flat over the inner product of L2-normalised float32
 vectors, ``[scale]`` extra) for candidates instead: the ``k`` nearest of each query, and a
-range search at τ − ``margin`` for the queries whose ``k``-th nearest still reaches it. Every candidate's cosine is then
-recomputed from the two vectors (:func:`~splitscope.relations.ncc.canonical_values`, float64),
-and the pairs, ties and the best reference are decided by the same :class:`~splitscope.
+range search at τ − ``margin`` for the queries whose ``k``-th nearest still reaches it. Every
+candidate's cosine is then recomputed from the two vectors (:func:`~splitscope.relations.ncc.
+canonical_values`, float64), and the pairs, ties and the best reference are decided by the same :class:`~splitscope.
 relations.ncc.SearchMerge` as the exact search. So every reported pair is a true pair with its
 exact cosine; what the index can miss is a pair whose reference lies in a cell it did not
 probe (recall, measured against the exact search in ``benchmarks/bench_embeddings.py``), and,
@@ -25,11 +25,8 @@ from splitscope.relations.ncc import (
     DEFAULT_EMBEDDING_TAU,
     EmbeddingResult,
     SearchMerge,
-    _check_exclude,
-    _check_tau,
-    _check_vectors,
-    _undefined_rows,
     canonical_values,
+    embedding_inputs,
     unit_vectors,
 )
 
@@ -121,18 +118,12 @@ def ivf_embedding_search(query_vectors, reference_vectors, *,
         ``k``, ``margin``, ``train_vectors``, ``seed``, ``faiss`` version, ``recheck``).
     """
     faiss = _faiss()
-    q = _check_vectors(query_vectors, "query vectors")
-    r = _check_vectors(reference_vectors, "reference vectors")
-    if q.shape[0] and r.shape[0] and q.shape[1] != r.shape[1]:
-        raise InputError(f"query vectors have dimension {q.shape[1]} and reference vectors "
-                         f"{r.shape[1]}: cosine similarity needs one embedding on both sides")
-    tau = _check_tau(tau)
+    q, r, tau, exclude, q_undef, r_undef = embedding_inputs(
+        query_vectors, reference_vectors, tau, exclude, exclude_self)
     if int(nprobe) < 1 or int(k) < 1 or not 0 <= float(margin) < 1:
         raise InputError(f"nprobe and k must be >= 1 and margin in [0, 1); got nprobe "
                          f"{nprobe}, k {k}, margin {margin}")
     nq, nr = q.shape[0], r.shape[0]
-    exclude = _check_exclude(exclude, exclude_self, nq, nr)
-    q_undef, r_undef = _undefined_rows(q), _undefined_rows(r)
     r_keep = np.flatnonzero(~r_undef)
     dim = int(q.shape[1]) if nq else (int(r.shape[1]) if nr else None)
     nlist = default_nlist(r_keep.size) if nlist is None else max(1, int(nlist))

@@ -640,16 +640,9 @@ def embedding_search(query_vectors, reference_vectors, *, tau: float = DEFAULT_E
     >>> res.best_index.tolist(), res.query_undefined.tolist(), res.reference_undefined.tolist()
     ([1, -1], [False, True], [False, False, True])
     """
-    q = _check_vectors(query_vectors, "query vectors")
-    r = _check_vectors(reference_vectors, "reference vectors")
-    if q.shape[0] and r.shape[0] and q.shape[1] != r.shape[1]:
-        raise InputError(f"query vectors have dimension {q.shape[1]} and reference vectors "
-                         f"{r.shape[1]}: cosine similarity needs one embedding on both sides")
-    tau = _check_tau(tau)
+    q, r, tau, exclude, q_undef, r_undef = embedding_inputs(
+        query_vectors, reference_vectors, tau, exclude, exclude_self)
     nq, nr = q.shape[0], r.shape[0]
-    exclude = _check_exclude(exclude, exclude_self, nq, nr)
-    q_undef = _undefined_rows(q)
-    r_undef = _undefined_rows(r)
     best_idx, best_cos, pairs, n_pairs = _blocked_search(
         lambda pos: unit_vectors(q[pos])[0],
         lambda pos: unit_vectors(r[pos])[0],
@@ -661,6 +654,18 @@ def embedding_search(query_vectors, reference_vectors, *, tau: float = DEFAULT_E
                                    "normalisation": "L2, float32", "dimension": dim,
                                    "pairs_total": int(n_pairs),
                                    "pairs_truncated": n_pairs > len(pairs)})
+
+
+def embedding_inputs(query_vectors, reference_vectors, tau, exclude, exclude_self: bool):
+    """The checked inputs of an embedding search: ``q, r`` (arrays), ``tau``, ``exclude``
+    (one position or -1 per query, or None) and the undefined query and reference rows."""
+    q = _check_vectors(query_vectors, "query vectors")
+    r = _check_vectors(reference_vectors, "reference vectors")
+    if q.shape[0] and r.shape[0] and q.shape[1] != r.shape[1]:
+        raise InputError(f"query vectors have dimension {q.shape[1]} and reference vectors "
+                         f"{r.shape[1]}: cosine similarity needs one embedding on both sides")
+    exclude = _check_exclude(exclude, exclude_self, q.shape[0], r.shape[0])
+    return q, r, _check_tau(tau), exclude, _undefined_rows(q), _undefined_rows(r)
 
 
 def _undefined_rows(arr: np.ndarray) -> np.ndarray:
