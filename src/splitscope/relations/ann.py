@@ -6,11 +6,12 @@ asks a FAISS inverted-file index (IVF-Flat over the inner product of L2-normalis
 vectors, ``[scale]`` extra) for candidates instead: the ``k`` nearest of each query, and a
 range search at τ − ``margin`` for the queries whose ``k``-th nearest still reaches it. Every
 candidate's cosine is then recomputed from the two vectors (:func:`~splitscope.relations.ncc.
-canonical_values`, float64), and the pairs, ties and the best reference are decided by the same :class:`~splitscope.
-relations.ncc.SearchMerge` as the exact search. So every reported pair is a true pair with its
-exact cosine; what the index can miss is a pair whose reference lies in a cell it did not
-probe (recall, measured against the exact search in ``benchmarks/bench_embeddings.py``), and,
-below τ, a query's best is the best the index found (a lower bound of the exact nearest).
+canonical_values`, float64), and the pairs, ties and the best reference are decided by the
+same :class:`~splitscope.relations.ncc.SearchMerge` as the exact search. So every reported
+pair is a true pair with its exact cosine; what the index can miss is a pair whose reference
+lies in a cell it did not probe (recall, measured against the exact search in
+``benchmarks/bench_embeddings.py``), and, below τ, a query's best is the best the index found
+(a lower bound of the exact nearest).
 The exact search stays the default and the check.
 """
 
