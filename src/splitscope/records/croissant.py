@@ -378,11 +378,16 @@ def _slug(name: str | None) -> str:
     return _stem(str(name)).replace("_", "-").lower()
 
 
+def _units(unit: str | None) -> str:
+    """The plural of a counting unit: ``affected query rows``, ``rows (case)``."""
+    head, sep, tail = (unit or "row").partition(" (")
+    return f"{head}s{sep}{tail}"
+
+
 def _rate(r: Mapping[str, Any]) -> str:
     num, den = r.get("numerator"), r.get("denominator")
-    unit = r.get("unit") or "row"
     share = f" ({num / den:.2%})" if isinstance(num, (int, float)) and den else ""
-    return f"{num} of {den} {unit}s{share}"
+    return f"{num} of {den} {_units(r.get('unit'))}{share}"
 
 
 def _findings(doc: Mapping[str, Any], *, bias: bool) -> list[str]:
@@ -405,7 +410,7 @@ def _findings(doc: Mapping[str, Any], *, bias: bool) -> list[str]:
         else:
             est = r.get("estimate")
             text += f"estimate {est:.3g}" if isinstance(est, (int, float)) else "measured"
-            text += f" over {r['denominator']} {r.get('unit') or 'row'}s"
+            text += f" over {r['denominator']} {_units(r.get('unit'))}"
         unc = r.get("uncertainty") or {}
         if unc.get("low") is not None and unc.get("high") is not None:
             text += f", {unc.get('kind')} [{unc['low']:.3g}, {unc['high']:.3g}]"
