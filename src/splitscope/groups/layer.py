@@ -330,7 +330,9 @@ class GroupsLayer:
     order = 20
 
     def run(self, context) -> LayerResult:
-        return audit_groups(context.manifest, context.split_boundaries)
+        run = context.options.run
+        return audit_groups(context.manifest, context.split_boundaries,
+                            n_resamples=run.resamples, seed=run.seed)
 
 
 #: the layers of this package (see :mod:`splitscope.audit.protocol`)

@@ -660,7 +660,7 @@ class QualityLayer:
     title = "Image quality flags"
 
     def run(self, context) -> LayerResult:
-        return audit_quality(context.scan)
+        return audit_quality(context.scan, context.options.quality)
 
 
 class ProvenanceLayer:
@@ -671,7 +671,10 @@ class ProvenanceLayer:
     order = 30
 
     def run(self, context) -> LayerResult:
-        return audit_provenance(context.scan, context.split_boundaries)
+        run = context.options.run
+        return audit_provenance(context.scan, context.split_boundaries, seed=run.seed,
+                                n_resamples=run.resamples,
+                                folds=context.options.provenance.folds)
 
 
 #: the layers of this package (see :mod:`splitscope.audit.protocol`)
