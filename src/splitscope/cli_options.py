@@ -1,4 +1,5 @@
-"""Command-line options shared by several verbs: how list files are read."""
+"""Command-line options shared by several verbs: how list files are read, what a scan may
+read, where the per-file stage runs, and the seed and resamples of every draw."""
 
 from __future__ import annotations
 
@@ -65,6 +66,27 @@ EXECUTOR_OPTIONS = [
                  help="With --executor dask: address of a running Dask scheduler "
                       "(tcp://host:8786); --workers is then ignored."),
 ]
+
+
+class AliasedOption(click.Option):
+    """An option whose later names are kept for command lines written before it was renamed,
+    and left out of ``--help`` (which shows the first name only)."""
+
+    def get_help_record(self, ctx):
+        opts = self.opts
+        self.opts = opts[:1]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = opts
+
+
+def resamples_option(default: int = 2000, dest: str = "n_boot",
+                     help: str = "Bootstrap resamples (0: none).", old: tuple[str, ...] = ()):
+    """``--resamples``, the one name of every verb's bootstrap / group resamples; ``old``
+    names (``--n-boot``, ``--bootstrap``) still work."""
+    return click.option("--resamples", *old, dest, cls=AliasedOption, type=int,
+                        default=default, show_default=True, help=help)
 
 
 def safety_options(allow_outside_root=False, follow_links=False, max_file_size=None) -> dict:

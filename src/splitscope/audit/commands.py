@@ -17,6 +17,7 @@ from splitscope.cli_options import (
     LIST_FILE_OPTIONS,
     SAFETY_OPTIONS,
     list_options,
+    resamples_option,
     safety_options,
     with_image_column,
     with_options,
@@ -32,7 +33,8 @@ def _fail_on_help() -> str:
         "'byte_identical_rate>0', 'ncc_rate>0.01', 'header_probe_ba>0.7'; ops > >= < <= == !=; "
         "a value may end in %. The metric is its largest value over the audited boundaries; a "
         "metric no layer measured does not hold (gate on 'layers_not_assessed>0' too). "
-        "Metrics: " + "; ".join(m.help_line() for m in METRICS.values()) + "."
+        "Metrics: " + "; ".join(m.help_line() for m in METRICS.values()) + "; and those a "
+        "registered layer declares."
     )
 
 
@@ -198,6 +200,9 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 @click.option("--dihedral", is_flag=True, help="Also match rotated and flipped copies.")
 @click.option("--transforms", default=50, show_default=True, type=int,
               help="Reference images in the seeded transform-sensitivity sample (0: skip).")
+@click.option("--seed", default=0, show_default=True, type=int,
+              help="Seed of every draw (bootstrap, group resamples, folds, samples).")
+@resamples_option(2000, dest="resamples", help="Bootstrap and group resamples of every layer.")
 @click.option("--workers", default=None, type=int, help="Worker processes (default: all cores).")
 @with_options(EXECUTOR_OPTIONS)
 @click.option("--max-pairs", default=60, show_default=True, type=int,
@@ -215,8 +220,8 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 def audit_command(inputs, control, external, predictions, sheet, header_row, sep, decimal,
                   score_kind, attribution_maps,
                   attribution_masks, group_regex, out_dir, workspace, tau, radius, thumb_size,
-                  dihedral, transforms, workers, engine, scheduler, max_pairs, layers, fail_on,
-                  label_map,
+                  dihedral, transforms, seed, resamples, workers, engine, scheduler, max_pairs,
+                  layers, fail_on, label_map,
                   path_column, label_column, split_column, source_column, group_column,
                   list_root, constant_split, image_column, allow_outside_root, follow_links,
                   max_file_size, as_json) -> None:
@@ -239,7 +244,8 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
         result = audit(list(inputs), control=control, external=external, predictions=predictions,
                        group_regex=group_regex, out_dir=out_dir, workspace=workspace, tau=tau,
                        radius=radius, thumb_size=thumb_size, dihedral=dihedral,
-                       transforms=transforms, fail_on=conditions,
+                       transforms=transforms, fail_on=conditions, seed=seed,
+                       resamples=resamples,
                        workers=workers, executor=executor, max_pairs=max_pairs, command=command,
                        layers=_layer_names(layers), score_kind=score_kind,
                        attribution_maps=attribution_maps, attribution_masks=attribution_masks,

@@ -15,47 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from splitscope.errors import InputError
+from splitscope.records.metrics import Metric
 
-__all__ = ["METRICS", "Condition", "Metric", "control_status", "evaluate_conditions",
+__all__ = ["METRICS", "Condition", "Metric", "all_metrics", "control_status",
+           "evaluate_conditions",
            "find_record",
            "is_control", "label_conflicts_found", "metric_records", "metric_table",
            "parse_condition", "record_text", "records_on"]
-
-
-@dataclass(frozen=True)
-class Metric:
-    """A quantity ``--fail-on`` can gate on: which records it reads and how.
-
-    A record is read when it is completed (or partial), not a negative control, in one of
-    ``layers`` (prefix), and its predicate name is one of ``predicates`` (exact) or, when no
-    record matches exactly, its id/predicate name contains every word of one ``words``
-    alternative. ``field`` is the record field read (``estimate`` or ``numerator``); the value
-    is the largest over the audited boundaries (the worst boundary) and, when ``pool_wide``,
-    the records that describe the whole pool (no boundary, e.g. the within-pool probe).
-    ``control`` marks a pixel predicate whose reliability a negative control measures: the
-    outcome then says whether the records read were calibrated and found reliable.
-    """
-
-    name: str
-    description: str
-    layers: tuple[str, ...]
-    predicates: tuple[str, ...] = ()
-    words: tuple[tuple[str, ...], ...] = ()
-    field: str = "estimate"
-    unit: str | None = "affected query row"
-    pool_wide: bool = False
-    control: bool = False
-
-    def reads(self) -> str:
-        """What the metric reads and how it aggregates, in words (for ``--help``)."""
-        if self.field == "layers":
-            return "count of layers 'not assessed'"
-        which = ", ".join(self.predicates) or " or ".join(" ".join(w) for w in self.words)
-        where = "the boundaries and the whole pool" if self.pool_wide else "the boundaries"
-        return f"{self.field} of the {which} records, largest over {where}"
-
-    def help_line(self) -> str:
-        return f"{self.name}: {self.description} [{self.reads()}]"
 
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
@@ -94,6 +60,22 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            "failure)", (), field="layers", unit=None),
 )}
 
+def all_metrics() -> dict[str, Metric]:
+    """:data:`METRICS` and the metrics the registered layers declare next to their records
+    (a layer's ``metrics``: :class:`~splitscope.records.metrics.Metric` entries); a layer's
+    metric may not reuse a name."""
+    from splitscope.audit.protocol import registered_layers
+
+    out = dict(METRICS)
+    for layer in registered_layers():
+        for m in getattr(layer, "metrics", None) or ():
+            if m.name in out and out[m.name] is not m:
+                raise ValueError(f"layer {layer.name!r} declares --fail-on metric {m.name!r}, "
+                                 "which is already declared")
+            out[m.name] = m
+    return out
+
+
 _CONDITION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|==|!=|>|<)\s*([-+0-9.eE]+%?)\s*$")
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,
@@ -113,7 +95,7 @@ class Condition:
 
 def metric_table() -> str:
     """The ``--fail-on`` metrics, one per line, for help texts and error messages."""
-    return "\n".join(f"  {m.help_line()}" for m in METRICS.values())
+    return "\n".join(f"  {m.help_line()}" for m in all_metrics().values())
 
 
 def parse_condition(text: str) -> Condition:
@@ -131,7 +113,7 @@ def parse_condition(text: str) -> Condition:
             f"(e.g. 'ncc_rate>0.01'); metrics:\n{metric_table()}"
         )
     name, op, raw = match.groups()
-    if name not in METRICS:
+    if name not in all_metrics():
         raise InputError(f"--fail-on {text!r}: unknown metric {name!r}; valid metrics:\n"
                          f"{metric_table()}")
     try:
@@ -189,7 +171,7 @@ def evaluate_conditions(conditions: Sequence[Condition], records: Sequence[Mappi
     ``layers_not_assessed>0`` to fail when a layer could not run)."""
     out = []
     for cond in conditions:
-        metric = METRICS[cond.metric]
+        metric = all_metrics()[cond.metric]
         if metric.field == "layers":
             value: float | None = float(sum(1 for l in layers if l.get("status") == "not assessed"))
             ids: list[str] = []

@@ -312,7 +312,10 @@ def audit(
     outcomes = list(context.outcomes.values())
 
     max_pairs = options.run.max_pairs
-    doc, export_problems = _document(context, outcomes, max_pairs, out_dir)
+    ran = [layer for layer in registry if layer.name in context.outcomes
+           and context.outcomes[layer.name].status in ("completed", "partial")]
+    doc, export_problems = _document(context, outcomes, max_pairs, out_dir,
+                                     _declared(ran, "issue_columns"))
     doc["run"].update({"started": started_wall, "command": command,
                        "scan_seconds": round(scan_seconds, 3)})
     doc["inputs"] = input_fps
@@ -324,7 +327,8 @@ def audit(
     held = any(c["held"] for c in doc["fail_on"])
     crashed = any(str(l.get("reason") or "").startswith("layer error") for l in doc["layers"])
     exit_code = EXIT_FAIL_ON if held else (EXIT_LAYER_FAILED if crashed else EXIT_OK)
-    doc["summary"] = {"verdicts": verdicts(doc), "meaning": meaning(doc),
+    doc["summary"] = {"verdicts": verdicts(doc) + _lines(ran, "summary", doc),
+                      "meaning": meaning(doc) + _lines(ran, "meaning", doc),
                       "lines": summary_notes(doc) + export_problems}
     doc["run"]["finished"] = _now()
     doc["run"]["duration_s"] = round(time.perf_counter() - started, 3)
@@ -395,8 +399,19 @@ def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
     return context, scan_seconds, input_fps
 
 
+def _declared(layers, member: str) -> list:
+    """The ``member`` methods the layers declare (in the method's order)."""
+    return [getattr(layer, member) for layer in layers if callable(getattr(layer, member, None))]
+
+
+def _lines(layers, member: str, doc: dict[str, Any]) -> list[str]:
+    """The lines the layers that ran say about the document: their ``summary(doc)`` (verdict
+    lines) or ``meaning(doc)`` ("what this means" lines), each a list of sentences."""
+    return [str(line) for say in _declared(layers, member) for line in (say(doc) or [])]
+
+
 def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: int,
-              out_dir: Path) -> tuple[dict[str, Any], list[str]]:
+              out_dir: Path, issue_columns: Sequence = ()) -> tuple[dict[str, Any], list[str]]:
     """The audit document from the layers' outcomes: boundaries, records (each naming what
     it read), tables written to ``lists/``, figure data and the gallery."""
     manifest = context.manifest
@@ -439,7 +454,7 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
 
     from splitscope.audit.issues import issue_table
 
-    tables["issues"] = issue_table(audited_rows, tables)
+    tables["issues"] = issue_table(audited_rows, tables, issue_columns)
     lists_dir = context.lists_dir
     export_problems: list[str] = []
     written = write_tables(tables, lists_dir, problems=export_problems, keep_existing=True)
