@@ -15,14 +15,19 @@ from splitscope.cli_options import (
     IMAGE_COLUMN_OPTION,
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
+    RUN_OPTIONS,
     SAFETY_OPTIONS,
+    SEARCH_OPTIONS,
     list_options,
     resamples_option,
     safety_options,
     with_image_column,
     with_options,
 )
+from splitscope.audit.options import SCORE_KINDS, EvaluationOptions
 from splitscope.errors import InputError
+from splitscope.features.extract import FeatureParams
+from splitscope.options import RunOptions, SearchOptions
 
 
 def _fail_on_help() -> str:
@@ -176,8 +181,8 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
               help="CSV delimiter of the prediction files (default: sniffed).")
 @click.option("--decimal", type=click.Choice([".", ","]), default=None,
               help="CSV decimal mark of the prediction files (default: detected).")
-@click.option("--score-kind", type=click.Choice(["score", "probability", "logit"]),
-              default="score", show_default=True,
+@click.option("--score-kind", type=click.Choice(SCORE_KINDS),
+              default=EvaluationOptions.score_kind, show_default=True,
               help="What the saved prediction scores are (declared, never guessed); "
                    "calibration metrics and reliability diagrams need probability or logit.")
 @click.option("--attribution-maps", type=click.Path(exists=True), default=None,
@@ -192,20 +197,16 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
               type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--workspace", default=None, type=click.Path(file_okay=False),
               help="Feature cache (default OUT/workspace); reused across runs.")
-@click.option("--tau", default=0.98, show_default=True, type=float, help="NCC threshold τ.")
-@click.option("--radius", default=6, show_default=True, type=int,
-              help="Hamming radius k of the hash rules.")
-@click.option("--thumb-size", default=96, show_default=True, type=int,
+@with_options(SEARCH_OPTIONS)
+@click.option("--thumb-size", default=FeatureParams.thumb_size, show_default=True, type=int,
               help="Thumbnail side S (part of every pixel predicate).")
-@click.option("--dihedral", is_flag=True, help="Also match rotated and flipped copies.")
-@click.option("--transforms", default=50, show_default=True, type=int,
+@click.option("--transforms", default=SearchOptions.transforms, show_default=True, type=int,
               help="Reference images in the seeded transform-sensitivity sample (0: skip).")
-@click.option("--seed", default=0, show_default=True, type=int,
-              help="Seed of every draw (bootstrap, group resamples, folds, samples).")
-@resamples_option(2000, dest="resamples", help="Bootstrap and group resamples of every layer.")
+@with_options(RUN_OPTIONS)
+@resamples_option(dest="resamples", help="Bootstrap and group resamples of every layer.")
 @click.option("--workers", default=None, type=int, help="Worker processes (default: all cores).")
 @with_options(EXECUTOR_OPTIONS)
-@click.option("--max-pairs", default=60, show_default=True, type=int,
+@click.option("--max-pairs", default=RunOptions.max_pairs, show_default=True, type=int,
               help="Flagged pairs per boundary shown in the report's gallery.")
 @click.option("--layers", default=None, metavar="NAMES",
               help="Run only these layers (comma-separated: duplicates, groups, provenance, "

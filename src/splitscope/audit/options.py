@@ -22,57 +22,15 @@ from typing import Any
 
 from splitscope.errors import InputError
 from splitscope.evaluation.readers import ReadOptions, sheet_arg
+from splitscope.options import InputOptions, ProvenanceOptions, RunOptions, SearchOptions
 from splitscope.features.extract import DEFAULT_MAX_FILE_BYTES, FeatureParams
 from splitscope.provenance.quality import QualityParams
-from splitscope.relations.hashes import DEFAULT_RADIUS
-from splitscope.relations.ncc import DEFAULT_TAU
-from splitscope.report.gallery import MAX_GALLERY_PAIRS
 
 __all__ = ["SCORE_KINDS", "AuditOptions", "EvaluationOptions", "InputOptions",
            "ProvenanceOptions", "RunOptions", "SearchOptions"]
 
 #: what saved prediction scores may be (declared, never guessed)
 SCORE_KINDS = ("score", "probability", "logit")
-
-
-@dataclass(frozen=True)
-class InputOptions:
-    """How the release is read: groups from file names, the label map, the list-file columns
-    (``columns`` by role, ``root``, ``split``, ``image_column``), and what a scan may read."""
-
-    group_regex: str | None = None
-    label_map: str | Mapping[str, str] | None = None
-    list_options: Mapping[str, Any] = field(default_factory=dict)
-    allow_outside_root: bool = False
-    follow_links: bool = False
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """The identity and near-duplicate search (METHODS §2): NCC threshold τ, Hamming radius
-    k of the hash rules, dihedral matching, and the size of the seeded transform-sensitivity
-    sample (0 skips it)."""
-
-    tau: float = DEFAULT_TAU
-    radius: int = DEFAULT_RADIUS
-    dihedral: bool = False
-    transforms: int = 50
-
-    def __post_init__(self) -> None:
-        if not 0 < float(self.tau) <= 1:
-            raise InputError(f"tau must be in (0, 1]; got {self.tau}")
-        object.__setattr__(self, "tau", float(self.tau))
-        object.__setattr__(self, "radius", int(self.radius))
-        object.__setattr__(self, "dihedral", bool(self.dihedral))
-        object.__setattr__(self, "transforms", int(self.transforms))
-
-
-@dataclass(frozen=True)
-class ProvenanceOptions:
-    """The provenance probes (METHODS §4): cross-validation folds of the probes and the
-    partition classifier."""
-
-    folds: int = 5
 
 
 @dataclass(frozen=True)
@@ -87,29 +45,6 @@ class EvaluationOptions:
         if self.score_kind not in SCORE_KINDS:
             raise InputError(f"score_kind {self.score_kind!r} unknown; use one of "
                              f"{', '.join(SCORE_KINDS)}")
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """The run: the seed of every draw, bootstrap and group resamples (METHODS §5.3), the
-    layers asked for (``None``: all), worker processes, the feature cache, the pairs the
-    gallery shows, and progress lines."""
-
-    seed: int = 0
-    resamples: int = 2000
-    layers: tuple[str, ...] | None = None
-    workers: int | None = None
-    workspace: str | None = None
-    max_pairs: int = MAX_GALLERY_PAIRS
-    progress: bool | None = None
-
-    def __post_init__(self) -> None:
-        if int(self.resamples) < 1:
-            raise InputError(f"resamples must be at least 1; got {self.resamples}")
-        object.__setattr__(self, "seed", int(self.seed))
-        object.__setattr__(self, "resamples", int(self.resamples))
-        if self.layers is not None:
-            object.__setattr__(self, "layers", tuple(self.layers))
 
 
 def _plain(value: Any) -> Any:
@@ -142,17 +77,19 @@ class AuditOptions:
         return _plain(self)
 
     @classmethod
-    def build(cls, *, tau: float = DEFAULT_TAU, radius: int = DEFAULT_RADIUS,
-              dihedral: bool = False, transforms: int = 50, thumb_size: int = 96,
+    def build(cls, *, tau: float = SearchOptions.tau, radius: int = SearchOptions.radius,
+              dihedral: bool = False, transforms: int = SearchOptions.transforms,
+              thumb_size: int = FeatureParams.thumb_size,
               mode: str = "exact", interpolation: str = "bicubic",
               max_file_bytes: int | None = None, group_regex: str | None = None,
               label_map: str | Mapping[str, str] | None = None,
               list_options: Mapping[str, Any] | None = None,
               allow_outside_root: bool = False, follow_links: bool = False,
               score_kind: str = "score", prediction_reading: Mapping[str, Any] | None = None,
-              folds: int = 5, seed: int = 0, resamples: int = 2000,
-              layers=None, workers: int | None = None, workspace=None,
-              max_pairs: int = MAX_GALLERY_PAIRS, progress: bool | None = None,
+              folds: int = ProvenanceOptions.folds, seed: int = RunOptions.seed,
+              resamples: int = RunOptions.resamples, layers=None, workers: int | None = None,
+              workspace=None, max_pairs: int = RunOptions.max_pairs,
+              progress: bool | None = None,
               quality: QualityParams | None = None) -> AuditOptions:
         """The options from flat keywords (those of :func:`splitscope.audit.audit` and of
         the CLI); ``prediction_reading`` holds ``sheet``, ``header_row``, ``sep``,

@@ -328,7 +328,7 @@ def audit(
     crashed = any(str(l.get("reason") or "").startswith("layer error") for l in doc["layers"])
     exit_code = EXIT_FAIL_ON if held else (EXIT_LAYER_FAILED if crashed else EXIT_OK)
     doc["summary"] = {"verdicts": verdicts(doc) + _lines(ran, "summary", doc),
-                      "meaning": meaning(doc) + _lines(ran, "meaning", doc),
+                      "meaning": meaning(doc),
                       "lines": summary_notes(doc) + export_problems}
     doc["run"]["finished"] = _now()
     doc["run"]["duration_s"] = round(time.perf_counter() - started, 3)
@@ -405,8 +405,8 @@ def _declared(layers, member: str) -> list:
 
 
 def _lines(layers, member: str, doc: dict[str, Any]) -> list[str]:
-    """The lines the layers that ran say about the document: their ``summary(doc)`` (verdict
-    lines) or ``meaning(doc)`` ("what this means" lines), each a list of sentences."""
+    """The lines the layers that ran say about the document (their ``summary(doc)``: verdict
+    lines), each a list of sentences."""
     return [str(line) for say in _declared(layers, member) for line in (say(doc) or [])]
 
 

@@ -17,6 +17,8 @@ from splitscope.audit.conditions import (
     records_on,
 )
 from splitscope.boundary import WITHIN_RELEASE
+from splitscope.records.format import count as fmt_int
+from splitscope.records.format import percent_of
 
 __all__ = ["fmt_int", "summary_notes", "verdicts"]
 
@@ -26,10 +28,6 @@ def _population_phrase(pop: Mapping[str, Any]) -> str:
     if name == "release":
         return "the release"
     return f"the {name} split" if re.fullmatch(r"[A-Za-z0-9_-]+", name) else f"the {name} rows"
-
-
-def _pct(num: float, den: float) -> str:
-    return f"{100 * num / den:.3g}%" if den else "—"
 
 
 def _sides(b: Mapping[str, Any]) -> tuple[dict, str]:
@@ -56,7 +54,7 @@ def _count_line(rec: Mapping[str, Any] | None, b: Mapping[str, Any], what: str,
     if num is None or not den:
         return f"{_population_phrase(q).capitalize()}: {what} in {ref}: no rate (no rows)."
     if num:
-        line = (f"{_pct(num, den)} of {_population_phrase(q)} ({int(num):,} of {int(den):,} "
+        line = (f"{percent_of(num, den)} of {_population_phrase(q)} ({int(num):,} of {int(den):,} "
                 f"rows) has {what} in {ref} ({how})")
     else:  # a measured zero, said as one
         line = (f"None of {_population_phrase(q)} (0 of {int(den):,} rows, 0%) has {what} in "
@@ -106,7 +104,7 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
             removed = (dedup.get("predicate") or {}).get("params", {}).get("removed_by") or []
             lines.append(f"Deduplicated {b['query']['name']} split: {fmt_int(dedup['numerator'])}"
                          f" of {fmt_int(dedup['denominator'])} rows remain "
-                         f"({_pct(dedup['numerator'], dedup['denominator'])}; removed by "
+                         f"({percent_of(dedup['numerator'], dedup['denominator'])}; removed by "
                          f"{', '.join(removed)}): lists/dedup/.")
     for b in bounds:
         rec = find_record(records, "group_overlap_rate", b["name"])
@@ -120,7 +118,7 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
         traced = (f"; traceable {fmt_int(cov.get('traceable'))} of {fmt_int(cov.get('total'))} "
                   f"{b['query']['name']} rows") if cov.get("total") is not None else ""
         lines.append(
-            f"{_pct(rec.get('numerator') or 0, rec['denominator'])} of traceable "
+            f"{percent_of(rec.get('numerator') or 0, rec['denominator'])} of traceable "
             f"{b['query']['name']} rows ({fmt_int(rec.get('numerator'))} of "
             f"{fmt_int(rec['denominator'])}) share a group with {b['reference']['name']}"
             f"{traced}.")
@@ -130,7 +128,7 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
             continue
         kept = (rec.get("details") or {}).get("cleaned_external_rows")
         lines.append(
-            f"Cross-corpus containment {b['name']}: {_pct(rec['numerator'], rec['denominator'])} "
+            f"Cross-corpus containment {b['name']}: {percent_of(rec['numerator'], rec['denominator'])} "
             f"of {b['query']['name']} rows ({fmt_int(rec['numerator'])} of "
             f"{fmt_int(rec['denominator'])}) have a byte-identical or NCC ≥ {tau:g} counterpart "
             f"in {b['reference']['name']}" + (f"; cleaned external set: {kept} rows." if kept
@@ -216,7 +214,7 @@ def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
     worst = max(found, key=lambda r: r["numerator"])
     each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
                      f": {fmt_int(r['numerator'])}".format(tau=tau) for r in found)
-    return (f"LABEL CONFLICT: {_pct(worst['numerator'], worst['denominator'])} of "
+    return (f"LABEL CONFLICT: {percent_of(worst['numerator'], worst['denominator'])} of "
             f"{_population_phrase(q)} ({fmt_int(worst['numerator'])} of "
             f"{fmt_int(worst['denominator'])} rows) has a twin in {ref} "
             f"under another label ({each}): the same image carries two labels "
@@ -240,10 +238,6 @@ def warnings(doc: Mapping[str, Any]) -> list[str]:
                    "label column under an unrecognised name: give --label-column), so the "
                    "header-only probe, label conflicts and per-class rates are not measured.")
     return out
-
-
-def fmt_int(value: Any) -> str:
-    return "—" if value is None else f"{int(value):,}"
 
 
 def summary_notes(doc: Mapping[str, Any]) -> list[str]:

@@ -20,6 +20,9 @@ import pandas as pd
 from splitscope.boundary import Boundary, boundaries_or_default
 from splitscope.errors import InputError
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
+from splitscope.provenance.predicates import METRICS as PROVENANCE_METRICS
+from splitscope.provenance.predicates import QUALITY_METRICS
+from splitscope.provenance.reading import RULES as PROVENANCE_RULES
 from splitscope.provenance.stats import Together, run_steps, single_threaded
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.ids import slug
@@ -657,6 +660,7 @@ class QualityLayer:
 
     name = "quality"
     order = 35
+    metrics = tuple(QUALITY_METRICS.values())  # --fail-on (splitscope.audit.conditions)
     title = "Image quality flags"
 
     def run(self, context) -> LayerResult:
@@ -669,6 +673,8 @@ class ProvenanceLayer:
 
     name = "provenance"
     order = 30
+    metrics = tuple(PROVENANCE_METRICS.values())  # --fail-on (splitscope.audit.conditions)
+    rules = PROVENANCE_RULES  # "what this means" (splitscope.audit.meaning)
 
     def run(self, context) -> LayerResult:
         run = context.options.run

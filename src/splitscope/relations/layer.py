@@ -30,6 +30,7 @@ from splitscope.boundary import boundary as make_boundary
 from splitscope.errors import InputError
 from splitscope.records import AuditRecord, LayerResult
 from splitscope.records.ids import boundary_slug
+from splitscope.relations import predicates, reading
 from splitscope.relations.controls import DEFAULT_CONTROL_BOUND, control_rate
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.identity import (
@@ -810,6 +811,8 @@ class DuplicatesLayer:
 
     name = "duplicates"
     order = 10
+    metrics = tuple(predicates.METRICS.values())  # --fail-on (splitscope.audit.conditions)
+    rules = reading.RULES  # "what this means" (splitscope.audit.meaning)
 
     def run(self, context) -> LayerResult:
         from splitscope.relations.rho_figures import boundary_figures
@@ -829,6 +832,7 @@ class ExternalLayer:
 
     name = "external"
     order = 60
+    metrics = tuple(predicates.EXTERNAL_METRICS.values())
     needs: ClassVar[dict[str, str]] = {"external": "no external corpus given (--external ROOT)"}
     title = "cross-corpus containment"
 

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.options import SearchOptions
 from splitscope.relations.ncc_core import (  # noqa: F401 - re-exported: they lived here
     SETTLE,
     NearBest,
@@ -49,7 +50,7 @@ from splitscope.relations.ncc_core import (  # noqa: F401 - re-exported: they li
     settled_pairs,
 )
 
-DEFAULT_TAU = 0.98
+DEFAULT_TAU = SearchOptions.tau  # METHODS §2.2
 SWEEP = (0.90, 0.95, 0.98, 0.99, 0.995, 0.999)
 COUNTERPART_RULES = ("nearest", "first_candidate", "any_candidate")
 
