@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.records import AuditRecord, LayerResult
-from splitscope.records.metrics import Metric
+from splitscope.records.metrics import Metric, Verdict
 
 NAME = "large_files"
 PREDICATE = "larger_than_median"
@@ -46,10 +46,10 @@ class LargeFilesLayer:
                 estimate=hit / b.query.size if b.query.size else None, status="completed"))
         return result
 
-    def summary(self, doc) -> list[str]:
-        return [f"{r['numerator']} of {r['denominator']} {r['boundary']['query']['name']} rows "
-                f"are larger than the median file." for r in doc["records"]
-                if r["layer"] == NAME]
+    verdicts: ClassVar[tuple[Verdict, ...]] = (Verdict(NAME, lambda doc: [
+        f"{r['numerator']} of {r['denominator']} {r['boundary']['query']['name']} rows are "
+        "larger than the median file." for r in doc["records"]
+        if r["layer"] == NAME and r["status"] == "completed"]),)
 
     def issue_columns(self, ids: pd.Index, tables) -> pd.DataFrame:
         large = set(tables["large_files"]["row"].tolist())

@@ -113,6 +113,11 @@ class Layer(Protocol):
     uses : mapping of str to str, optional
         Earlier layers whose outcome it reads when they completed (``context.outcomes``),
         each with what it reads; unlike ``after``, the layer still runs without them.
+    metrics, verdicts, rules : tuples, optional
+        Its reading, declared next to its records: ``--fail-on`` metrics
+        (:class:`~splitscope.records.metrics.Metric`), verdict sections
+        (:class:`~splitscope.records.metrics.Verdict`) and "what this means" rules
+        (:class:`~splitscope.records.metrics.Rule`); the audit orders and renders them.
     title : str, optional
         What the layer measures, in words; the record left when it does not run is titled
         ``<title> <status>`` (default ``<name> layer <status>``).
@@ -124,6 +129,8 @@ class Layer(Protocol):
         (``not applicable``).
     run(context) -> LayerResult
         The layer's records, tables and figure data.
+    issue_columns(ids, tables) -> DataFrame or None, optional
+        Its columns of the issue table (indexed by row id) from its own tables, when it ran.
     """
 
     name: str

@@ -327,7 +327,7 @@ def audit(
     held = any(c["held"] for c in doc["fail_on"])
     crashed = any(str(l.get("reason") or "").startswith("layer error") for l in doc["layers"])
     exit_code = EXIT_FAIL_ON if held else (EXIT_LAYER_FAILED if crashed else EXIT_OK)
-    doc["summary"] = {"verdicts": verdicts(doc) + _lines(ran, "summary", doc),
+    doc["summary"] = {"verdicts": verdicts(doc),
                       "meaning": meaning(doc),
                       "lines": summary_notes(doc) + export_problems}
     doc["run"]["finished"] = _now()
@@ -402,12 +402,6 @@ def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
 def _declared(layers, member: str) -> list:
     """The ``member`` methods the layers declare (in the method's order)."""
     return [getattr(layer, member) for layer in layers if callable(getattr(layer, member, None))]
-
-
-def _lines(layers, member: str, doc: dict[str, Any]) -> list[str]:
-    """The lines the layers that ran say about the document (their ``summary(doc)``: verdict
-    lines), each a list of sentences."""
-    return [str(line) for say in _declared(layers, member) for line in (say(doc) or [])]
 
 
 def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: int,

@@ -19,6 +19,7 @@ import pandas as pd
 from splitscope.boundary import select
 from splitscope.errors import InputError
 from splitscope.evaluation import metrics as M
+from splitscope.evaluation import reading
 from splitscope.evaluation.calibration import summarize_temperature, temperature_transfer
 from splitscope.evaluation.predictions import Predictions, Truth, read_truth
 from splitscope.evaluation.rescore import RescoreResult, load_entries, rescore
@@ -368,6 +369,7 @@ class EvaluationLayer:
 
     name = "evaluation"
     order = 40
+    verdicts = reading.VERDICTS  # verdict lines (splitscope.audit.verdicts)
     needs: ClassVar[dict[str, str]] = {"predictions": "no saved predictions given (--predictions DIR)"}
     uses: ClassVar[dict[str, str]] = {"duplicates": "its deduplicated test split (the view is "
                                       "left out when that layer did not complete)"}
@@ -395,6 +397,7 @@ class AttributionLayer:
 
     name = "attribution"
     order = 50
+    verdicts = reading.ATTRIBUTION_VERDICTS
     needs: ClassVar[dict[str, str]] = {"attribution_maps": "no attribution maps and masks given "
                                  "(--attribution-maps, --attribution-masks)"}
     after: ClassVar[dict[str, str]] = {"duplicates": "needs the duplicates layer's flagged rows, and that layer did not "

@@ -20,6 +20,7 @@ from splitscope.boundary import Boundary, boundaries_or_default
 from splitscope.errors import InputError
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
 from splitscope.groups.reading import RULES as GROUP_RULES
+from splitscope.groups.reading import VERDICTS as GROUP_VERDICTS
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.ids import slug
 from splitscope.records.inputs import release_inputs
@@ -332,6 +333,7 @@ class GroupsLayer:
     order = 20
     metrics = tuple(GROUP_METRICS.values())  # --fail-on (splitscope.audit.conditions)
     rules = GROUP_RULES  # "what this means" (splitscope.audit.meaning)
+    verdicts = GROUP_VERDICTS  # verdict lines (splitscope.audit.verdicts)
 
     def run(self, context) -> LayerResult:
         run = context.options.run

@@ -23,6 +23,7 @@ from splitscope.provenance.header_probe import FIT_MAX_ROWS
 from splitscope.provenance.predicates import METRICS as PROVENANCE_METRICS
 from splitscope.provenance.predicates import QUALITY_METRICS
 from splitscope.provenance.reading import RULES as PROVENANCE_RULES
+from splitscope.provenance.reading import VERDICTS as PROVENANCE_VERDICTS
 from splitscope.provenance.stats import Together, run_steps, single_threaded
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.ids import slug
@@ -675,6 +676,7 @@ class ProvenanceLayer:
     order = 30
     metrics = tuple(PROVENANCE_METRICS.values())  # --fail-on (splitscope.audit.conditions)
     rules = PROVENANCE_RULES  # "what this means" (splitscope.audit.meaning)
+    verdicts = PROVENANCE_VERDICTS  # verdict lines (splitscope.audit.verdicts)
 
     def run(self, context) -> LayerResult:
         run = context.options.run

@@ -1,13 +1,17 @@
-""""What this means" rules of the provenance layer (METHODS §4): each reads the records of one
-boundary together and returns a sentence or ``None``; the layer declares them (``rules``) and
-the audit orders them (:mod:`splitscope.audit.meaning`)."""
+"""How the provenance layer (METHODS §4) reads: its "what this means" rules (records of one
+boundary read together, a sentence or ``None``) and its verdict section (lines from the
+finished document). The layer declares them (``rules``, ``verdicts``); the audit orders them
+(:mod:`splitscope.audit.meaning`, :mod:`splitscope.audit.verdicts`)."""
 
 from __future__ import annotations
 
 from splitscope.records.metrics import (
     Rule,
+    Verdict,
     above_chance,
+    is_control,
     record_by_id,
+    record_text,
 )
 
 
@@ -58,3 +62,31 @@ RULES: tuple[Rule, ...] = (
     Rule("acquisition_shortcut", "both the within-pool and the cross-split image-statistics "
          "probe's intervals lie above chance", _acquisition_shortcut),
 )
+
+
+def _header_probe_lines(doc) -> list[str]:
+    records, lines = doc.get("records") or [], []
+    names = {b["name"] for b in doc.get("boundaries") or []}
+    for r in records:
+        if not str(r.get("layer", "")).startswith(("provenance", "probe")) or is_control(r):
+            continue
+        if "header" not in record_text(r) or r.get("estimate") is None:
+            continue
+        if r.get("status") not in ("completed", "partial"):
+            continue
+        bname = (r.get("boundary") or {}).get("name")
+        if bname is not None and bname not in names:
+            continue
+        unc = r.get("uncertainty") or {}
+        interval = (f", {100 * (unc.get('level') or 0.95):g}% interval [{unc['low']:.3f}, "
+                    f"{unc['high']:.3f}]"
+                    if unc.get("low") is not None and unc.get("high") is not None else "")
+        chance = (r.get("details") or {}).get("chance")
+        chance_txt = f", chance {chance:.3g}" if isinstance(chance, (int, float)) else ""
+        lines.append(f"{r.get('title') or r['id']}{f' ({bname})' if bname else ''}: "
+                     f"balanced accuracy {r['estimate']:.3f}{interval}{chance_txt}.")
+    return lines
+
+
+#: the provenance layer's verdict section (the audit orders it, splitscope.audit.verdicts)
+VERDICTS: tuple[Verdict, ...] = (Verdict("header_probe", _header_probe_lines),)

@@ -11,7 +11,7 @@ from typing import Any
 
 from splitscope.errors import InputError
 
-__all__ = ["Condition", "Metric", "Rule", "above_chance", "done", "record_by_id", "completed_record", "control_status", "evaluate", "is_control", "metric_records",
+__all__ = ["Condition", "Metric", "Rule", "Verdict", "above_chance", "done", "record_by_id", "completed_record", "control_status", "evaluate", "is_control", "metric_records",
            "metric_table", "parse", "record_text"]
 
 
@@ -259,3 +259,13 @@ def above_chance(r: Mapping[str, Any] | None, chance: float | None = None) -> bo
     if low is None or ref is None:
         return None
     return bool(low > ref)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One section of an audit's verdicts, declared by the layer whose records it reads:
+    ``lines(doc)`` returns its sentences (none when it has nothing to say); the audit orders
+    the sections (:mod:`splitscope.audit.verdicts`)."""
+
+    name: str
+    lines: Callable[[Mapping[str, Any]], list[str]]

@@ -813,6 +813,7 @@ class DuplicatesLayer:
     order = 10
     metrics = tuple(predicates.METRICS.values())  # --fail-on (splitscope.audit.conditions)
     rules = reading.RULES  # "what this means" (splitscope.audit.meaning)
+    verdicts = reading.VERDICTS  # verdict lines (splitscope.audit.verdicts)
 
     def run(self, context) -> LayerResult:
         from splitscope.relations.rho_figures import boundary_figures
@@ -833,6 +834,7 @@ class ExternalLayer:
     name = "external"
     order = 60
     metrics = tuple(predicates.EXTERNAL_METRICS.values())
+    verdicts = reading.EXTERNAL_VERDICTS
     needs: ClassVar[dict[str, str]] = {"external": "no external corpus given (--external ROOT)"}
     title = "cross-corpus containment"
 
