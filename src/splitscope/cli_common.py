@@ -86,6 +86,32 @@ def fmt(x, pct=False, digits=3) -> str:
     return f"{100 * x:.1f}%" if pct else f"{x:.{digits}f}"
 
 
+def parse_fail_on(fail_on, metrics) -> list:
+    """The ``--fail-on`` conditions of a verb over its ``metrics`` (before any work, so a bad
+    condition is an input error, exit 2)."""
+    from splitscope.records.metrics import parse
+
+    return [parse(text, metrics) for text in fail_on if text.strip()]
+
+
+def gate(conditions, records, metrics, *, quiet: bool = False) -> list[dict]:
+    """Evaluate a verb's ``--fail-on`` conditions on its records (dicts or records) and exit
+    with code 1 when one holds; returns the outcomes (as ``audit.json``'s ``fail_on``)."""
+    from splitscope.records.metrics import evaluate
+
+    docs = [r if isinstance(r, dict) else r.to_dict() for r in records]
+    outcomes = evaluate(conditions, docs, metrics)
+    held = [o for o in outcomes if o["held"]]
+    if not quiet:
+        for o in outcomes:
+            value = "not measured" if o["value"] is None else f"{o['value']:.4g}"
+            click.echo(f"--fail-on {o['condition']}: {value} → "
+                       f"{'HELD' if o['held'] else 'not held'}", err=True)
+    if held:
+        raise SystemExit(1)
+    return outcomes
+
+
 def rich_console(**options):
     """A rich console for a verb's output (``highlight=False, soft_wrap=True`` unless given).
     A closed pipe (``splitscope … | head``) raises :class:`BrokenPipeError`, which the entry

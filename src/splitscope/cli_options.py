@@ -1,8 +1,27 @@
-"""Command-line options shared by several verbs: how list files are read."""
+"""Command-line options shared by several verbs: how list files are read, what a scan may
+read, where the per-file stage runs, and the seed and resamples of every draw."""
 
 from __future__ import annotations
 
 import click
+
+from splitscope.options import InputOptions, RunOptions, SearchOptions
+
+#: The identity and near-duplicate search (METHODS §2); defaults: :class:`SearchOptions`.
+SEARCH_OPTIONS = [
+    click.option("--tau", default=SearchOptions.tau, show_default=True, type=float,
+                 help="NCC threshold τ."),
+    click.option("--radius", default=SearchOptions.radius, show_default=True, type=int,
+                 help="Hamming radius k of the hash rules."),
+    click.option("--dihedral", is_flag=True, default=SearchOptions.dihedral,
+                 help="Also match rotated and flipped copies."),
+]
+
+#: Seed and resamples of every draw; defaults: :class:`RunOptions`.
+RUN_OPTIONS = [
+    click.option("--seed", default=RunOptions.seed, show_default=True, type=int,
+                 help="Seed of every draw (bootstrap, group resamples, folds, samples)."),
+]
 
 #: Options naming the columns of a list file (CSV, TSV, Parquet, XLSX) and where its paths lie.
 LIST_FILE_OPTIONS = [
@@ -41,10 +60,10 @@ LABEL_MAP_OPTION = click.option(
 
 #: Options deciding what a scan may read (every verb that scans a release takes them).
 SAFETY_OPTIONS = [
-    click.option("--allow-outside-root", is_flag=True, default=False,
+    click.option("--allow-outside-root", is_flag=True, default=InputOptions.allow_outside_root,
                  help="Read rows whose resolved path (.., an absolute path, a symbolic link) "
                       "lies outside the release root; they stay marked outside_root."),
-    click.option("--follow-links", is_flag=True, default=False,
+    click.option("--follow-links", is_flag=True, default=InputOptions.follow_links,
                  help="Follow symbolic links to directories in a folder release (loops are "
                       "left out and listed)."),
     click.option("--max-file-size", type=int, default=None, metavar="BYTES",
@@ -65,6 +84,39 @@ EXECUTOR_OPTIONS = [
                  help="With --executor dask: address of a running Dask scheduler "
                       "(tcp://host:8786); --workers is then ignored."),
 ]
+
+
+class AliasedOption(click.Option):
+    """An option whose later names are kept for command lines written before it was renamed,
+    and left out of ``--help`` (which shows the first name only)."""
+
+    def get_help_record(self, ctx):
+        opts = self.opts
+        self.opts = opts[:1]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = opts
+
+
+def resamples_option(default: int = RunOptions.resamples, dest: str = "n_boot",
+                     help: str = "Bootstrap resamples (0: none).", old: tuple[str, ...] = ()):
+    """``--resamples``, the one name of every verb's bootstrap / group resamples; ``old``
+    names (``--n-boot``, ``--bootstrap``) still work."""
+    return click.option("--resamples", *old, dest, cls=AliasedOption, type=int,
+                        default=default, show_default=True, help=help)
+
+
+def fail_on_option(metrics, note: str = ""):
+    """``--fail-on METRIC OP VALUE``, the one gate of every verb that gates (``audit`` lists
+    its own metrics); ``metrics`` are those the verb measures
+    (:class:`~splitscope.records.metrics.Metric` by name)."""
+    names = ", ".join(metrics)
+    return click.option(
+        "--fail-on", "fail_on", multiple=True, metavar="CONDITION",
+        help="Exit with code 1 when METRIC OP VALUE holds (repeatable), e.g. "
+             f"'{next(iter(metrics))}>0'; ops > >= < <= == !=, a value may end in %; the value "
+             f"is the largest over the boundaries. Metrics: {names}.{note}")
 
 
 def safety_options(allow_outside_root=False, follow_links=False, max_file_size=None) -> dict:

@@ -5,6 +5,7 @@ with no import cycle."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import splitscope
@@ -100,10 +101,36 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_no_import_cycle_between_modules():
-    modules = _modules()
-    graph = {name: {t for t in _imports(path, top_level_only=True) if t in modules and t != name}
-             for name, path in modules.items()}
+    graph = _module_graph(top_level_only=True)
     assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def _module_graph(*, top_level_only: bool) -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: {t for t in _imports(path, top_level_only=top_level_only)
+                   if t in modules and t != name}
+            for name, path in modules.items()}
+
+
+def test_no_import_cycle_between_modules_even_inside_functions():
+    """An import inside a function is still a dependency: two modules that import each other
+    that way cannot be read, tested or moved one without the other. Shared code moves down
+    into a module both import (``manifest/rows.py``, ``relations/ncc_core.py``,
+    ``features/executors.py``)."""
+    graph = _module_graph(top_level_only=False)
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_a_function_level_import_cycle_is_found(tmp_path, monkeypatch):
+    """The walk sees an import inside a function: two modules that import each other only
+    there form a cycle."""
+    (tmp_path / "a.py").write_text("def f():\n    from splitscope.b import g\n    return g\n")
+    (tmp_path / "b.py").write_text("import os\n\n\ndef g():\n    import splitscope.a\n")
+    monkeypatch.setattr(sys.modules[__name__], "_MODULES",
+                        {"splitscope.a": tmp_path / "a.py", "splitscope.b": tmp_path / "b.py"})
+    assert _cycle(_module_graph(top_level_only=True)) is None
+    assert _cycle(_module_graph(top_level_only=False)) == ["splitscope.a", "splitscope.b",
+                                                           "splitscope.a"]
 
 
 def test_no_import_cycle_between_packages_even_inside_functions():

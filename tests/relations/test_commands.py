@@ -49,3 +49,32 @@ def test_duplicates_json_and_fail_on(planted_root, tmp_path):
 def test_unknown_population_is_an_input_error(planted_root, tmp_path, selector):
     assert main(["duplicates", str(planted_root), "--workspace", str(tmp_path / "ws"),
                  "--workers", "1", "--query", selector, "--reference", "train"]) == 2
+
+
+def test_duplicates_gates_with_the_audit_grammar(planted_root, tmp_path):
+    """--fail-on METRIC OP VALUE as in audit: the value is the worst boundary's."""
+    args = ["duplicates", str(planted_root), "--workspace", str(tmp_path / "ws"),
+            "--workers", "1", "--json"]
+    res = CliRunner().invoke(app, args)
+    sha = [p for p in json.loads(res.output)["predicates"] if p["predicate"] == "sha256"
+           and p["status"] == "completed"]
+    worst = max(p["numerator"] for p in sha)
+    assert main(args + ["--fail-on", f"byte_identical_rows>={worst}"]) == 1
+    assert main(args + ["--fail-on", f"byte_identical_rows>{worst}"]) == 0
+    assert main(args + ["--fail-on", "header_probe_ba>0.5"]) == 2  # not a duplicates metric
+    assert main(args + ["--fail-on", "ncc_rate>"]) == 2
+
+
+def test_duplicates_reads_list_files_like_scan(planted_root, tmp_path):
+    rows = [(p.relative_to(planted_root).as_posix(), p.parts[-3], p.parts[-2])
+            for p in sorted(planted_root.rglob("*")) if p.is_file()]
+    listed = tmp_path / "index.csv"
+    listed.write_text("image,subset,dx\n" + "".join(f"{a},{b},{c}\n" for a, b, c in rows))
+    base = ["duplicates", str(listed), "--workspace", str(tmp_path / "ws"), "--workers", "1",
+            "--json", "--root", str(planted_root)]
+    res = CliRunner().invoke(app, base + ["--path-column", "image", "--split-column", "subset",
+                                          "--label-column", "dx"])
+    assert res.exit_code == 0, res.output
+    sha = next(p for p in json.loads(res.output)["predicates"] if p["predicate"] == "sha256"
+               and p["boundary"] == "test → train")
+    assert (sha["numerator"], sha["denominator"]) == (3, 18)

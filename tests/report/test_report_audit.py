@@ -178,7 +178,7 @@ class _Layer:
 
 
 def _context(tmp_path) -> AuditContext:
-    return AuditContext(scan=None, boundaries=[], params={}, record_inputs=[],
+    return AuditContext(scan=None, boundaries=[], options=None, record_inputs=[],
                         lists_dir=tmp_path)
 
 

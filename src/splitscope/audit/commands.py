@@ -15,13 +15,19 @@ from splitscope.cli_options import (
     IMAGE_COLUMN_OPTION,
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
+    RUN_OPTIONS,
     SAFETY_OPTIONS,
+    SEARCH_OPTIONS,
     list_options,
+    resamples_option,
     safety_options,
     with_image_column,
     with_options,
 )
+from splitscope.audit.options import SCORE_KINDS, EvaluationOptions
 from splitscope.errors import InputError
+from splitscope.features.extract import FeatureParams
+from splitscope.options import RunOptions, SearchOptions
 
 
 def _fail_on_help() -> str:
@@ -32,7 +38,8 @@ def _fail_on_help() -> str:
         "'byte_identical_rate>0', 'ncc_rate>0.01', 'header_probe_ba>0.7'; ops > >= < <= == !=; "
         "a value may end in %. The metric is its largest value over the audited boundaries; a "
         "metric no layer measured does not hold (gate on 'layers_not_assessed>0' too). "
-        "Metrics: " + "; ".join(m.help_line() for m in METRICS.values()) + "."
+        "Metrics: " + "; ".join(m.help_line() for m in METRICS.values()) + "; and those a "
+        "registered layer declares."
     )
 
 
@@ -174,8 +181,8 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
               help="CSV delimiter of the prediction files (default: sniffed).")
 @click.option("--decimal", type=click.Choice([".", ","]), default=None,
               help="CSV decimal mark of the prediction files (default: detected).")
-@click.option("--score-kind", type=click.Choice(["score", "probability", "logit"]),
-              default="score", show_default=True,
+@click.option("--score-kind", type=click.Choice(SCORE_KINDS),
+              default=EvaluationOptions.score_kind, show_default=True,
               help="What the saved prediction scores are (declared, never guessed); "
                    "calibration metrics and reliability diagrams need probability or logit.")
 @click.option("--attribution-maps", type=click.Path(exists=True), default=None,
@@ -190,17 +197,16 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
               type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--workspace", default=None, type=click.Path(file_okay=False),
               help="Feature cache (default OUT/workspace); reused across runs.")
-@click.option("--tau", default=0.98, show_default=True, type=float, help="NCC threshold τ.")
-@click.option("--radius", default=6, show_default=True, type=int,
-              help="Hamming radius k of the hash rules.")
-@click.option("--thumb-size", default=96, show_default=True, type=int,
+@with_options(SEARCH_OPTIONS)
+@click.option("--thumb-size", default=FeatureParams.thumb_size, show_default=True, type=int,
               help="Thumbnail side S (part of every pixel predicate).")
-@click.option("--dihedral", is_flag=True, help="Also match rotated and flipped copies.")
-@click.option("--transforms", default=50, show_default=True, type=int,
+@click.option("--transforms", default=SearchOptions.transforms, show_default=True, type=int,
               help="Reference images in the seeded transform-sensitivity sample (0: skip).")
+@with_options(RUN_OPTIONS)
+@resamples_option(dest="resamples", help="Bootstrap and group resamples of every layer.")
 @click.option("--workers", default=None, type=int, help="Worker processes (default: all cores).")
 @with_options(EXECUTOR_OPTIONS)
-@click.option("--max-pairs", default=60, show_default=True, type=int,
+@click.option("--max-pairs", default=RunOptions.max_pairs, show_default=True, type=int,
               help="Flagged pairs per boundary shown in the report's gallery.")
 @click.option("--layers", default=None, metavar="NAMES",
               help="Run only these layers (comma-separated: duplicates, groups, provenance, "
@@ -218,8 +224,8 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 def audit_command(inputs, control, external, predictions, sheet, header_row, sep, decimal,
                   score_kind, attribution_maps,
                   attribution_masks, group_regex, out_dir, workspace, tau, radius, thumb_size,
-                  dihedral, transforms, workers, engine, scheduler, max_pairs, layers, fail_on,
-                  label_map,
+                  dihedral, transforms, seed, resamples, workers, engine, scheduler, max_pairs,
+                  layers, fail_on, label_map,
                   path_column, label_column, split_column, source_column, group_column,
                   list_root, constant_split, image_column, allow_outside_root, follow_links,
                   max_file_size, croissant, as_json) -> None:
@@ -242,7 +248,8 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
         result = audit(list(inputs), control=control, external=external, predictions=predictions,
                        group_regex=group_regex, out_dir=out_dir, workspace=workspace, tau=tau,
                        radius=radius, thumb_size=thumb_size, dihedral=dihedral,
-                       transforms=transforms, fail_on=conditions,
+                       transforms=transforms, fail_on=conditions, seed=seed,
+                       resamples=resamples,
                        workers=workers, executor=executor, max_pairs=max_pairs, command=command,
                        layers=_layer_names(layers), score_kind=score_kind,
                        attribution_maps=attribution_maps, attribution_masks=attribution_masks,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import click
 
-from splitscope.cli_options import with_options
+from splitscope.cli_options import resamples_option, with_options
 from splitscope.experiments.commands import (
     backbone_options,
     print_summary,
@@ -93,8 +93,8 @@ def trained_model_outputs(root, out_dir: Path, *, group_regex: str | None = None
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @with_options(backbone_options)
 @with_options(training_options)
-@click.option("--n-boot", default=2000, show_default=True, type=int,
-              help="Bootstrap resamples of the effects and the attribution contrast.")
+@resamples_option(2000, help="Bootstrap resamples of the effects and the attribution contrast.",
+                  old=("--n-boot",))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def experiment_cmd(release, out_dir, backbone, weights, init_seed, image_size, workspace,
                    device, group_regex, workers, policies, seeds, pools, epochs, batch_size,

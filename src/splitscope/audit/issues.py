@@ -30,7 +30,7 @@ Columns are documented in docs/data-model.md ("Issue table").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -71,9 +71,12 @@ def _query_part(flags: pd.DataFrame, rows: pd.Index) -> pd.DataFrame:
     return pd.concat(parts, axis=1).reindex(rows)
 
 
-def issue_table(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+def issue_table(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
+                columns: Sequence[Callable] = ()) -> pd.DataFrame:
     """The issue table of one audit (module docstring): ``rows`` is the audited scan's
-    ``rows()`` (manifest left-joined with features), ``tables`` the layers' tables by name."""
+    ``rows()`` (manifest left-joined with features), ``tables`` the layers' tables by name.
+    ``columns`` are the layers' own contributions (a layer's ``issue_columns(ids, tables)``:
+    a table indexed by row id, or None), joined after the columns above."""
     ids = pd.Index(rows["row"].astype("int64"), name="row")
     out = pd.DataFrame({c: rows[c].to_numpy() for c in IDENTITY if c in rows and c != "row"},
                        index=ids)
@@ -121,5 +124,12 @@ def issue_table(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> pd.Da
             if f.name in q:
                 out[f"quality_{f.name}"] = q[f.name].astype("boolean")
                 out[f"quality_{f.name}_score"] = q[f"{f.name}_score"].to_numpy()
+    for contribute in columns:
+        part = contribute(ids, tables)
+        if part is not None and len(part.columns):
+            clash = sorted(set(part.columns) & set(out.columns))
+            if clash:
+                raise ValueError(f"issue columns {clash} are already in the issue table")
+            out = out.join(part.reindex(ids))
     return out.reset_index()
 

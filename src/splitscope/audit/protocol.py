@@ -49,17 +49,29 @@ class NotRun:
 @dataclass
 class AuditContext:
     """What a layer may read: the audited scan and its boundaries, the optional scans and
-    files given, the audit's parameters, where its lists go, and the outcomes of the layers
-    that ran before it (in the method's order)."""
+    files given, the audit's options (``options``), where its lists go, and the outcomes of
+    the layers that ran before it (in the method's order)."""
 
     scan: Any
     boundaries: list
-    params: dict[str, Any]
+    options: Any  # AuditOptions (splitscope.audit.options): every option, by group
     record_inputs: list[dict[str, Any]]
     lists_dir: Path
     scans: dict[str, Any] = field(default_factory=dict)  # "control", "external"
     paths: dict[str, Path] = field(default_factory=dict)  # "predictions", "external", ...
     outcomes: dict[str, LayerOutcome] = field(default_factory=dict)
+    executor: Any = None  # where scans and a partitioned search run (not an option)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The options under the flat names layers written before :attr:`options` read."""
+        o = self.options
+        return {"tau": o.search.tau, "radius": o.search.radius, "dihedral": o.search.dihedral,
+                "transforms": o.search.transforms, "score_kind": o.evaluation.score_kind,
+                "group_regex": o.inputs.group_regex, "label_map": o.inputs.label_map,
+                "list_options": dict(o.inputs.list_options),
+                "workspace": Path(o.run.workspace) if o.run.workspace else None,
+                "executor": self.executor}
 
     @property
     def manifest(self):
@@ -98,6 +110,14 @@ class Layer(Protocol):
     after : mapping of str to str, optional
         Layers whose results it reads, each with the reason recorded (``not assessed``) when
         that layer did not run or did not complete.
+    uses : mapping of str to str, optional
+        Earlier layers whose outcome it reads when they completed (``context.outcomes``),
+        each with what it reads; unlike ``after``, the layer still runs without them.
+    metrics, verdicts, rules : tuples, optional
+        Its reading, declared next to its records: ``--fail-on`` metrics
+        (:class:`~splitscope.records.metrics.Metric`), verdict sections
+        (:class:`~splitscope.records.metrics.Verdict`) and "what this means" rules
+        (:class:`~splitscope.records.metrics.Rule`); the audit orders and renders them.
     title : str, optional
         What the layer measures, in words; the record left when it does not run is titled
         ``<title> <status>`` (default ``<name> layer <status>``).
@@ -109,6 +129,8 @@ class Layer(Protocol):
         (``not applicable``).
     run(context) -> LayerResult
         The layer's records, tables and figure data.
+    issue_columns(ids, tables) -> DataFrame or None, optional
+        Its columns of the issue table (indexed by row id) from its own tables, when it ran.
     """
 
     name: str
@@ -148,9 +170,8 @@ def _discover() -> None:
     if _DISCOVERED:
         return
     _DISCOVERED = True
-    import splitscope
-
-    for info in sorted(pkgutil.iter_modules(splitscope.__path__), key=lambda i: i.name):
+    package = Path(__file__).resolve().parents[1]  # splitscope/, without importing it again
+    for info in sorted(pkgutil.iter_modules([str(package)]), key=lambda i: i.name):
         if not info.ispkg:
             continue
         module = f"splitscope.{info.name}.layer"

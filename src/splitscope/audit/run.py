@@ -19,6 +19,7 @@ failed (see ``layers`` in audit.json).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -36,6 +37,7 @@ import pandas as pd
 
 from splitscope.audit.conditions import Condition, evaluate_conditions, parse_condition
 from splitscope.audit.meaning import meaning
+from splitscope.audit.options import AuditOptions, RunOptions
 from splitscope.audit.protocol import (
     AuditContext,
     LayerOutcome,
@@ -47,6 +49,7 @@ from splitscope.audit.protocol import (
 from splitscope.audit.verdicts import summary_notes, verdicts
 from splitscope.boundary import release_boundaries
 from splitscope.errors import InputError
+from splitscope.features.extract import DEFAULT_MAX_FILE_BYTES
 from splitscope.features.failures import failures_table, write_failure_lists
 from splitscope.records import software_versions
 from splitscope.records.exports import (
@@ -176,6 +179,9 @@ def audit(
     max_file_bytes: int | None = None,
     prediction_reading: Mapping[str, Any] | None = None,
     croissant: bool = False,
+    seed: int = RunOptions.seed,
+    resamples: int = RunOptions.resamples,
+    options: AuditOptions | None = None,
 ) -> AuditResult:
     """Audit a release with every applicable layer and write the audit's outputs.
 
@@ -251,14 +257,29 @@ def audit(
     croissant : bool
         Also write ``croissant.json``, a Croissant JSON-LD record of the release
         (:mod:`splitscope.records.croissant`), linked from the report.
+    seed, resamples : int
+        Seed of every draw and the number of bootstrap / group resamples of every layer.
+    options : AuditOptions, optional
+        Every option at once (:class:`splitscope.audit.options.AuditOptions`); the option
+        keywords above must then be left at their defaults.
 
     Returns
     -------
     AuditResult
     """
     conditions = [c if isinstance(c, Condition) else parse_condition(c) for c in fail_on]
-    if not 0 < float(tau) <= 1:
-        raise InputError(f"tau must be in (0, 1]; got {tau}")
+    keywords = dict(tau=tau, radius=radius, dihedral=dihedral, transforms=transforms,
+                    thumb_size=thumb_size, mode=mode, interpolation=interpolation,
+                    max_file_bytes=max_file_bytes, group_regex=group_regex,
+                    label_map=label_map, list_options=list_options,
+                    allow_outside_root=allow_outside_root, follow_links=follow_links,
+                    score_kind=score_kind, prediction_reading=prediction_reading, seed=seed,
+                    resamples=resamples, layers=layers, workers=workers, workspace=workspace,
+                    max_pairs=max_pairs, progress=progress, croissant=croissant)
+    if options is None:
+        options = AuditOptions.build(**keywords)
+    elif AuditOptions.build(**keywords) != AuditOptions.build():
+        raise InputError("give the options either as options= or as keywords, not both")
     from splitscope.manifest.build import input_list
 
     inputs_list = input_list(inputs)
@@ -271,60 +292,47 @@ def audit(
             raise InputError(f"input not found: {item}")
     registry = registered_layers()
     names = [layer.name for layer in registry]
-    wanted = set(layers) if layers is not None else None
+    wanted = set(options.run.layers) if options.run.layers is not None else None
     if wanted is not None and wanted - set(names):
         raise InputError(f"unknown layer(s) {sorted(wanted - set(names))}; choose from "
                          f"{', '.join(names)}")
     from splitscope.manifest.roots import refuse_inside_release, release_roots
 
     out_dir = Path(out_dir)
-    roots = release_roots(inputs_list, **dict(list_options or {})) + release_roots(
+    roots = release_roots(inputs_list, **dict(options.inputs.list_options)) + release_roots(
         [p for p in (control, external) if p is not None])
     refuse_inside_release(out_dir, roots)  # before anything is created
     out_dir.mkdir(parents=True, exist_ok=True)
-    workspace = Path(workspace) if workspace is not None else out_dir / "workspace"
+    if options.run.workspace is None:
+        options = dataclasses.replace(options, run=dataclasses.replace(
+            options.run, workspace=str(out_dir / "workspace")))
     started_wall, started = _now(), time.perf_counter()
 
-    params = {"tau": float(tau), "radius": int(radius), "dihedral": bool(dihedral),
-              "transforms": transforms, "score_kind": score_kind, "group_regex": group_regex,
-              "label_map": label_map, "list_options": dict(list_options or {}),
-              "prediction_reading": dict(prediction_reading or {}), "workspace": workspace,
-              "executor": executor}
-    context, scan_seconds, input_fps = _context(
-        inputs_list, given, workspace, out_dir / "lists", params,
-        {"thumb_size": thumb_size, "mode": mode, "interpolation": interpolation,
-         "workers": workers, "executor": executor, "progress": progress,
-         "allow_outside_root": allow_outside_root,
-         "follow_links": follow_links,
-         **({"max_file_bytes": int(max_file_bytes)} if max_file_bytes is not None else {})})
+    context, scan_seconds, input_fps = _context(inputs_list, given, out_dir / "lists", options,
+                                                executor)
 
-    _run_layers(registry, wanted, context,
-                sys.stderr.isatty() if progress is None else bool(progress))
+    _run_layers(registry, wanted, context, sys.stderr.isatty() if options.run.progress is None
+                else bool(options.run.progress))
     outcomes = list(context.outcomes.values())
 
-    doc, export_problems = _document(context, outcomes, max_pairs, out_dir)
+    max_pairs = options.run.max_pairs
+    ran = [layer for layer in registry if layer.name in context.outcomes
+           and context.outcomes[layer.name].status in ("completed", "partial")]
+    doc, export_problems = _document(context, outcomes, max_pairs, out_dir,
+                                     _declared(ran, "issue_columns"))
     doc["run"].update({"started": started_wall, "command": command,
                        "scan_seconds": round(scan_seconds, 3)})
     doc["inputs"] = input_fps
-    doc["params"] = {"tau": float(tau), "radius": int(radius), "thumb_size": int(thumb_size),
-                     "mode": mode, "interpolation": interpolation, "dihedral": bool(dihedral),
-                     "group_regex": group_regex, "sweep": list(SWEEP),
-                     "max_gallery_pairs": int(max_pairs), "workspace": str(workspace),
-                     "feature_params": _feature_params(context.scan),
-                     "layers": sorted(wanted) if wanted is not None else "all",
-                     "label_map": context.manifest.attrs.get("label_map"),
-                     "allow_outside_root": bool(allow_outside_root),
-                     "follow_links": bool(follow_links), "max_file_bytes": max_file_bytes,
-                     "list_options": dict(list_options or {}),
-                     "prediction_reading": dict(prediction_reading or {}),
-                     "croissant": bool(croissant)}
+    doc["params"] = _params(options, context)
+    doc["options"] = options.to_dict()
     doc = _ordered(doc)
     doc["fail_on"] = evaluate_conditions(conditions, doc["records"], doc["layers"],
                                          [b["name"] for b in doc["boundaries"]])
     held = any(c["held"] for c in doc["fail_on"])
     crashed = any(str(l.get("reason") or "").startswith("layer error") for l in doc["layers"])
     exit_code = EXIT_FAIL_ON if held else (EXIT_LAYER_FAILED if crashed else EXIT_OK)
-    doc["summary"] = {"verdicts": verdicts(doc), "meaning": meaning(doc),
+    doc["summary"] = {"verdicts": verdicts(doc),
+                      "meaning": meaning(doc),
                       "lines": summary_notes(doc) + export_problems}
     doc["run"]["finished"] = _now()
     doc["run"]["duration_s"] = round(time.perf_counter() - started, 3)
@@ -351,15 +359,18 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
         context.outcomes[layer.name] = outcome
 
 
-def _context(inputs_list, given, workspace: Path, lists_dir: Path, params: dict,
-             scan_opts: dict) -> tuple[AuditContext, float, list[dict]]:
+def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
+             executor: Any) -> tuple[AuditContext, float, list[dict]]:
     """Scan the audited release (and the control and external corpora), fingerprint every
     input, and clear an earlier audit's lists."""
     from splitscope.features.scanning import scan as run_scan
 
+    workspace = Path(options.run.workspace)
+    scan_opts = {**options.scan_options(), "executor": executor}
+    label_map = options.inputs.label_map
     t = time.perf_counter()
-    audited = run_scan(inputs_list, workspace, group_regex=params["group_regex"],
-                       label_map=params["label_map"], **params["list_options"], **scan_opts)
+    audited = run_scan(inputs_list, workspace, group_regex=options.inputs.group_regex,
+                       label_map=label_map, **options.inputs.list_options, **scan_opts)
     scan_seconds = time.perf_counter() - t
     manifest = audited.manifest
     boundaries = release_boundaries(manifest)
@@ -371,11 +382,11 @@ def _context(inputs_list, given, workspace: Path, lists_dir: Path, params: dict,
         if given[role] is not None:
             scans[role] = run_scan(given[role], Path(f"{workspace}-{role}"), **scan_opts)
             input_fps.append(fingerprint_input(given[role], role, scans[role].manifest))
-    if "external" in scans and params["label_map"] is not None:  # labels compared with train
+    if "external" in scans and label_map is not None:  # labels compared with train
         from splitscope.manifest.labels import apply_label_map
 
         ext = scans["external"]
-        ext.manifest = apply_label_map(ext.manifest, params["label_map"], strict=False)
+        ext.manifest = apply_label_map(ext.manifest, label_map, strict=False)
     for role in ("predictions", "attribution_maps", "attribution_masks"):
         if given[role] is not None:
             input_fps.append(fingerprint_path(role.replace("_", " "), given[role]))
@@ -386,14 +397,19 @@ def _context(inputs_list, given, workspace: Path, lists_dir: Path, params: dict,
         shutil.rmtree(lists_dir)  # an earlier audit's lists: never mixed with this run's
     lists_dir.mkdir(parents=True, exist_ok=True)
     paths = {role: Path(given[role]) for role in _PATH_INPUTS if given[role] is not None}
-    context = AuditContext(scan=audited, boundaries=boundaries, params=params,
+    context = AuditContext(scan=audited, boundaries=boundaries, options=options,
                            record_inputs=record_inputs, lists_dir=lists_dir, scans=scans,
-                           paths=paths)
+                           paths=paths, executor=executor)
     return context, scan_seconds, input_fps
 
 
+def _declared(layers, member: str) -> list:
+    """The ``member`` methods the layers declare (in the method's order)."""
+    return [getattr(layer, member) for layer in layers if callable(getattr(layer, member, None))]
+
+
 def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: int,
-              out_dir: Path) -> tuple[dict[str, Any], list[str]]:
+              out_dir: Path, issue_columns: Sequence = ()) -> tuple[dict[str, Any], list[str]]:
     """The audit document from the layers' outcomes: boundaries, records (each naming what
     it read), tables written to ``lists/``, figure data and the gallery."""
     manifest = context.manifest
@@ -418,7 +434,7 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
 
     figures: dict[str, Any] = {}
     for b in all_boundaries:
-        figures[b.name] = {"tau": context.params["tau"]}
+        figures[b.name] = {"tau": context.options.search.tau}
         for o in outcomes:
             figures[b.name].update(o.result.figures.get(b.name, {}))
     audited_rows = context.scan.rows()
@@ -430,13 +446,13 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
     shown = {n: t for n, t in tables.items() if "control" not in n}
     gallery_items = []
     for b in all_boundaries:
-        items, summary = gallery(shown, b, rows, max_pairs, context.params["tau"])
+        items, summary = gallery(shown, b, rows, max_pairs, context.options.search.tau)
         gallery_items.extend(items)
         figures[b.name]["gallery"] = summary
 
     from splitscope.audit.issues import issue_table
 
-    tables["issues"] = issue_table(audited_rows, tables)
+    tables["issues"] = issue_table(audited_rows, tables, issue_columns)
     lists_dir = context.lists_dir
     export_problems: list[str] = []
     written = write_tables(tables, lists_dir, problems=export_problems, keep_existing=True)
@@ -470,8 +486,28 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
     return doc, export_problems
 
 
+def _params(options: AuditOptions, context: AuditContext) -> dict[str, Any]:
+    """``audit.json``'s ``params``: the options readers of earlier documents look up (the
+    report, the verdicts), beside ``options``, which holds every option by group."""
+    f, search, i, run = options.features, options.search, options.inputs, options.run
+    reading = {k: v for k, v in dataclasses.asdict(options.evaluation.reading).items()
+               if k in ("sheet", "header_row", "sep", "decimal") and v is not None}
+    return {"tau": search.tau, "radius": search.radius, "thumb_size": f.thumb_size,
+            "mode": f.mode, "interpolation": f.interpolation, "dihedral": search.dihedral,
+            "group_regex": i.group_regex, "sweep": list(SWEEP),
+            "max_gallery_pairs": run.max_pairs, "workspace": run.workspace,
+            "feature_params": _feature_params(context.scan),
+            "layers": sorted(run.layers) if run.layers is not None else "all",
+            "label_map": context.manifest.attrs.get("label_map"),
+            "allow_outside_root": i.allow_outside_root, "follow_links": i.follow_links,
+            "max_file_bytes": None if f.max_file_bytes == DEFAULT_MAX_FILE_BYTES
+            else f.max_file_bytes,
+            "list_options": dict(i.list_options), "prediction_reading": reading,
+            "croissant": run.croissant}
+
+
 #: the document's keys, in the order audit.json has always written them
-_KEYS = ("schema_version", "kind", "run", "inputs", "params", "software", "manifest",
+_KEYS = ("schema_version", "kind", "run", "inputs", "params", "options", "software", "manifest",
          "boundaries", "layers", "records", "scorecard", "figures", "gallery", "fail_on",
          "artifacts")
 _RUN_KEYS = ("started", "finished", "duration_s", "command", "exit_code", "host",

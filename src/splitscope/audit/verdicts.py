@@ -5,222 +5,54 @@ the same way."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from splitscope.audit.conditions import (
-    find_record,
-    is_control,
-    label_conflicts_found,
-    record_text,
-    records_on,
-)
 from splitscope.boundary import WITHIN_RELEASE
+from splitscope.evaluation.reading import ATTRIBUTION_VERDICTS
+from splitscope.evaluation.reading import VERDICTS as EVALUATION_VERDICTS
+from splitscope.groups.reading import VERDICTS as GROUP_VERDICTS
+from splitscope.provenance.reading import VERDICTS as PROVENANCE_VERDICTS
+from splitscope.records.format import count as fmt_int
+from splitscope.records.metrics import Verdict
+from splitscope.relations.reading import EXTERNAL_VERDICTS
+from splitscope.relations.reading import VERDICTS as RELATIONS_VERDICTS
 
-__all__ = ["fmt_int", "summary_notes", "verdicts"]
+__all__ = ["ORDER", "VERDICTS", "fmt_int", "layer_verdicts", "summary_notes", "verdicts"]
 
+#: the order a reader meets the method's verdict sections in: label conflicts first (they make
+#: every score unreadable), then near-twins, copies, the deduplicated split, shared groups,
+#: cross-corpus containment, scores, probes and attribution
+ORDER = ("label_conflicts", "near_twins", "byte_copies", "pixel_copies", "deduplicated",
+         "group_overlap", "containment", "group_overlap_not_run", "balanced_accuracy",
+         "header_probe", "attribution")
 
-def _population_phrase(pop: Mapping[str, Any]) -> str:
-    name = str(pop.get("name"))
-    if name == "release":
-        return "the release"
-    return f"the {name} split" if re.fullmatch(r"[A-Za-z0-9_-]+", name) else f"the {name} rows"
-
-
-def _pct(num: float, den: float) -> str:
-    return f"{100 * num / den:.3g}%" if den else "—"
-
-
-def _sides(b: Mapping[str, Any]) -> tuple[dict, str]:
-    """The query population and the reference side as a verdict names them (a release
-    without a split is audited against itself: "another row of the same release")."""
-    q = b["query"]
-    ref = str(b["reference"]["name"])
-    if q["name"] == ref:
-        ref = "another row of the same release" if ref == WITHIN_RELEASE else f"another {ref} row"
-        q = {**q, "name": "release" if q["name"] == WITHIN_RELEASE else q["name"]}
-    return q, ref
-
-
-def _count_line(rec: Mapping[str, Any] | None, b: Mapping[str, Any], what: str,
-                how: str) -> str:
-    q, ref = _sides(b)
-    if rec is None:
-        return (f"{_population_phrase(q).capitalize()}: {what} in {ref} not assessed "
-                f"(no record).")
-    if rec.get("status") not in ("completed", "partial"):
-        return (f"{_population_phrase(q).capitalize()}: {what} in {ref} {rec.get('status')} — "
-                f"{rec.get('reason')}")
-    num, den = rec.get("numerator"), rec.get("denominator")
-    if num is None or not den:
-        return f"{_population_phrase(q).capitalize()}: {what} in {ref}: no rate (no rows)."
-    if num:
-        line = (f"{_pct(num, den)} of {_population_phrase(q)} ({int(num):,} of {int(den):,} "
-                f"rows) has {what} in {ref} ({how})")
-    else:  # a measured zero, said as one
-        line = (f"None of {_population_phrase(q)} (0 of {int(den):,} rows, 0%) has {what} in "
-                f"{ref} ({how})")
-    if rec.get("status") == "partial":
-        line += f"; partial: {rec.get('reason')}"
-    control = (rec.get("details") or {}).get("control") or {}
-    if control.get("rate") is not None:
-        line += (f"; negative control {100 * control['rate']:.3g}% "
-                 f"({control.get('numerator')} of {control.get('denominator')})")
-        if control.get("unreliable"):
-            line += " — predicate UNRELIABLE on this modality"
-    return line + "."
+_BY_NAME = {v.name: v for v in (*RELATIONS_VERDICTS, *GROUP_VERDICTS, *EXTERNAL_VERDICTS,
+                                *EVALUATION_VERDICTS, *PROVENANCE_VERDICTS,
+                                *ATTRIBUTION_VERDICTS)}
+#: the method's verdict sections in :data:`ORDER`, each written by its layer's package
+VERDICTS: tuple[Verdict, ...] = tuple(_BY_NAME[name] for name in ORDER)
 
 
-def verdicts(doc: Mapping[str, Any]) -> list[str]:
-    """One line per boundary a reader cannot misread (near-twin rate with numerator,
-    denominator and predicate), then byte-identical, group-overlap, containment, balanced
-    accuracy, header-probe and attribution lines."""
-    records = doc.get("records") or []
-    params = doc.get("params") or {}
-    tau = params["tau"]
-    geometry = f"{params.get('thumb_size', 96)}², {params.get('interpolation', 'bicubic')}"
-    bounds = doc.get("boundaries") or []
+def layer_verdicts() -> tuple[Verdict, ...]:
+    """:data:`VERDICTS`, then the sections other registered layers declare (``verdicts``)."""
+    from splitscope.audit.protocol import registered_layers
+
+    known = {v.name for v in VERDICTS}
+    extra = [v for layer in registered_layers()
+             for v in (getattr(layer, "verdicts", None) or ()) if v.name not in known]
+    return VERDICTS + tuple(extra)
+
+
+def verdicts(doc: Mapping[str, Any], sections: Sequence[Verdict] | None = None) -> list[str]:
+    """The warnings, then one line per finding a reader cannot misread, section by section in
+    the order of ``sections`` (default :func:`layer_verdicts`): label conflicts, near-twin
+    rates with numerator, denominator and predicate, byte and pixel copies, the deduplicated
+    split, group overlap, containment, balanced accuracy, header probes, attribution."""
     lines: list[str] = warnings(doc)
-    for b in bounds:
-        line = _conflict_line(records, b, tau)
-        if line:
-            lines.append(line)
-    for b in bounds:
-        lines.append(_count_line(find_record(records, "ncc_rate", b["name"]), b, "a near-twin",
-                                 f"NCC ≥ {tau:g}, {geometry}"))
-    for b in bounds:
-        lines.append(_count_line(find_record(records, "byte_identical_rate", b["name"]), b,
-                                 "a byte-identical copy", "SHA-256, confirmed byte for byte"))
-    for b in bounds:
-        union = next(iter(records_on(records, b["name"], predicate="pixel_identical_union")),
-                     None)
-        if union is not None:
-            parts = (union.get("details") or {}).get("parts") or {}
-            lines.append(_count_line(union, b, "a pixel-identical copy", "byte copies "
-                                     f"{fmt_int(parts.get('sha256'))} and re-encodes "
-                                     f"{fmt_int(parts.get('pixel_xxh128'))}, a row counted once"))
-    for b in bounds:
-        dedup = next(iter(records_on(records, b["name"], predicate="dedup_split")), None)
-        if dedup is not None and dedup.get("denominator"):
-            removed = (dedup.get("predicate") or {}).get("params", {}).get("removed_by") or []
-            lines.append(f"Deduplicated {b['query']['name']} split: {fmt_int(dedup['numerator'])}"
-                         f" of {fmt_int(dedup['denominator'])} rows remain "
-                         f"({_pct(dedup['numerator'], dedup['denominator'])}; removed by "
-                         f"{', '.join(removed)}): lists/dedup/.")
-    for b in bounds:
-        rec = find_record(records, "group_overlap_rate", b["name"])
-        if rec is None:
-            continue
-        if rec.get("status") not in ("completed", "partial") or not rec.get("denominator"):
-            lines.append(f"Group overlap {b['name']}: {rec.get('status')} — "
-                         f"{rec.get('reason') or 'no traceable query row'}")
-            continue
-        cov = rec.get("coverage") or {}
-        traced = (f"; traceable {fmt_int(cov.get('traceable'))} of {fmt_int(cov.get('total'))} "
-                  f"{b['query']['name']} rows") if cov.get("total") is not None else ""
-        lines.append(
-            f"{_pct(rec.get('numerator') or 0, rec['denominator'])} of traceable "
-            f"{b['query']['name']} rows ({fmt_int(rec.get('numerator'))} of "
-            f"{fmt_int(rec['denominator'])}) share a group with {b['reference']['name']}"
-            f"{traced}.")
-    for b in bounds:
-        rec = find_record(records, "containment_rate", b["name"])
-        if rec is None or rec.get("status") not in ("completed", "partial"):
-            continue
-        kept = (rec.get("details") or {}).get("cleaned_external_rows")
-        lines.append(
-            f"Cross-corpus containment {b['name']}: {_pct(rec['numerator'], rec['denominator'])} "
-            f"of {b['query']['name']} rows ({fmt_int(rec['numerator'])} of "
-            f"{fmt_int(rec['denominator'])}) have a byte-identical or NCC ≥ {tau:g} counterpart "
-            f"in {b['reference']['name']}" + (f"; cleaned external set: {kept} rows." if kept
-                                               is not None else "."))
-    if not any(l.startswith(("Group overlap", )) or "share a group" in l for l in lines):
-        for r in records:
-            if str(r.get("layer", "")).startswith("group") and "overlap" in record_text(r) \
-                    and r.get("status") not in ("completed", "partial"):
-                lines.append(f"Group overlap: {r.get('status')} — {r.get('reason')}")
-                break
-    evals = [r for r in records if str(r.get("layer", "")).startswith("evaluation")
-             and r.get("status") in ("completed", "partial") and r.get("estimate") is not None
-             and "balanced accuracy" in str((r.get("predicate") or {}).get("name", "")).lower()]
-    for r in evals[:6]:
-        unc = r.get("uncertainty") or {}
-        interval = (f" [{unc['low']:.3f}, {unc['high']:.3f}]"
-                    if unc.get("low") is not None and unc.get("high") is not None else "")
-        lines.append(f"{r.get('title') or r['id']}: {r['estimate']:.3f}{interval}"
-                     f" (n = {fmt_int(r.get('denominator'))}).")
-    if len(evals) > 6:
-        lines.append(f"… and {len(evals) - 6} more balanced-accuracy records in audit.json.")
-    names = {b["name"] for b in bounds}
-    for r in records:
-        if not str(r.get("layer", "")).startswith(("provenance", "probe")) or is_control(r):
-            continue
-        if "header" not in record_text(r) or r.get("estimate") is None:
-            continue
-        if r.get("status") not in ("completed", "partial"):
-            continue
-        bname = (r.get("boundary") or {}).get("name")
-        if bname is not None and bname not in names:
-            continue
-        unc = r.get("uncertainty") or {}
-        interval = (f", {100 * (unc.get('level') or 0.95):g}% interval [{unc['low']:.3f}, "
-                    f"{unc['high']:.3f}]"
-                    if unc.get("low") is not None and unc.get("high") is not None else "")
-        chance = (r.get("details") or {}).get("chance")
-        chance_txt = f", chance {chance:.3g}" if isinstance(chance, (int, float)) else ""
-        lines.append(f"{r.get('title') or r['id']}{f' ({bname})' if bname else ''}: "
-                     f"balanced accuracy {r['estimate']:.3f}{interval}{chance_txt}.")
-    for r in records:
-        if r.get("layer") != "attribution" or r.get("status") not in ("completed", "partial") \
-                or r.get("estimate") is None:
-            continue
-        det, unc = r.get("details") or {}, r.get("uncertainty") or {}
-        ex, cl = det.get("exposed") or {}, det.get("clean") or {}
-        where = ((r.get("predicate") or {}).get("params") or {}).get("boundary")
-        interval = (f" [{unc['low']:+.3f}, {unc['high']:+.3f}]"
-                    if unc.get("low") is not None and unc.get("high") is not None else "")
-        lines.append(
-            f"Attribution outside anatomy{f' ({where})' if where else ''}: leaked rows put "
-            f"{ex.get('mean', float('nan')):.3f} of their attribution mass outside the mask, "
-            f"clean rows {cl.get('mean', float('nan')):.3f} (n = {fmt_int(ex.get('assessed'))} "
-            f"and {fmt_int(cl.get('assessed'))}); difference {r['estimate']:+.3f}{interval}.")
+    for section in sections if sections is not None else layer_verdicts():
+        lines.extend(section.lines(doc))
     return lines
-
-
-_CONFLICT_NAMES = {"label_conflict_sha256": "byte copies",
-                   "label_conflict_pixel_xxh128": "decoded-pixel twins",
-                   "label_conflict_ncc": "NCC ≥ {tau:g}",
-                   "label_conflict_hash_joint": "hash joint rule",
-                   "label_conflict_hash_sum": "hash sum rule",
-                   "label_conflict_hash_exact_phash": "exact pHash"}
-
-
-def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
-    """Label-conflicting twins on one boundary (the largest count over the pixel predicates,
-    each predicate's count named), or None when no predicate found one."""
-    every = label_conflicts_found(records, b["name"], trusted_only=False)
-    found = label_conflicts_found(records, b["name"], trusted_only=True)
-    q, ref = _sides(b)
-    if not found and every:  # only predicates a control has not shown to be reliable
-        worst = max(every, key=lambda r: r["numerator"])
-        each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
-                         f" ({r['details'].get('calibration')}): {fmt_int(r['numerator'])}"
-                         .format(tau=tau) for r in every)
-        return (f"Hash rules alone link {fmt_int(worst['numerator'])} of "
-                f"{fmt_int(worst['denominator'])} {q['name']} rows to a {ref} image under "
-                f"another label ({each}); these rules are not calibrated as reliable on this "
-                "modality, so this is no evidence of label noise (lists/label_conflicts).")
-    if not found:
-        return None
-    worst = max(found, key=lambda r: r["numerator"])
-    each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
-                     f": {fmt_int(r['numerator'])}".format(tau=tau) for r in found)
-    return (f"LABEL CONFLICT: {_pct(worst['numerator'], worst['denominator'])} of "
-            f"{_population_phrase(q)} ({fmt_int(worst['numerator'])} of "
-            f"{fmt_int(worst['denominator'])} rows) has a twin in {ref} "
-            f"under another label ({each}): the same image carries two labels "
-            "(lists/label_conflicts).")
 
 
 def warnings(doc: Mapping[str, Any]) -> list[str]:
@@ -240,10 +72,6 @@ def warnings(doc: Mapping[str, Any]) -> list[str]:
                    "label column under an unrecognised name: give --label-column), so the "
                    "header-only probe, label conflicts and per-class rates are not measured.")
     return out
-
-
-def fmt_int(value: Any) -> str:
-    return "—" if value is None else f"{int(value):,}"
 
 
 def summary_notes(doc: Mapping[str, Any]) -> list[str]:

@@ -16,7 +16,7 @@ import click
 import numpy as np
 import pandas as pd
 
-from splitscope.cli_options import with_options
+from splitscope.cli_options import resamples_option, with_options
 from splitscope.errors import InputError
 from splitscope.records.exports import write_artifacts_manifest, write_csv
 
@@ -179,8 +179,8 @@ def _transfer(truth, aligned, score_kind, fit_sel, eval_sel) -> dict:
 @click.option("--score-kind", type=_KINDS, default="score", show_default=True,
               help="What the class columns hold (declared, never guessed).")
 @click.option("--layout", type=click.Choice(["wide", "long"]), default="wide", show_default=True)
-@click.option("--bootstrap", "n_boot", default=2000, show_default=True, type=int,
-              help="Percentile bootstrap resamples over cases (0: none).")
+@resamples_option(2000, help="Percentile bootstrap resamples over cases (0: none).",
+                  old=("--bootstrap",))
 @click.option("--fit", "fit_sel", default=None,
               help="Selector of the rows thresholds/temperature are fitted on (e.g. "
                    "'source!=KVASIR'); needs --evaluate.")
@@ -291,8 +291,8 @@ def _metrics_row(m: dict) -> dict:
 @click.option("--rank-metric", type=click.Choice(["organizer_score", "balanced_accuracy",
                                                    "macro_auc"]), default="organizer_score",
               show_default=True)
-@click.option("--bootstrap", "n_boot", default=0, show_default=True, type=int,
-              help="Bootstrap resamples per entry and view (0: none).")
+@resamples_option(0, help="Bootstrap resamples per entry and view (0: none).",
+                  old=("--bootstrap",))
 @click.option("--entry-bootstrap", "entry_boot", default=2000, show_default=True, type=int,
               help="Resamples of the bootstrap over entries behind the per-view mean and "
                    "median Δ intervals (0: none).")
@@ -419,8 +419,8 @@ def _print_aggregates(con, aggregates: list[dict], metric: str) -> None:
 @click.option("--by", "by", multiple=True,
               help="Columns the contrasts are reported by (repeatable; default: every "
                    "identity column except the condition and seed-like columns).")
-@click.option("--n-boot", default=2000, show_default=True, type=int,
-              help="Seed-bootstrap resamples of each contrast (0: none).")
+@resamples_option(2000, help="Seed-bootstrap resamples of each contrast (0: none).",
+                  old=("--n-boot",))
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--component", "components", multiple=True,
               default=("policy", "threshold", "calibration"), show_default=True,
@@ -581,8 +581,7 @@ def pools_cmd(manifest, train, drop_source, flagged, batch_size, no_drop_last, s
               help="Regex with a named group 'group' over the basename: cluster bootstrap.")
 @click.option("--exposed-name", default="flagged", show_default=True,
               help="What the exposed rows are, in the record's words.")
-@click.option("--n-boot", default=2000, show_default=True, type=int,
-              help="Bootstrap resamples (0: no interval).")
+@resamples_option(2000, help="Bootstrap resamples (0: no interval).", old=("--n-boot",))
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,

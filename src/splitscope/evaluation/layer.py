@@ -9,6 +9,7 @@ for several entries, a re-scoring summary (ranks, Spearman correlations).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,12 +19,19 @@ import pandas as pd
 from splitscope.boundary import select
 from splitscope.errors import InputError
 from splitscope.evaluation import metrics as M
+from splitscope.evaluation import reading
 from splitscope.evaluation.calibration import summarize_temperature, temperature_transfer
 from splitscope.evaluation.predictions import Predictions, Truth, read_truth
 from splitscope.evaluation.rescore import RescoreResult, load_entries, rescore
 from splitscope.evaluation.thresholds import threshold_transfer_multiclass
 from splitscope.evaluation.uncertainty import bootstrap_metrics
-from splitscope.evaluation.views import View, official_view, parse_view, score_view
+from splitscope.evaluation.views import (
+    View,
+    official_view,
+    parse_view,
+    score_view,
+    view_from_list,
+)
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, file_fingerprint
 
 
@@ -118,9 +126,10 @@ def audit_predictions(
         classes are always every label of the manifest.
     predictions : path, Predictions or list
         One prediction file, a folder of them (one entry each), or :class:`Predictions`.
-    views : list of View or of spec strings, optional
+    views : list of View, of spec strings or of functions of the truth, optional
         Evaluation views besides the official one (specs as in
-        :func:`splitscope.evaluation.views.parse_view`).
+        :func:`splitscope.evaluation.views.parse_view`; a function gets the
+        :class:`~splitscope.evaluation.predictions.Truth` and returns a View).
     score_kind : str or mapping
         Declared score kind (``probability``, ``logit``, ``score``), for all or per entry.
     path_mode : {"exact", "basename"}
@@ -153,7 +162,8 @@ def audit_predictions(
     truth = _truth_from(manifest_or_truth, classes, query)
     view_list = [official_view(truth)]
     for v in views or []:
-        view_list.append(v if isinstance(v, View) else parse_view(truth, v, path_mode=path_mode))
+        view_list.append(v if isinstance(v, View) else v(truth) if callable(v)
+                         else parse_view(truth, v, path_mode=path_mode))
     res = rescore(preds, truth, view_list, score_kind=score_kind, path_mode=path_mode,
                   reported=reported, final=final, exclude=exclude, unreadable=unreadable)
     inputs = []
@@ -338,28 +348,46 @@ __all__ = ["AttributionLayer", "EvaluationLayer", "RescoreResult", "audit_predic
 # ------------------------------------------------------------------------- audit layers
 
 
+def _dedup_removed(context, split: str) -> pd.DataFrame | None:
+    """The rows of ``split`` the duplicates layer's deduplicated splits remove (its outcome's
+    ``dedup_splits`` table), or None when that layer did not complete or left no such split."""
+    done = context.outcomes.get("duplicates")
+    if done is None or done.status not in ("completed", "partial"):
+        return None
+    table = done.result.tables.get("dedup_splits")
+    if table is None or not len(table):
+        return None
+    in_split = (table["split"].astype("string") == split).fillna(False).to_numpy(bool)
+    if not in_split.any():
+        return None
+    return table[in_split & ~table["kept"].astype(bool).to_numpy()]
+
+
 class EvaluationLayer:
     """Metrics with intervals on the official view and, when the duplicates layer wrote one,
     the deduplicated test split; thresholds and calibration (METHODS §5)."""
 
     name = "evaluation"
     order = 40
+    verdicts = reading.VERDICTS  # verdict lines (splitscope.audit.verdicts)
     needs: ClassVar[dict[str, str]] = {"predictions": "no saved predictions given (--predictions DIR)"}
+    uses: ClassVar[dict[str, str]] = {"duplicates": "its deduplicated test split (the view is "
+                                      "left out when that layer did not complete)"}
 
     def run(self, context) -> LayerResult:
         views = []
-        removed = context.lists_dir / "dedup" / "test_removed.csv"
-        if removed.is_file():  # the duplicates layer's deduplicated test split
-            views.append(f"deduplicated=exclude:{removed}")
-        from splitscope.evaluation.readers import ReadOptions, sheet_arg
-
-        how = dict(context.params.get("prediction_reading") or {})
-        read = ReadOptions(sheet=sheet_arg(how.get("sheet")), header_row=how.get("header_row"),
-                           sep=how.get("sep"), decimal=how.get("decimal"),
-                           cache=context.params.get("workspace") / "parsed-tables"
-                           if context.params.get("workspace") else None)
+        removed = _dedup_removed(context, "test")
+        if removed is not None:  # the duplicates layer's deduplicated test split
+            listed = context.lists_dir / "dedup" / "test_removed.csv"  # where it lists them
+            views.append(lambda truth: view_from_list(truth, removed, "exclude", "deduplicated",
+                                                      where=str(listed)))
+        options = context.options
+        workspace = options.run.workspace
+        read = dataclasses.replace(options.evaluation.reading,
+                                   cache=Path(workspace) / "parsed-tables" if workspace else None)
         return audit_predictions(context.manifest, context.paths["predictions"], views=views,
-                                 score_kind=context.params["score_kind"], read=read)
+                                 score_kind=options.evaluation.score_kind, read=read,
+                                 n_boot=options.run.resamples, seed=options.run.seed)
 
 
 class AttributionLayer:
@@ -369,6 +397,7 @@ class AttributionLayer:
 
     name = "attribution"
     order = 50
+    verdicts = reading.ATTRIBUTION_VERDICTS
     needs: ClassVar[dict[str, str]] = {"attribution_maps": "no attribution maps and masks given "
                                  "(--attribution-maps, --attribution-masks)"}
     after: ClassVar[dict[str, str]] = {"duplicates": "needs the duplicates layer's flagged rows, and that layer did not "

@@ -92,17 +92,19 @@ def view_from_list(
     path_mode: str = "exact",
     path_column: str | None = None,
     definition: str | None = None,
+    where: str | None = None,
 ) -> View:
     """A view from a list of rows to exclude from, or include in, the truth list.
 
     Rows are matched by path key (``exact`` by default; see
     :mod:`splitscope.evaluation.predictions`) or, when the list has no path column but a
     ``row`` column, by the truth's row id. Entries matching no truth row are counted in
-    ``params["unmatched_list_entries"]``.
+    ``params["unmatched_list_entries"]``. ``where`` names the list in the view's definition
+    (default: its path, or ``table`` for a DataFrame).
     """
     if mode not in ("exclude", "include"):
         raise InputError(f"view list mode {mode!r} not one of ('exclude', 'include')")
-    where = "table" if isinstance(list_file, pd.DataFrame) else str(list_file)
+    where = where or ("table" if isinstance(list_file, pd.DataFrame) else str(list_file))
     table = list_file if isinstance(list_file, pd.DataFrame) else read_row_list(list_file)
     cols = {str(c).strip().lower(): c for c in table.columns}
     pcol = path_column or next((cols[a] for a in ("path", "image_path", "file_path", "filepath",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from splitscope.cli_options import LABEL_MAP_OPTION, with_options
+from splitscope.cli_options import LABEL_MAP_OPTION, resamples_option, with_options
 from splitscope.errors import InputError
 from splitscope.records.exports import write_artifacts_manifest
 
@@ -210,7 +210,7 @@ def embed_cmd(release, out_file, backbone, weights, init_seed, image_size, works
                    "Otsu on the S×S input, largest component, holes filled.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Default: RUN_DIR/explain.")
-@click.option("--n-boot", default=2000, show_default=True, type=int)
+@resamples_option(2000, old=("--n-boot",))
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--json", "as_json", is_flag=True)
 def explain_cmd(run_dir, masks, out_dir, n_boot, seed, as_json):

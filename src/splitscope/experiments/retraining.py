@@ -557,7 +557,7 @@ def prepare_external(external, base, classes: list[str], ws: Path, out: Path,
     run) and what experiment.json records."""
     from splitscope.features.scanning import scan
     from splitscope.manifest.labels import apply_label_map
-    from splitscope.relations.external import audit_external
+    from splitscope.relations.layer import audit_external
 
     ext_ws = Path(f"{ws}-external")
     opts = {"workers": workers, "progress": progress}

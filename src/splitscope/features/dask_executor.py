@@ -28,7 +28,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any, Self
 
 from splitscope.errors import InputError
-from splitscope.features.executor import BLAS_THREAD_VARIABLES, ChunkFailed
+from splitscope.features.executors import BLAS_THREAD_VARIABLES, ChunkFailed, default_workers
 
 __all__ = ["INSTALL_HINT", "DaskExecutor", "import_distributed"]
 
@@ -103,8 +103,6 @@ class DaskExecutor:
             else:
                 import dask
 
-                from splitscope.features.executor import default_workers
-
                 n = self._requested_workers or default_workers()
                 with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
                     self._cluster = distributed.LocalCluster(
@@ -123,8 +121,6 @@ class DaskExecutor:
     def workers(self) -> int:
         """Worker threads of the cluster (the requested count before a local one starts)."""
         if self._client is None and self.scheduler is None:
-            from splitscope.features.executor import default_workers
-
             return self._requested_workers or default_workers()
         info = self.client.scheduler_info()
         threads = sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values())

@@ -32,10 +32,15 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from splitscope.errors import InputError
+from splitscope.features.executors import (  # noqa: F401 - re-exported: they lived here
+    BLAS_THREAD_VARIABLES,
+    ChunkFailed,
+    Executor,
+    default_workers,
+)
 
 __all__ = [
     "BLAS_THREAD_VARIABLES",
@@ -51,44 +56,6 @@ __all__ = [
     "pin_blas_threads",
     "start_fork_server",
 ]
-
-BLAS_THREAD_VARIABLES = (
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "BLIS_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-)
-
-
-@dataclass(frozen=True)
-class ChunkFailed:
-    """Yielded in place of a chunk's result when its worker process died twice."""
-
-    chunk_id: str
-    detail: str
-
-
-@runtime_checkable
-class Executor(Protocol):
-    """Runs a function over chunks; see the module docstring for the contract."""
-
-    workers: int
-
-    def map(
-        self, fn: Callable[[Any], Any], chunks: Iterable[tuple[Hashable, Any]]
-    ) -> Iterator[tuple[Hashable, Any]]:
-        """Yield ``(chunk_id, fn(payload))`` for every ``(chunk_id, payload)``, in any order."""
-        ...
-
-
-def default_workers() -> int:
-    """All cores this process may use (the CPU affinity mask where the OS exposes it)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def pin_blas_threads() -> None:

@@ -10,14 +10,17 @@ import pandas as pd
 
 from splitscope.cli_common import (
     COMMON_OPTIONS,
+    gate,
+    parse_fail_on,
     emit,
     fmt,
     load_manifest,
     resolve_boundaries,
     rich_console,
 )
-from splitscope.cli_options import LIST_FILE_OPTIONS, list_options, with_options
+from splitscope.cli_options import LIST_FILE_OPTIONS, fail_on_option, list_options, with_options
 from splitscope.errors import InputError
+from splitscope.groups.predicates import METRICS as GROUP_METRICS
 
 
 def _print_groups(result) -> None:
@@ -75,8 +78,9 @@ def _print_groups(result) -> None:
                    "numbered per split').")
 @click.option("--resplit/--no-resplit", default=False, show_default=True,
               help="Also make group-disjoint re-splits.")
-@click.option("--fail-on-overlap", is_flag=True,
-              help="Exit 1 when any boundary has an affected query row.")
+@fail_on_option(GROUP_METRICS)
+@click.option("--fail-on-overlap", is_flag=True, hidden=True,
+              help="Deprecated: --fail-on 'group_overlap_rate>0'.")
 @click.option("--upstream", default=None, type=click.Path(exists=True),
               help="Identity recovery: an upstream release carrying group ids (folder or list); "
                    "rows without a group inherit the id of their byte / NCC counterpart there "
@@ -89,7 +93,8 @@ def _print_groups(result) -> None:
               help="Workspace of the feature cache (identity recovery only).")
 @with_options(LIST_FILE_OPTIONS)
 def groups_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
-                   resamples, out_dir, as_json, unresolved, resplit, fail_on_overlap, upstream,
+                   resamples, out_dir, as_json, unresolved, resplit, fail_on, fail_on_overlap,
+                   upstream,
                    upstream_group_regex, tau, workspace, path_column, label_column,
                    split_column, source_column, group_column, list_root,
                    constant_split) -> None:
@@ -98,6 +103,11 @@ def groups_command(inputs, group_regex, query, reference, both_directions, split
     (METHODS §3.4) first."""
     from splitscope.groups.layer import audit_groups
 
+    if fail_on_overlap:
+        click.echo("note: --fail-on-overlap is deprecated; write --fail-on "
+                   "'group_overlap_rate>0'", err=True)
+        fail_on = (*fail_on, "group_overlap_rate>0")
+    conditions = parse_fail_on(fail_on, GROUP_METRICS)
     opts = list_options(path_column, label_column, split_column, source_column, group_column,
                          list_root, constant_split)
     manifest = load_manifest(inputs, split_per_list=split_per_list, group_regex=group_regex,
@@ -120,9 +130,7 @@ def groups_command(inputs, group_regex, query, reference, both_directions, split
     result = audit_groups(manifest, bounds, n_resamples=resamples, seed=seed, resplit=resplit,
                           unresolved=unresolved, recovery=recovery)
     emit(result, as_json, out_dir, _print_groups)
-    if fail_on_overlap and any(r.id.startswith("group.overlap[") and (r.numerator or 0) > 0
-                               for r in result.records):
-        raise SystemExit(1)
+    gate(conditions, result.records, GROUP_METRICS, quiet=as_json)
 
 
 # ------------------------------------------------------------------------------ resplit

@@ -18,6 +18,9 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, boundaries_or_default
 from splitscope.errors import InputError
+from splitscope.groups.predicates import METRICS as GROUP_METRICS
+from splitscope.groups.reading import RULES as GROUP_RULES
+from splitscope.groups.reading import VERDICTS as GROUP_VERDICTS
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.ids import slug
 from splitscope.records.inputs import release_inputs
@@ -328,9 +331,14 @@ class GroupsLayer:
 
     name = "groups"
     order = 20
+    metrics = tuple(GROUP_METRICS.values())  # --fail-on (splitscope.audit.conditions)
+    rules = GROUP_RULES  # "what this means" (splitscope.audit.meaning)
+    verdicts = GROUP_VERDICTS  # verdict lines (splitscope.audit.verdicts)
 
     def run(self, context) -> LayerResult:
-        return audit_groups(context.manifest, context.split_boundaries)
+        run = context.options.run
+        return audit_groups(context.manifest, context.split_boundaries,
+                            n_resamples=run.resamples, seed=run.seed)
 
 
 #: the layers of this package (see :mod:`splitscope.audit.protocol`)

@@ -94,7 +94,7 @@ def read_npz(path: str | Path, *, corpus: str | None = None) -> pd.DataFrame:
     """Manifest of a MedMNIST-layout ``.npz`` (module notes). Image arrays are checked from
     their headers (never loaded here); labels are read. A missing pair, a length mismatch, a
     wrong dtype or shape is an :class:`InputError` naming the key."""
-    from splitscope.manifest.build import CONTENT_ARRAY, embedded_key, finish_rows
+    from splitscope.manifest.rows import CONTENT_ARRAY, embedded_key, finish_rows
 
     path = Path(path)
     where = str(path)
@@ -158,7 +158,7 @@ def _store(images: np.ndarray, folder: Path) -> Path:
 def read_arrays(arrays: Arrays, store: str | Path | None) -> pd.DataFrame:
     """Manifest of in-memory arrays, stored in ``store`` (the scan passes
     ``<workspace>/arrays``); the rows are those of an ``.npz`` whose member is ``images``."""
-    from splitscope.manifest.build import CONTENT_ARRAY, embedded_key, finish_rows
+    from splitscope.manifest.rows import CONTENT_ARRAY, embedded_key, finish_rows
 
     where = f"arrays {arrays.name or ''}".strip()
     images = _check_images(arrays.images, where)

@@ -148,7 +148,7 @@ def _has_image_column(path: Path) -> bool:
 
 
 def _shard_split(name: str) -> str | None:
-    from splitscope.manifest.build import _SPLIT_ALIASES
+    from splitscope.manifest.rows import _SPLIT_ALIASES
 
     stem = name.split(".", 1)[0] if name.lower().endswith(TABLE_SUFFIXES) else name
     m = _SHARD.match(stem)
@@ -160,7 +160,7 @@ def _shard_split(name: str) -> str | None:
 def _split_of(rel: str, state_split: str | None) -> str | None:
     """The split a table's relative path names: its file name (Hub shard names), then a
     folder, then the split recorded by ``save_to_disk``."""
-    from splitscope.manifest.build import _SPLIT_ALIASES
+    from splitscope.manifest.rows import _SPLIT_ALIASES
 
     parts = rel.split("/")
     found = _shard_split(parts[-1])
@@ -273,7 +273,7 @@ def embedded_kind(item: str | Path) -> str | None:
 
 
 def _pick(columns: list[str], role: str, explicit: str | None, where: str) -> str | None:
-    from splitscope.manifest.build import _COLUMN_ALIASES
+    from splitscope.manifest.rows import _COLUMN_ALIASES
 
     if explicit is not None:
         if explicit not in columns:
@@ -310,7 +310,7 @@ def _table_rows(path: Path, rel: str, state_split: str | None, columns: Mapping[
     """The partial manifest rows of one table."""
     import pyarrow as pa
 
-    from splitscope.manifest.build import embedded_key
+    from splitscope.manifest.rows import embedded_key
 
     schema = _schema(path)
     feats = features if features is not None else _hf_features(schema, path.parent)
@@ -374,7 +374,7 @@ def _table_rows(path: Path, rel: str, state_split: str | None, columns: Mapping[
 
 def _finish_embedded(parts: list[pd.DataFrame], corpus: str, inputs: list[dict],
                      content: str = "embedded") -> pd.DataFrame:
-    from splitscope.manifest.build import finish_rows
+    from splitscope.manifest.rows import finish_rows
 
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     manifest = finish_rows(rows, corpus, content=content)
@@ -475,7 +475,7 @@ def read_imagefolder(folder: str | Path, *, corpus: str | None = None,
     ``metadata.jsonl`` (at the root or in a split folder), ``file_name`` relative to the
     metadata's folder, read as a list file (the images are files). Split: a split column, else
     the first folder of the path below ROOT when it is a split name."""
-    from splitscope.manifest.build import _SPLIT_ALIASES, list_rows, read_table
+    from splitscope.manifest.rows import _SPLIT_ALIASES, list_rows, read_table
 
     folder = Path(folder)
     columns = {"path": "file_name", **dict(columns or {})}
@@ -500,7 +500,7 @@ def read_imagefolder(folder: str | Path, *, corpus: str | None = None,
                      for p in part["path"].astype(str)]
             part["split_released"] = pd.array(
                 [f if f.lower() in _SPLIT_ALIASES else pd.NA for f in first], dtype="string")
-            from splitscope.manifest.build import normalize_split
+            from splitscope.manifest.rows import normalize_split
 
             part["split"] = pd.array([normalize_split(v) for v in part["split_released"]],
                                      dtype="string")

@@ -60,7 +60,7 @@ def apply_group_mapping(
 ) -> pd.DataFrame:
     """Fill ``group`` from a mapping table with a key column (``basename`` or ``path``) and a
     group column. Keys that map to more than one group are an error (the mapping is ambiguous)."""
-    from splitscope.manifest.build import read_table
+    from splitscope.manifest.rows import read_table
 
     table = mapping if isinstance(mapping, pd.DataFrame) else read_table(Path(mapping))
     missing = [c for c in (key, group_column) if c not in table.columns]

@@ -20,6 +20,10 @@ import pandas as pd
 from splitscope.boundary import Boundary, boundaries_or_default
 from splitscope.errors import InputError
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
+from splitscope.provenance.predicates import METRICS as PROVENANCE_METRICS
+from splitscope.provenance.predicates import QUALITY_METRICS
+from splitscope.provenance.reading import RULES as PROVENANCE_RULES
+from splitscope.provenance.reading import VERDICTS as PROVENANCE_VERDICTS
 from splitscope.provenance.stats import Together, run_steps, single_threaded
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.ids import slug
@@ -657,10 +661,11 @@ class QualityLayer:
 
     name = "quality"
     order = 35
+    metrics = tuple(QUALITY_METRICS.values())  # --fail-on (splitscope.audit.conditions)
     title = "Image quality flags"
 
     def run(self, context) -> LayerResult:
-        return audit_quality(context.scan)
+        return audit_quality(context.scan, context.options.quality)
 
 
 class ProvenanceLayer:
@@ -669,9 +674,15 @@ class ProvenanceLayer:
 
     name = "provenance"
     order = 30
+    metrics = tuple(PROVENANCE_METRICS.values())  # --fail-on (splitscope.audit.conditions)
+    rules = PROVENANCE_RULES  # "what this means" (splitscope.audit.meaning)
+    verdicts = PROVENANCE_VERDICTS  # verdict lines (splitscope.audit.verdicts)
 
     def run(self, context) -> LayerResult:
-        return audit_provenance(context.scan, context.split_boundaries)
+        run = context.options.run
+        return audit_provenance(context.scan, context.split_boundaries, seed=run.seed,
+                                n_resamples=run.resamples,
+                                folds=context.options.provenance.folds)
 
 
 #: the layers of this package (see :mod:`splitscope.audit.protocol`)

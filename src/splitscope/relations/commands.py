@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import click
 
+from splitscope.cli_common import gate, parse_fail_on
+from splitscope.cli_options import (
+    IMAGE_COLUMN_OPTION,
+    LABEL_MAP_OPTION,
+    LIST_FILE_OPTIONS,
+    SAFETY_OPTIONS,
+    SEARCH_OPTIONS,
+    fail_on_option,
+    list_options,
+    safety_options,
+    with_image_column,
+    with_options,
+)
 from splitscope.errors import InputError
+from splitscope.relations import predicates
 from splitscope.relations.ann import INDEXES
 from splitscope.relations.controls import DEFAULT_CONTROL_BOUND
-from splitscope.relations.hashes import DEFAULT_RADIUS
-from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU, DEFAULT_TAU
+from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU
 
 #: predicates whose records carry a threshold sweep, and the sweep's printed title
 _SWEEP_TITLES = {"ncc_nearest": "NCC sweep (nearest rule)",
@@ -106,8 +120,7 @@ def print_summary(payload: dict) -> None:
         console.print(sweep)
 
 
-def _parse_fail_on(items) -> list[str]:
-    return [i.strip() for i in items if i.strip()]
+_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @click.command("duplicates")
@@ -126,11 +139,7 @@ def _parse_fail_on(items) -> list[str]:
                    "a boundary on the audited release used as the control.")
 @click.option("--control-bound", type=float, default=DEFAULT_CONTROL_BOUND, show_default=True,
               help="Control flag rate above which a predicate is marked unreliable.")
-@click.option("--tau", type=float, default=DEFAULT_TAU, show_default=True,
-              help="NCC threshold τ.")
-@click.option("--radius", type=int, default=DEFAULT_RADIUS, show_default=True,
-              help="Hash radius k.")
-@click.option("--dihedral", is_flag=True, help="Also match rotated (90°) and flipped copies.")
+@with_options(SEARCH_OPTIONS)
 @click.option("--thumb-size", type=int, default=96, show_default=True,
               help="Thumbnail side S (part of the NCC predicate).")
 @click.option("--interpolation", default="bicubic", show_default=True,
@@ -157,14 +166,23 @@ def _parse_fail_on(items) -> list[str]:
               help="How --embeddings is searched: exact (blocked, every pair) or faiss-ivf (a "
                    "FAISS IVF-Flat index, [scale] extra, for large sets; every candidate "
                    "re-checked exactly, parameters recorded).")
-@click.option("--fail-on", "fail_on", multiple=True,
-              help="Exit 1 when this predicate (e.g. sha256, ncc_nearest) flags any query row "
-                   "(repeatable).")
+@fail_on_option({**predicates.METRICS, **predicates.EXTERNAL_METRICS},
+                note=" A bare predicate name (e.g. ncc_nearest: any flagged query row) still "
+                     "works and is deprecated.")
+@click.option("--group-regex", default=None,
+              help="Named-group regex over the file name giving the group (and frame).")
+@LABEL_MAP_OPTION
+@with_options(LIST_FILE_OPTIONS)
+@IMAGE_COLUMN_OPTION
+@with_options(SAFETY_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def duplicates_command(inputs, query, reference, boundaries, control_root, control_boundary,
                        control_bound, tau, radius, dihedral, thumb_size, interpolation,
                        workspace, out_dir, workers, transform_sample, seed, embeddings,
-                       embedding_tau, embedding_index, fail_on, as_json) -> None:
+                       embedding_tau, embedding_index, fail_on, group_regex, label_map,
+                       path_column, label_column, split_column, source_column, group_column,
+                       list_root, constant_split, image_column, allow_outside_root,
+                       follow_links, max_file_size, as_json) -> None:
     """Byte, name, pixel, hash and NCC relationships across boundaries (METHODS §1–2), and
     embedding cosine similarity with --embeddings: prints each predicate's affected query rows
     / denominator / rate and the sweeps."""
@@ -173,16 +191,28 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
 
     if (query is None) != (reference is None):
         raise InputError("give both --query and --reference (or neither)")
+    legacy = [t.strip() for t in fail_on if _BARE_NAME.fullmatch(t.strip())]
+    if legacy:
+        click.echo(f"note: --fail-on {', '.join(legacy)}: a bare predicate name is deprecated; "
+                   "write METRIC OP VALUE, e.g. 'ncc_rows>0'", err=True)
+    metrics = {**predicates.METRICS, **predicates.EXTERNAL_METRICS}
+    conditions = parse_fail_on([t for t in fail_on if t.strip() not in legacy], metrics)
+    list_opts = with_image_column(list_options(path_column, label_column, split_column,
+                                               source_column, group_column, list_root,
+                                               constant_split), image_column)
+    reading = {"group_regex": group_regex, "label_map": label_map, **list_opts,
+               **safety_options(allow_outside_root, follow_links, max_file_size)}
     bounds: list = list(boundaries)
     if query is not None:
         bounds.insert(0, (query, reference))
     ws = Path(workspace) if workspace else Path("splitscope-workspace")
     audited = scan(list(inputs), ws, thumb_size=thumb_size, interpolation=interpolation,
-                   workers=workers, progress=False)
+                   workers=workers, progress=False, **reading)
     control = None
     if control_root is not None:
         cscan = scan(control_root, ws.parent / f"{ws.name}-control", thumb_size=thumb_size,
-                     interpolation=interpolation, workers=workers, progress=False)
+                     interpolation=interpolation, workers=workers, progress=False,
+                     **safety_options(allow_outside_root, follow_links, max_file_size))
         control = (cscan, control_boundary) if control_boundary else cscan
     elif control_boundary:
         control = (audited, control_boundary)
@@ -200,7 +230,9 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
             click.echo(f"exports written to {out_dir}")
     known = {p["predicate"] for p in payload["predicates"]}
     held = []
-    for name in _parse_fail_on(fail_on):
+    if conditions:
+        gate(conditions, result.records, metrics, quiet=as_json)
+    for name in legacy:
         if name not in known:
             raise InputError(f"--fail-on {name!r}: no such predicate; measured: "
                              f"{', '.join(sorted(known))}")

@@ -4,16 +4,12 @@ boundary, by combining the two scans into one."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
 from splitscope.boundary import Boundary, Population
-from splitscope.records import LayerResult
-from splitscope.records.exports import write_csv
 
-__all__ = ["audit_external", "combine_scans", "external_boundary"]
+__all__ = ["combine_scans", "external_boundary"]  # audit_external: splitscope.relations.layer
 
 
 def combine_scans(audited, other, *, other_corpus: str):
@@ -51,29 +47,3 @@ def external_boundary(audited_manifest: pd.DataFrame, combined, name: str) -> Bo
     ref_rows = all_rows[train] if len(train) else all_rows
     ref_name = "train" if len(train) else "audited corpus"
     return Boundary(Population(name, np.sort(rows_all[n_a:])), Population(ref_name, np.sort(ref_rows)))
-
-
-def audit_external(audited, external, external_root: str | Path, out_dir: Path, **options):
-    """Identity and near-duplicate findings of the cross-corpus boundary only.
-
-    Returns ``(result, combined, boundary)``. Copies inside each split are the within-corpus
-    audit's, so only the cross-corpus boundary's completed records are kept (marked ``kind:
-    cross-corpus``); the tables are named ``external/<table>`` and their row ids are those of
-    ``out_dir/manifest.csv`` (audited rows first, then the external corpus).
-    """
-    from splitscope.relations.layer import audit_duplicates
-
-    name = f"external:{Path(external_root).name}"
-    combined = combine_scans(audited, external, other_corpus=name)
-    boundary = external_boundary(audited.manifest, combined, name)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_csv(combined.manifest, out_dir / "manifest.csv")
-    found = audit_duplicates(combined, [boundary], control=None, out_dir=out_dir,
-                             artifacts_manifest=False, **options)
-    kept = [r for r in found.records
-            if (r.boundary or {}).get("name") == boundary.name or r.status != "completed"]
-    for rec in kept:
-        if rec.boundary is not None:
-            rec.boundary = {**rec.boundary, "kind": "cross-corpus"}
-    result = LayerResult(kept, {f"external/{k}": v for k, v in found.tables.items()})
-    return result, combined, boundary

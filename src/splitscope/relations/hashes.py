@@ -28,9 +28,10 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.options import SearchOptions
 
 RULES = ("screen", "joint", "sum", "exact_phash")
-DEFAULT_RADIUS = 6
+DEFAULT_RADIUS = SearchOptions.radius  # METHODS §2.3
 #: Distance reported for a query with no reference to compare with (index -1). It is larger than
 #: any real distance (a single distance is at most 64, a sum at most 128), so ``<= k`` is False.
 NO_REFERENCE = 255

@@ -30,6 +30,7 @@ from splitscope.boundary import boundary as make_boundary
 from splitscope.errors import InputError
 from splitscope.records import AuditRecord, LayerResult
 from splitscope.records.ids import boundary_slug
+from splitscope.relations import predicates, reading
 from splitscope.relations.controls import DEFAULT_CONTROL_BOUND, control_rate
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.identity import (
@@ -777,15 +778,45 @@ def _transform_records(rows: pd.DataFrame, bounds, n: int, seed: int, tau: float
     return recs, summary
 
 
+def audit_external(audited, external, external_root: str | Path, out_dir: Path, **options):
+    """Identity and near-duplicate findings of the cross-corpus boundary only.
+
+    Returns ``(result, combined, boundary)``. Copies inside each split are the within-corpus
+    audit's, so only the cross-corpus boundary's completed records are kept (marked ``kind:
+    cross-corpus``); the tables are named ``external/<table>`` and their row ids are those of
+    ``out_dir/manifest.csv`` (audited rows first, then the external corpus).
+    """
+    from splitscope.relations.external import combine_scans, external_boundary
+
+    name = f"external:{Path(external_root).name}"
+    combined = combine_scans(audited, external, other_corpus=name)
+    boundary = external_boundary(audited.manifest, combined, name)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from splitscope.records.exports import write_csv
+
+    write_csv(combined.manifest, out_dir / "manifest.csv")
+    found = audit_duplicates(combined, [boundary], control=None, out_dir=out_dir,
+                             artifacts_manifest=False, **options)
+    kept = [r for r in found.records
+            if (r.boundary or {}).get("name") == boundary.name or r.status != "completed"]
+    for rec in kept:
+        if rec.boundary is not None:
+            rec.boundary = {**rec.boundary, "kind": "cross-corpus"}
+    result = LayerResult(kept, {f"external/{k}": v for k, v in found.tables.items()})
+    return result, combined, boundary
+
+
 # ------------------------------------------------------------------------- audit layers
 
 def _search_options(context) -> dict:
-    p = context.params
-    return {"tau": p["tau"], "radius": p["radius"], "dihedral": p["dihedral"]}
+    search = context.options.search
+    return {"tau": search.tau, "radius": search.radius, "dihedral": search.dihedral}
 
 
 def _duplicates_options(context) -> dict:
-    return {**_search_options(context), "executor": context.params.get("executor")}
+    return {**_search_options(context), "executor": context.executor,
+            "transform_sample": context.options.search.transforms,
+            "seed": context.options.run.seed}
 
 
 class DuplicatesLayer:
@@ -794,6 +825,9 @@ class DuplicatesLayer:
 
     name = "duplicates"
     order = 10
+    metrics = tuple(predicates.METRICS.values())  # --fail-on (splitscope.audit.conditions)
+    rules = reading.RULES  # "what this means" (splitscope.audit.meaning)
+    verdicts = reading.VERDICTS  # verdict lines (splitscope.audit.verdicts)
 
     def run(self, context) -> LayerResult:
         from splitscope.relations.rho_figures import boundary_figures
@@ -801,7 +835,6 @@ class DuplicatesLayer:
         result = audit_duplicates(context.scan, context.boundaries,
                                   control=context.scans.get("control"),
                                   out_dir=context.lists_dir, artifacts_manifest=False,
-                                  transform_sample=context.params["transforms"],
                                   **_duplicates_options(context))
         result.figures = boundary_figures(result.tables, context.boundaries,
                                           result.tables.get("control_query_flags"))
@@ -814,11 +847,12 @@ class ExternalLayer:
 
     name = "external"
     order = 60
+    metrics = tuple(predicates.EXTERNAL_METRICS.values())
+    verdicts = reading.EXTERNAL_VERDICTS
     needs: ClassVar[dict[str, str]] = {"external": "no external corpus given (--external ROOT)"}
     title = "cross-corpus containment"
 
     def run(self, context) -> LayerResult:
-        from splitscope.relations.external import audit_external
         from splitscope.relations.rho_figures import boundary_figures
 
         result, combined, boundary = audit_external(

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from splitscope.relations.ncc import (
+from splitscope.relations.ncc_core import (
     SETTLE,
     SearchMerge,
     _blocked_collect,

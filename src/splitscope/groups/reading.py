@@ -1,0 +1,65 @@
+"""How the group layer (METHODS §3) reads: its "what this means" rule (records of one boundary
+read together, a sentence or ``None``) and its verdict sections (lines from the finished
+document). The layer declares them (``rules``, ``verdicts``); the audit orders them
+(:mod:`splitscope.audit.meaning`, :mod:`splitscope.audit.verdicts`)."""
+
+from __future__ import annotations
+
+from splitscope.groups.predicates import METRICS
+from splitscope.records.format import count, percent, percent_of
+from splitscope.records.metrics import Rule, Verdict, done, find_record, record_text
+
+
+def _patients_straddle(b, records) -> str | None:
+    g = next((r for r in records if str(r.get("id", "")).startswith("group.overlap[")
+              and done(r) and (r.get("boundary") or {}).get("name") == b["name"]), None)
+    if g is None or not g.get("numerator"):
+        return None
+    return (f"{percent(g['numerator'] / g['denominator'])} of traceable {b['query']['name']} rows "
+            f"share a patient, video or lesion with {b['reference']['name']}: scores are not "
+            "group-level; re-evaluate on a group-disjoint split (lists/resplit)")
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("patients_straddle", "the group-overlap record counts at least one affected row",
+         _patients_straddle),
+)
+
+
+def _overlap_lines(doc) -> list[str]:
+    records, lines = doc.get("records") or [], []
+    for b in doc.get("boundaries") or []:
+        rec = find_record(records, METRICS["group_overlap_rate"], b["name"])
+        if rec is None:
+            continue
+        if rec.get("status") not in ("completed", "partial") or not rec.get("denominator"):
+            lines.append(f"Group overlap {b['name']}: {rec.get('status')} — "
+                         f"{rec.get('reason') or 'no traceable query row'}")
+            continue
+        cov = rec.get("coverage") or {}
+        traced = (f"; traceable {count(cov.get('traceable'))} of {count(cov.get('total'))} "
+                  f"{b['query']['name']} rows") if cov.get("total") is not None else ""
+        lines.append(
+            f"{percent_of(rec.get('numerator') or 0, rec['denominator'])} of traceable "
+            f"{b['query']['name']} rows ({count(rec.get('numerator'))} of "
+            f"{count(rec['denominator'])}) share a group with {b['reference']['name']}"
+            f"{traced}.")
+    return lines
+
+
+def _not_run_lines(doc) -> list[str]:
+    """Why group overlap was not measured, when no boundary has its record."""
+    records = doc.get("records") or []
+    if any(find_record(records, METRICS["group_overlap_rate"], b["name"]) is not None
+           for b in doc.get("boundaries") or []):
+        return []
+    for r in records:
+        if str(r.get("layer", "")).startswith("group") and "overlap" in record_text(r) \
+                and r.get("status") not in ("completed", "partial"):
+            return [f"Group overlap: {r.get('status')} — {r.get('reason')}"]
+    return []
+
+
+#: the group layer's verdict sections (the audit orders them, splitscope.audit.verdicts)
+VERDICTS: tuple[Verdict, ...] = (Verdict("group_overlap", _overlap_lines),
+                                 Verdict("group_overlap_not_run", _not_run_lines))

@@ -1,0 +1,92 @@
+"""How the provenance layer (METHODS §4) reads: its "what this means" rules (records of one
+boundary read together, a sentence or ``None``) and its verdict section (lines from the
+finished document). The layer declares them (``rules``, ``verdicts``); the audit orders them
+(:mod:`splitscope.audit.meaning`, :mod:`splitscope.audit.verdicts`)."""
+
+from __future__ import annotations
+
+from splitscope.records.metrics import (
+    Rule,
+    Verdict,
+    above_chance,
+    is_control,
+    record_by_id,
+    record_text,
+)
+
+
+def _encoded_differently(b, records) -> str | None:
+    within = record_by_id(records, "provenance.header_probe.within_pool", None)
+    cross = record_by_id(records, "provenance.header_probe.cross_split", b["name"])
+    part = record_by_id(records, "provenance.partition[", b["name"])
+    if not (above_chance(within) and above_chance(cross) is False and above_chance(part, 0.5)):
+        return None
+    return (f"header fields predict the label inside the pool (balanced accuracy "
+            f"{within['estimate']:.3f}) but not across the split ({cross['estimate']:.3f}, "
+            f"chance {cross['details']['chance']:.3g}), while image content tells "
+            f"{b['query']['name']} from {b['reference']['name']} (partition AUC "
+            f"{part['estimate']:.3f}): the {b['query']['name']} split was built or encoded "
+            "differently, and a score on it partly measures that shift")
+
+
+def _shortcut_transfers(b, records) -> str | None:
+    within = record_by_id(records, "provenance.header_probe.within_pool", None)
+    cross = record_by_id(records, "provenance.header_probe.cross_split", b["name"])
+    if not (above_chance(within) and above_chance(cross)):
+        return None
+    return (f"file headers alone predict the label across the split (balanced accuracy "
+            f"{cross['estimate']:.3f} vs chance {cross['details']['chance']:.3g}): a model can "
+            f"score on {b['query']['name']} from how files were made; compare it with this "
+            "header-only probe")
+
+
+def _acquisition_shortcut(b, records) -> str | None:
+    within = record_by_id(records, "provenance.image_stats_probe.within_pool", None)
+    cross = record_by_id(records, "provenance.image_stats_probe.cross_split", b["name"])
+    if not (above_chance(within) and above_chance(cross)):
+        return None
+    top = ", ".join((within.get("details") or {}).get("top_fields") or []) or "no single one"
+    return (f"intensity statistics alone, without anatomy ({top}), predict the label across "
+            f"the split (balanced accuracy {cross['estimate']:.3f} vs chance "
+            f"{cross['details']['chance']:.3g}): a model can score on {b['query']['name']} from "
+            "how images were exposed, processed or padded, unless the finding itself changes "
+            "these statistics; compare a model's score with this image-statistics probe")
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("encoded_differently", "the within-pool header probe's interval lies above chance, "
+         "the cross-split probe's does not, and the partition classifier's AUC interval lies "
+         "above 0.5", _encoded_differently),
+    Rule("shortcut_transfers", "both the within-pool and the cross-split header probe's "
+         "intervals lie above chance", _shortcut_transfers),
+    Rule("acquisition_shortcut", "both the within-pool and the cross-split image-statistics "
+         "probe's intervals lie above chance", _acquisition_shortcut),
+)
+
+
+def _header_probe_lines(doc) -> list[str]:
+    records, lines = doc.get("records") or [], []
+    names = {b["name"] for b in doc.get("boundaries") or []}
+    for r in records:
+        if not str(r.get("layer", "")).startswith(("provenance", "probe")) or is_control(r):
+            continue
+        if "header" not in record_text(r) or r.get("estimate") is None:
+            continue
+        if r.get("status") not in ("completed", "partial"):
+            continue
+        bname = (r.get("boundary") or {}).get("name")
+        if bname is not None and bname not in names:
+            continue
+        unc = r.get("uncertainty") or {}
+        interval = (f", {100 * (unc.get('level') or 0.95):g}% interval [{unc['low']:.3f}, "
+                    f"{unc['high']:.3f}]"
+                    if unc.get("low") is not None and unc.get("high") is not None else "")
+        chance = (r.get("details") or {}).get("chance")
+        chance_txt = f", chance {chance:.3g}" if isinstance(chance, (int, float)) else ""
+        lines.append(f"{r.get('title') or r['id']}{f' ({bname})' if bname else ''}: "
+                     f"balanced accuracy {r['estimate']:.3f}{interval}{chance_txt}.")
+    return lines
+
+
+#: the provenance layer's verdict section (the audit orders it, splitscope.audit.verdicts)
+VERDICTS: tuple[Verdict, ...] = (Verdict("header_probe", _header_probe_lines),)

@@ -1,0 +1,271 @@
+"""What a ``--fail-on`` metric reads (:class:`Metric`): declared once, by the audit for the
+method's metrics (:data:`splitscope.audit.conditions.METRICS`) or by a layer next to the
+records it writes (its ``metrics``), and read the same way by the conditions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from splitscope.errors import InputError
+
+__all__ = ["Condition", "Metric", "Rule", "Verdict", "above_chance", "done", "record_by_id", "completed_record", "control_status", "evaluate", "is_control", "metric_records",
+           "metric_table", "parse", "record_text"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A quantity ``--fail-on`` can gate on: which records it reads and how.
+
+    A record is read when it is completed (or partial), not a negative control, in one of
+    ``layers`` (prefix), and its predicate name is one of ``predicates`` (exact) or, when no
+    record matches exactly, its id/predicate name contains every word of one ``words``
+    alternative. ``field`` is the record field read (``estimate`` or ``numerator``); the value
+    is the largest over the audited boundaries (the worst boundary) and, when ``pool_wide``,
+    the records that describe the whole pool (no boundary, e.g. the within-pool probe).
+    ``control`` marks a pixel predicate whose reliability a negative control measures: the
+    outcome then says whether the records read were calibrated and found reliable.
+    """
+
+    name: str
+    description: str
+    layers: tuple[str, ...]
+    predicates: tuple[str, ...] = ()
+    words: tuple[tuple[str, ...], ...] = ()
+    field: str = "estimate"
+    unit: str | None = "affected query row"
+    pool_wide: bool = False
+    control: bool = False
+
+    def reads(self) -> str:
+        """What the metric reads and how it aggregates, in words (for ``--help``)."""
+        if self.field == "layers":
+            return "count of layers 'not assessed'"
+        which = ", ".join(self.predicates) or " or ".join(" ".join(w) for w in self.words)
+        where = "the boundaries and the whole pool" if self.pool_wide else "the boundaries"
+        return f"{self.field} of the {which} records, largest over {where}"
+
+    def help_line(self) -> str:
+        return f"{self.name}: {self.description} [{self.reads()}]"
+
+
+_CONDITION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|==|!=|>|<)\s*([-+0-9.eE]+%?)\s*$")
+
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A parsed ``--fail-on`` condition ``metric op value``."""
+
+    text: str
+    metric: str
+    op: str
+    threshold: float
+
+
+def record_text(record: Mapping[str, Any]) -> str:
+    pred = record.get("predicate") or {}
+    return f"{record.get('id')} {pred.get('name')}".lower()
+
+
+def is_control(record: Mapping[str, Any]) -> bool:
+    details = record.get("details") or {}
+    return ("control" in str(record.get("id", "")).lower()
+            or details.get("role") == "control"
+            or (record.get("boundary") or {}).get("kind") == "control")
+
+
+def metric_records(metric: Metric, records: Iterable[Mapping[str, Any]],
+                   boundaries: Sequence[str] | None = None) -> list[Mapping[str, Any]]:
+    """The completed records a metric reads (first matching word alternative wins)."""
+    pool = [r for r in records
+            if r.get("status") in ("completed", "partial")
+            and str(r.get("layer", "")).lower().startswith(metric.layers)
+            and not is_control(r)
+            and r.get(metric.field) is not None
+            and (boundaries is None or (r.get("boundary") or {}).get("name") in boundaries
+                 or (metric.pool_wide and not r.get("boundary")))]
+    pool = [r for r in pool if metric.unit is None or r.get("unit") in (None, metric.unit)]
+    return _matching(metric, pool)
+
+
+def _matching(metric: Metric, pool: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The records of ``pool`` a metric names: those of its predicates, else those of the
+    first word alternative that any record's id or predicate name contains."""
+    exact = [r for r in pool if (r.get("predicate") or {}).get("name") in metric.predicates]
+    if exact:
+        return exact
+    for words in metric.words:
+        hits = [r for r in pool if all(w in record_text(r) for w in words)]
+        if hits:
+            return hits
+    return []
+
+
+def control_status(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the negative control says of the records a pixel-predicate metric reads:
+    ``unreliable`` (the predicate flags more of the clean control than its bound),
+    ``reliable``, or ``uncalibrated`` (no control was given), with the control's rate."""
+    controls = [(r.get("details") or {}).get("control") for r in records]
+    measured = [c for c in controls if c and c.get("rate") is not None and c.get("denominator")]
+    if not measured:
+        return {"status": "uncalibrated", "note": "no negative control given (--control): the "
+                "predicate's flag rate on a clean release of this modality is unknown"}
+    worst = max(measured, key=lambda c: c["rate"])
+    status = "unreliable" if any(c.get("unreliable") for c in measured) else "reliable"
+    return {"status": status, "rate": worst["rate"], "numerator": worst.get("numerator"),
+            "denominator": worst.get("denominator"), "bound": worst.get("bound")}
+
+
+def metric_table(metrics: Mapping[str, Metric]) -> str:
+    """The ``--fail-on`` metrics, one per line, for help texts and error messages."""
+    return "\n".join(f"  {m.help_line()}" for m in metrics.values())
+
+
+def parse(text: str, metrics: Mapping[str, Metric]) -> Condition:
+    """Parse ``metric op value`` (ops ``> >= < <= == !=``; a value may end in ``%``), the
+    metric one of ``metrics``.
+
+    Raises
+    ------
+    InputError
+        When the text does not parse or names an unknown metric (the message lists them).
+    """
+    match = _CONDITION.match(text or "")
+    if not match:
+        raise InputError(
+            f"--fail-on {text!r}: expected 'metric op value' with op one of > >= < <= == != "
+            f"(e.g. 'ncc_rate>0.01'); metrics:\n{metric_table(metrics)}"
+        )
+    name, op, raw = match.groups()
+    if name not in metrics:
+        raise InputError(f"--fail-on {text!r}: unknown metric {name!r}; valid metrics:\n"
+                         f"{metric_table(metrics)}")
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError as exc:
+        raise InputError(f"--fail-on {text!r}: {raw!r} is not a number") from exc
+    return Condition(text=text.strip(), metric=name, op=op, threshold=value)
+
+
+def evaluate(conditions: Sequence[Condition], records: Sequence[Mapping[str, Any]],
+             metrics: Mapping[str, Metric], layers: Sequence[Mapping[str, Any]] = (),
+             boundaries: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Evaluate each condition on the records: the metric's value is the largest over the
+    audited boundaries. A metric no completed record measured has value ``None`` and its
+    condition does not hold (it is shown as *not measured*; gate on
+    ``layers_not_assessed>0`` to fail when a layer could not run)."""
+    out = []
+    for cond in conditions:
+        metric = metrics[cond.metric]
+        if metric.field == "layers":
+            value: float | None = float(sum(1 for l in layers if l.get("status") == "not assessed"))
+            ids: list[str] = []
+        else:
+            hits = metric_records(metric, records, boundaries)
+            values = [float(r[metric.field]) for r in hits]
+            value = max(values) if values else None
+            ids = [str(r["id"]) for r in hits]
+        held = value is not None and _OPS[cond.op](value, cond.threshold)
+        outcome = {"condition": cond.text, "metric": cond.metric, "op": cond.op,
+                   "threshold": cond.threshold, "value": value, "held": bool(held),
+                   "records": ids}
+        if metric.control and metric.field != "layers":
+            outcome["control"] = control_status(hits)
+        out.append(outcome)
+    return out
+
+
+def find_record(records, metric: Metric | str, boundary: str,
+                metrics: Mapping[str, Metric] | None = None) -> Mapping[str, Any] | None:
+    """The record a metric reads on one boundary, whatever its status (so a verdict can say
+    *not assessed* instead of staying silent)."""
+    m = metric if isinstance(metric, Metric) else metrics[metric]
+    mine = [r for r in records if (r.get("boundary") or {}).get("name") == boundary
+            and str(r.get("layer", "")).lower().startswith(m.layers) and not is_control(r)]
+    return next(iter(_matching(m, mine)), None)
+
+
+def records_on(records, boundary: str | None, *, predicate: str | None = None,
+               prefix: str = "", done: bool = False) -> list[Mapping[str, Any]]:
+    """The records of one boundary (``None``: the pool-wide ones) whose predicate name is
+    ``predicate``, or starts with ``prefix``, in document order; with ``done``, only the
+    completed or partial ones."""
+    out = []
+    for r in records:
+        name = str((r.get("predicate") or {}).get("name", ""))
+        if ((r.get("boundary") or {}).get("name") == boundary
+                and (name == predicate if predicate is not None else name.startswith(prefix))
+                and (not done or r.get("status") in ("completed", "partial"))):
+            out.append(r)
+    return out
+
+
+def label_conflicts_found(records, boundary: str, *, trusted_only: bool
+                          ) -> list[Mapping[str, Any]]:
+    """The completed label-conflict records of a boundary that count at least one row; with
+    ``trusted_only``, only those of a predicate that may be counted (``details.trusted``)."""
+    return [r for r in records_on(records, boundary, prefix="label_conflict_", done=True)
+            if r.get("numerator")
+            and (not trusted_only or (r.get("details") or {}).get("trusted", True))]
+
+
+Records = Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One interpretation rule: its name, the condition it tests (documented), and the
+    function that returns its sentence for a boundary or ``None``."""
+
+    name: str
+    condition: str
+    says: Callable[[Mapping[str, Any], Records], str | None]
+
+
+def done(record: Mapping[str, Any] | None) -> bool:
+    """Whether a record was measured (completed or partial)."""
+    return record is not None and record.get("status") in ("completed", "partial")
+
+
+def completed_record(records: Records, predicate: str,
+                     boundary: str | None) -> Mapping[str, Any] | None:
+    """The completed record of ``predicate`` on ``boundary`` (None: pool-wide)."""
+    return next(iter(records_on(records, boundary, predicate=predicate, done=True)), None)
+
+
+def record_by_id(records: Records, prefix: str, boundary: str | None) -> Mapping[str, Any] | None:
+    """The first completed record whose id starts with ``prefix`` on ``boundary``."""
+    for r in records:
+        if (str(r.get("id", "")).startswith(prefix) and done(r)
+                and (r.get("boundary") or {}).get("name") == boundary):
+            return r
+    return None
+
+
+def above_chance(r: Mapping[str, Any] | None, chance: float | None = None) -> bool | None:
+    """Whether an estimate's interval lies above chance (None when not measured)."""
+    if r is None:
+        return None
+    low = (r.get("uncertainty") or {}).get("low")
+    ref = chance if chance is not None else (r.get("details") or {}).get("chance")
+    if low is None or ref is None:
+        return None
+    return bool(low > ref)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One section of an audit's verdicts, declared by the layer whose records it reads:
+    ``lines(doc)`` returns its sentences (none when it has nothing to say); the audit orders
+    the sections (:mod:`splitscope.audit.verdicts`)."""
+
+    name: str
+    lines: Callable[[Mapping[str, Any]], list[str]]

@@ -1,0 +1,47 @@
+"""The predicates of the identity and near-duplicate layers (METHODS §1–2) by name, and the
+``--fail-on`` metrics that read their records: the one table other code names them from."""
+
+from __future__ import annotations
+
+from splitscope.records.metrics import Metric
+
+SHA256 = "sha256"
+PIXEL_XXH128 = "pixel_xxh128"
+BASENAME = "basename"
+PIXEL_IDENTICAL_UNION = "pixel_identical_union"
+NCC_NEAREST = "ncc_nearest"
+NCC_NEAREST_DIHEDRAL = "ncc_nearest_dihedral"
+HASH_SCREEN = "hash_screen"
+DEDUP_SPLIT = "dedup_split"
+CONTAINMENT = "containment_byte_or_ncc"
+#: label-conflict records are named ``label_conflict_<predicate>``
+LABEL_CONFLICT_PREFIX = "label_conflict_"
+#: hash-rule records are named ``hash_<rule>``
+HASH_PREFIX = "hash_"
+
+#: record ``layer`` values of the duplicates layer's records
+IDENTITY, NEAR_DUPLICATE = "identity", "near_duplicate"
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("byte_identical_rate", "share of query rows with a byte-identical (SHA-256) "
+           "counterpart on the reference side", (IDENTITY,), (SHA256,)),
+    Metric("byte_identical_rows", "query rows with a byte-identical counterpart",
+           (IDENTITY,), (SHA256,), field="numerator"),
+    Metric("pixel_identical_rate", "share of query rows whose decoded pixels equal a reference "
+           "row's with different bytes (re-encodes)", (IDENTITY,), (PIXEL_XXH128,)),
+    Metric("basename_rate", "share of query rows whose basename occurs on the reference side",
+           (IDENTITY,), (BASENAME,)),
+    Metric("ncc_rate", "share of query rows with a near-twin (best NCC ρ ≥ τ, nearest rule)",
+           (NEAR_DUPLICATE,), (NCC_NEAREST,), control=True),
+    Metric("ncc_rows", "query rows with a near-twin (best NCC ρ ≥ τ, nearest rule)",
+           (NEAR_DUPLICATE,), (NCC_NEAREST,), field="numerator", control=True),
+    Metric("phash_rate", "share of query rows passing the pHash/dHash screen rule (radius k)",
+           (NEAR_DUPLICATE,), (HASH_SCREEN,), control=True),
+)}
+
+#: the cross-corpus layer's metric
+EXTERNAL_METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("containment_rate", "share of external-corpus rows with a byte-identical or "
+           "NCC ≥ τ counterpart in the audited training rows",
+           (IDENTITY, NEAR_DUPLICATE, "containment"), (CONTAINMENT,), (("containment",),)),
+)}

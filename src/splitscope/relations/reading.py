@@ -1,0 +1,257 @@
+"""How the identity and near-duplicate layers (METHODS §2) read: their "what this means" rules
+(each reads the records of one boundary together and returns a sentence or ``None``) and their
+verdict sections (lines from the finished document). The layers declare them (``rules``,
+``verdicts``); the audit orders them (:mod:`splitscope.audit.meaning`,
+:mod:`splitscope.audit.verdicts`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from splitscope.boundary import WITHIN_RELEASE
+from splitscope.records.format import count, percent, percent_of
+from splitscope.records.metrics import (
+    Rule,
+    Verdict,
+    completed_record,
+    find_record,
+    label_conflicts_found,
+    records_on,
+)
+from splitscope.relations.predicates import (
+    DEDUP_SPLIT,
+    EXTERNAL_METRICS,
+    HASH_PREFIX,
+    METRICS,
+    NCC_NEAREST,
+    PIXEL_IDENTICAL_UNION,
+    PIXEL_XXH128,
+    SHA256,
+)
+
+#: near-twin share of the query split from which scores partly measure recall of training
+#: images (1 %: a share a reader would not shrug off as a rounding of the headline score)
+MEMORISATION_MIN_RATE = 0.01
+
+
+def _label_noise(b, records) -> str | None:
+    found = label_conflicts_found(records, b["name"], trusted_only=True)
+    if not found:
+        return None
+    n = max(r["numerator"] for r in found)
+    return (f"at least {n:,} {b['query']['name']} row(s) are the same image as a "
+            f"{b['reference']['name']} row under another label: label noise that no model "
+            "can score right under both labels; settle the labels before comparing models")
+
+
+def _memorisation(b, records) -> str | None:
+    ncc = completed_record(records, NCC_NEAREST, b["name"])
+    if ncc is None or not ncc.get("denominator"):
+        return None
+    rate = ncc["numerator"] / ncc["denominator"]
+    if rate < MEMORISATION_MIN_RATE:
+        return None
+    dedup = completed_record(records, DEDUP_SPLIT, b["name"])
+    clean = (f"; report it beside the score on the deduplicated split ({dedup['numerator']:,} "
+             f"of {dedup['denominator']:,} rows)") if dedup is not None else ""
+    return (f"{percent(rate)} of {b['query']['name']} rows have a near-twin in "
+            f"{b['reference']['name']}, so a score on {b['query']['name']} partly measures "
+            f"recall of training images{clean}")
+
+
+def _hash_unreliable(b, records) -> str | None:
+    bad = [r for r in records_on(records, b["name"], prefix=HASH_PREFIX, done=True)
+           if ((r.get("details") or {}).get("control") or {}).get("unreliable")]
+    if not bad:
+        return None
+    rate = max(r["details"]["control"]["rate"] for r in bad)
+    return (f"the hash rules flag up to {percent(rate)} of the clean control: on this modality "
+            "their counts are no evidence of copies; read NCC and its threshold sweep instead")
+
+
+def _clean(b, records) -> str | None:
+    byte = completed_record(records, SHA256, b["name"])
+    ncc = completed_record(records, NCC_NEAREST, b["name"])
+    if byte is None or ncc is None or byte.get("numerator") or ncc.get("numerator"):
+        return None
+    return (f"no byte copy and no near-twin (NCC) of a {b['reference']['name']} row was found "
+            f"in {b['query']['name']}; this does not exclude semantic near-duplicates "
+            "(supply embeddings) or shared patients without group keys")
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("label_noise", "a trusted label-conflict record of the boundary (byte or pixel "
+         "identity, NCC, or a hash rule a negative control found reliable) counts at least one "
+         "row",
+         _label_noise),
+    Rule("memorisation", "the NCC nearest-rule rate of the boundary is at least "
+         f"{MEMORISATION_MIN_RATE:.0%} of the query rows", _memorisation),
+    Rule("hash_unreliable", "a hash rule flags more of the negative control than its bound",
+         _hash_unreliable),
+    Rule("clean", "the byte-identity and NCC records of the boundary both count zero rows",
+         _clean),
+)
+
+
+# ------------------------------------------------------------------------------- verdicts
+
+def _population_phrase(pop: Mapping[str, Any]) -> str:
+    name = str(pop.get("name"))
+    if name == "release":
+        return "the release"
+    return f"the {name} split" if re.fullmatch(r"[A-Za-z0-9_-]+", name) else f"the {name} rows"
+
+
+def _sides(b: Mapping[str, Any]) -> tuple[dict, str]:
+    """The query population and the reference side as a verdict names them (a release
+    without a split is audited against itself: "another row of the same release")."""
+    q = b["query"]
+    ref = str(b["reference"]["name"])
+    if q["name"] == ref:
+        ref = "another row of the same release" if ref == WITHIN_RELEASE else f"another {ref} row"
+        q = {**q, "name": "release" if q["name"] == WITHIN_RELEASE else q["name"]}
+    return q, ref
+
+
+def _count_line(rec: Mapping[str, Any] | None, b: Mapping[str, Any], what: str,
+                how: str) -> str:
+    q, ref = _sides(b)
+    if rec is None:
+        return (f"{_population_phrase(q).capitalize()}: {what} in {ref} not assessed "
+                f"(no record).")
+    if rec.get("status") not in ("completed", "partial"):
+        return (f"{_population_phrase(q).capitalize()}: {what} in {ref} {rec.get('status')} — "
+                f"{rec.get('reason')}")
+    num, den = rec.get("numerator"), rec.get("denominator")
+    if num is None or not den:
+        return f"{_population_phrase(q).capitalize()}: {what} in {ref}: no rate (no rows)."
+    if num:
+        line = (f"{percent_of(num, den)} of {_population_phrase(q)} ({int(num):,} of {int(den):,} "
+                f"rows) has {what} in {ref} ({how})")
+    else:  # a measured zero, said as one
+        line = (f"None of {_population_phrase(q)} (0 of {int(den):,} rows, 0%) has {what} in "
+                f"{ref} ({how})")
+    if rec.get("status") == "partial":
+        line += f"; partial: {rec.get('reason')}"
+    control = (rec.get("details") or {}).get("control") or {}
+    if control.get("rate") is not None:
+        line += (f"; negative control {100 * control['rate']:.3g}% "
+                 f"({control.get('numerator')} of {control.get('denominator')})")
+        if control.get("unreliable"):
+            line += " — predicate UNRELIABLE on this modality"
+    return line + "."
+
+
+_CONFLICT_NAMES = {"label_conflict_sha256": "byte copies",
+                   "label_conflict_pixel_xxh128": "decoded-pixel twins",
+                   "label_conflict_ncc": "NCC ≥ {tau:g}",
+                   "label_conflict_hash_joint": "hash joint rule",
+                   "label_conflict_hash_sum": "hash sum rule",
+                   "label_conflict_hash_exact_phash": "exact pHash"}
+
+
+def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
+    """Label-conflicting twins on one boundary (the largest count over the pixel predicates,
+    each predicate's count named), or None when no predicate found one."""
+    every = label_conflicts_found(records, b["name"], trusted_only=False)
+    found = label_conflicts_found(records, b["name"], trusted_only=True)
+    q, ref = _sides(b)
+    if not found and every:  # only predicates a control has not shown to be reliable
+        worst = max(every, key=lambda r: r["numerator"])
+        each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
+                         f" ({r['details'].get('calibration')}): {count(r['numerator'])}"
+                         .format(tau=tau) for r in every)
+        return (f"Hash rules alone link {count(worst['numerator'])} of "
+                f"{count(worst['denominator'])} {q['name']} rows to a {ref} image under "
+                f"another label ({each}); these rules are not calibrated as reliable on this "
+                "modality, so this is no evidence of label noise (lists/label_conflicts).")
+    if not found:
+        return None
+    worst = max(found, key=lambda r: r["numerator"])
+    each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
+                     f": {count(r['numerator'])}".format(tau=tau) for r in found)
+    return (f"LABEL CONFLICT: {percent_of(worst['numerator'], worst['denominator'])} of "
+            f"{_population_phrase(q)} ({count(worst['numerator'])} of "
+            f"{count(worst['denominator'])} rows) has a twin in {ref} "
+            f"under another label ({each}): the same image carries two labels "
+            "(lists/label_conflicts).")
+
+
+def _tau(doc) -> float:
+    return (doc.get("params") or {})["tau"]
+
+
+def _label_conflict_lines(doc) -> list[str]:
+    records, tau = doc.get("records") or [], _tau(doc)
+    return [line for b in doc.get("boundaries") or []
+            if (line := _conflict_line(records, b, tau))]
+
+
+def _near_twin_lines(doc) -> list[str]:
+    records, tau, params = doc.get("records") or [], _tau(doc), doc.get("params") or {}
+    geometry = f"{params.get('thumb_size', 96)}², {params.get('interpolation', 'bicubic')}"
+    return [_count_line(find_record(records, METRICS["ncc_rate"], b["name"]), b, "a near-twin",
+                        f"NCC ≥ {tau:g}, {geometry}") for b in doc.get("boundaries") or []]
+
+
+def _byte_copy_lines(doc) -> list[str]:
+    records = doc.get("records") or []
+    return [_count_line(find_record(records, METRICS["byte_identical_rate"], b["name"]), b,
+                        "a byte-identical copy", "SHA-256, confirmed byte for byte")
+            for b in doc.get("boundaries") or []]
+
+
+def _pixel_copy_lines(doc) -> list[str]:
+    records, lines = doc.get("records") or [], []
+    for b in doc.get("boundaries") or []:
+        union = next(iter(records_on(records, b["name"], predicate=PIXEL_IDENTICAL_UNION)), None)
+        if union is not None:
+            parts = (union.get("details") or {}).get("parts") or {}
+            lines.append(_count_line(union, b, "a pixel-identical copy", "byte copies "
+                                     f"{count(parts.get(SHA256))} and re-encodes "
+                                     f"{count(parts.get(PIXEL_XXH128))}, a row counted once"))
+    return lines
+
+
+def _deduplicated_lines(doc) -> list[str]:
+    records, lines = doc.get("records") or [], []
+    for b in doc.get("boundaries") or []:
+        dedup = next(iter(records_on(records, b["name"], predicate=DEDUP_SPLIT)), None)
+        if dedup is not None and dedup.get("denominator"):
+            removed = (dedup.get("predicate") or {}).get("params", {}).get("removed_by") or []
+            lines.append(f"Deduplicated {b['query']['name']} split: {count(dedup['numerator'])}"
+                         f" of {count(dedup['denominator'])} rows remain "
+                         f"({percent_of(dedup['numerator'], dedup['denominator'])}; removed by "
+                         f"{', '.join(removed)}): lists/dedup/.")
+    return lines
+
+
+def _containment_lines(doc) -> list[str]:
+    records, tau, lines = doc.get("records") or [], _tau(doc), []
+    for b in doc.get("boundaries") or []:
+        rec = find_record(records, EXTERNAL_METRICS["containment_rate"], b["name"])
+        if rec is None or rec.get("status") not in ("completed", "partial"):
+            continue
+        kept = (rec.get("details") or {}).get("cleaned_external_rows")
+        lines.append(
+            f"Cross-corpus containment {b['name']}: "
+            f"{percent_of(rec['numerator'], rec['denominator'])} "
+            f"of {b['query']['name']} rows ({count(rec['numerator'])} of "
+            f"{count(rec['denominator'])}) have a byte-identical or NCC ≥ {tau:g} counterpart "
+            f"in {b['reference']['name']}" + (f"; cleaned external set: {kept} rows." if kept
+                                               is not None else "."))
+    return lines
+
+
+#: the duplicates layer's verdict sections (the audit orders them, splitscope.audit.verdicts)
+VERDICTS: tuple[Verdict, ...] = (
+    Verdict("label_conflicts", _label_conflict_lines),
+    Verdict("near_twins", _near_twin_lines),
+    Verdict("byte_copies", _byte_copy_lines),
+    Verdict("pixel_copies", _pixel_copy_lines),
+    Verdict("deduplicated", _deduplicated_lines),
+)
+#: the cross-corpus layer's verdict section
+EXTERNAL_VERDICTS: tuple[Verdict, ...] = (Verdict("containment", _containment_lines),)

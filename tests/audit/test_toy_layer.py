@@ -1,0 +1,76 @@
+"""A layer declares its own reading: the toy layer (tests/audit/toy_layer.py, its only module)
+adds a --fail-on metric, a verdict line and an issue-table column without any edit to
+splitscope.audit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from splitscope.audit import audit
+from splitscope.audit.conditions import parse_condition
+from splitscope.audit.protocol import register, unregister
+from splitscope.errors import InputError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from toy_layer import LargeFilesLayer, large_rows  # noqa: E402
+
+
+def _release(root: Path) -> Path:
+    rng = np.random.default_rng(1)
+    for split, n in (("train", 6), ("test", 4)):
+        for label in ("a", "b"):
+            (root / split / label).mkdir(parents=True)
+            for i in range(n):
+                side = 16 + 8 * int(rng.integers(0, 4))  # file sizes spread around the median
+                Image.fromarray(rng.integers(0, 256, (side, side), dtype=np.uint8)).save(
+                    root / split / label / f"{split}_{i}.png")
+    return root
+
+
+@pytest.fixture
+def toy():
+    layer = register(LargeFilesLayer())
+    yield layer
+    unregister(layer.name)
+
+
+def test_a_layer_metric_is_unknown_until_the_layer_is_registered():
+    with pytest.raises(InputError, match="unknown metric"):
+        parse_condition("large_file_rate>0")
+
+
+def test_the_toy_layer_gates_speaks_and_adds_its_issue_column(tmp_path, toy):
+    release = _release(tmp_path / "release")
+    result = audit(release, out_dir=tmp_path / "out", layers=["large_files"],
+                   fail_on=["large_file_rate>0"], progress=False)
+    doc = result.document
+    record = next(r for r in doc["records"] if r["layer"] == "large_files")
+    rows = result.issues
+    expected = set(large_rows(rows.assign(size_bytes=_sizes(rows)))) & set(
+        rows.loc[rows["split"] == "test", "row"])
+    assert record["numerator"] == len(expected) > 0
+    assert record["denominator"] == int((rows["split"] == "test").sum())
+    (cond,) = doc["fail_on"]
+    assert cond["held"] and cond["value"] == pytest.approx(record["estimate"])
+    assert cond["records"] == [record["id"]]
+    assert result.exit_code == 1
+    assert (f"{record['numerator']} of {record['denominator']} test rows are larger than the "
+            "median file.") in doc["summary"]["verdicts"]
+    flagged = set(rows.loc[rows["large_file"].astype("boolean").fillna(False), "row"])
+    assert flagged == set(large_rows(rows.assign(size_bytes=_sizes(rows))))
+
+
+def test_the_toy_layer_says_nothing_when_it_did_not_run(tmp_path, toy):
+    result = audit(_release(tmp_path / "release"), out_dir=tmp_path / "out",
+                   layers=["groups"], progress=False)
+    assert not any("larger than the median" in v for v in result.document["summary"]["verdicts"])
+    assert "large_file" not in result.issues.columns
+
+
+def _sizes(rows):
+    return [Path(f).stat().st_size for f in rows["file"]]
