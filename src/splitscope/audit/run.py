@@ -170,6 +170,8 @@ def audit(
     attribution_maps: str | Path | None = None,
     attribution_masks: str | Path | None = None,
     label_map: str | Path | Mapping[str, str] | None = None,
+    external_label_map: str | Path | Mapping[str, str] | None = None,
+    control_label_map: str | Path | Mapping[str, str] | None = None,
     list_options: Mapping[str, Any] | None = None,
     allow_outside_root: bool = False,
     follow_links: bool = False,
@@ -234,8 +236,12 @@ def audit(
         (:mod:`splitscope.relations.partitioned`), with the same result.
     label_map : str, path or mapping, optional
         Released labels → audited labels (``glioma=tumor,meningioma=tumor`` or a two-column
-        CSV; METHODS §6.4), applied once to the audited manifest (and to an external corpus
-        whose labels it names) and recorded in ``params`` and in every record.
+        CSV; METHODS §6.4), applied once to every corpus whose labels it names (the audited
+        release, the external and control corpora; refused when it names a label of none)
+        and recorded in ``params`` and in every record.
+    external_label_map, control_label_map : str, path or mapping, optional
+        A corpus's own map, applied to it before ``label_map`` (for a corpus whose labels are
+        spelled differently, e.g. ``glioma_tumor=glioma``); it must name one of its labels.
     list_options : mapping, optional
         How list files are read (``columns`` by role, ``root``, ``split``; see
         :func:`splitscope.manifest.read_list`).
@@ -283,7 +289,8 @@ def audit(
 
     params = {"tau": float(tau), "radius": int(radius), "dihedral": bool(dihedral),
               "transforms": transforms, "score_kind": score_kind, "group_regex": group_regex,
-              "label_map": label_map, "list_options": dict(list_options or {}),
+              "label_map": label_map, "external_label_map": external_label_map,
+              "control_label_map": control_label_map, "list_options": dict(list_options or {}),
               "prediction_reading": dict(prediction_reading or {}), "workspace": workspace,
               "executor": executor}
     context, scan_seconds, input_fps = _context(
@@ -313,6 +320,11 @@ def audit(
                      "follow_links": bool(follow_links), "max_file_bytes": max_file_bytes,
                      "list_options": dict(list_options or {}),
                      "prediction_reading": dict(prediction_reading or {})}
+    if context.scans:  # each corpus's vocabulary: the maps that reached it (METHODS §6.4)
+        doc["params"]["corpus_label_maps"] = {
+            role: {"own": s.manifest.attrs.get("label_map_own"),
+                   "common": s.manifest.attrs.get("label_map")}
+            for role, s in {"audited": context.scan, **context.scans}.items()}
     doc = _ordered(doc)
     doc["fail_on"] = evaluate_conditions(conditions, doc["records"], doc["layers"],
                                          [b["name"] for b in doc["boundaries"]])
@@ -353,8 +365,11 @@ def _context(inputs_list, given, workspace: Path, lists_dir: Path, params: dict,
     from splitscope.features.scanning import scan as run_scan
 
     t = time.perf_counter()
+    own_maps = {role: params.get(f"{role}_label_map") for role in ("control", "external")}
+    several = any(given[role] is not None for role in own_maps)
     audited = run_scan(inputs_list, workspace, group_regex=params["group_regex"],
-                       label_map=params["label_map"], **params["list_options"], **scan_opts)
+                       label_map=None if several else params["label_map"],
+                       **params["list_options"], **scan_opts)
     scan_seconds = time.perf_counter() - t
     manifest = audited.manifest
     boundaries = release_boundaries(manifest)
@@ -366,11 +381,14 @@ def _context(inputs_list, given, workspace: Path, lists_dir: Path, params: dict,
         if given[role] is not None:
             scans[role] = run_scan(given[role], Path(f"{workspace}-{role}"), **scan_opts)
             input_fps.append(fingerprint_input(given[role], role, scans[role].manifest))
-    if "external" in scans and params["label_map"] is not None:  # labels compared with train
-        from splitscope.manifest.labels import apply_label_map
+    if several:  # every corpus has its own vocabulary (METHODS §6.4)
+        from splitscope.manifest.labels import apply_label_maps
 
-        ext = scans["external"]
-        ext.manifest = apply_label_map(ext.manifest, params["label_map"], strict=False)
+        corpora = {"audited": audited, **scans}
+        mapped = apply_label_maps({k: v.manifest for k, v in corpora.items()},
+                                  params["label_map"], own_maps)
+        for name, corpus in corpora.items():
+            corpus.manifest = mapped[name]
     for role in ("predictions", "attribution_maps", "attribution_masks"):
         if given[role] is not None:
             input_fps.append(fingerprint_path(role.replace("_", " "), given[role]))

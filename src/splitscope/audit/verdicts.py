@@ -202,6 +202,15 @@ def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
     every = label_conflicts_found(records, b["name"], trusted_only=False)
     found = label_conflicts_found(records, b["name"], trusted_only=True)
     q, ref = _sides(b)
+    unmatched = [r for r in records_on(records, b["name"], prefix="label_conflict_")
+                 if r.get("status") == "not assessed"
+                 and (r.get("details") or {}).get("vocabulary")]
+    if unmatched:  # corpora spelled differently: no label comparison is made
+        vocab = unmatched[0]["details"]["vocabulary"]
+        return (f"Label conflicts of {_population_phrase(q)} against {ref}: not assessed, the "
+                f"label vocabularies differ ({', '.join(vocab['query_labels'])} against "
+                f"{', '.join(vocab['reference_labels'])}); align them with --label-map or "
+                "--external-label-map to compare labels.")
     if not found and every:  # only predicates a control has not shown to be reliable
         worst = max(every, key=lambda r: r["numerator"])
         each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
