@@ -174,3 +174,33 @@ def test_a_folder_with_images_beside_a_table_is_a_folder_release(tmp_path):
 
 def image_table_rows():
     return [("no", "a.jpg", generated_jpegs(1)[0])]
+
+
+@pytest.mark.parametrize("form", ["parquet", "parquet-no-statistics", "arrow"])
+def test_a_table_of_paths_without_bytes_is_refused(tmp_path, form, capsys):
+    """Dataset.to_parquet() of a dataset loaded from local files stores paths only: refused
+    with one sentence saying how to embed the bytes, never audited as missing rows."""
+    rows = [("no", f"img_{i}.jpg", None) for i in range(7)]
+    table = image_table(rows)
+    path = tmp_path / ("t.arrow" if form == "arrow" else "t.parquet")
+    if form == "arrow":
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+            w.write_table(table)
+    else:
+        pq.write_table(table, path, row_group_size=3,
+                       write_statistics=form == "parquet")
+    with pytest.raises(splitscope.InputError, match=r"no image bytes in any of its 7 rows "
+                                                    r"\(paths only, e.g. 'img_0.jpg'\)"):
+        read_embedded(path)
+    assert cli.main(["audit", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "save_to_disk" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o" / "audit.json").exists()
+
+
+def test_a_table_with_some_rows_without_bytes_lists_them_as_missing(tmp_path):
+    good = generated_jpegs(2)
+    pq.write_table(image_table([("no", "a.jpg", good[0]), ("yes", "b.jpg", None)]),
+                   tmp_path / "t.parquet")
+    m = read_embedded(tmp_path / "t.parquet")
+    assert len(m) == 2
