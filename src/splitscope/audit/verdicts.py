@@ -97,9 +97,11 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
                      None)
         if union is not None:
             parts = (union.get("details") or {}).get("parts") or {}
-            lines.append(_count_line(union, b, "a pixel-identical copy", "byte copies "
-                                     f"{fmt_int(parts.get('sha256'))} and re-encodes "
-                                     f"{fmt_int(parts.get('pixel_xxh128'))}, a row counted once"))
+            how = ("equal decoded pixels; pixel arrays have no bytes, so none is a byte copy "
+                   "or a re-encode" if "sha256" not in parts else
+                   f"byte copies {fmt_int(parts.get('sha256'))} and re-encodes "
+                   f"{fmt_int(parts.get('pixel_xxh128'))}, a row counted once")
+            lines.append(_count_line(union, b, "a pixel-identical copy", how))
     for b in bounds:
         dedup = next(iter(records_on(records, b["name"], predicate="dedup_split")), None)
         if dedup is not None and dedup.get("denominator"):

@@ -306,7 +306,8 @@ def union_record(rel, rows: pd.DataFrame, slug: str):
     return AuditRecord(
         id=f"identity.pixel_identical_union.{slug}",
         layer="identity",
-        title="Pixel-identical regardless of bytes (byte copies and re-encodes)",
+        title="Pixel-identical copies (pixel arrays: equal decoded pixels)" if arrays else
+        "Pixel-identical regardless of bytes (byte copies and re-encodes)",
         boundary=b.to_dict(),
         predicate={"name": "pixel_identical_union",
                    "params": {"union_of": list(parts)}},

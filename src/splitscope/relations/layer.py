@@ -413,10 +413,11 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         pop = Population(split, np.sort(rows.loc[rows["split"].astype("string") == split, "row"]
                                         .to_numpy(np.int64))) if split != "*" else \
             Population("*", np.sort(rows["row"].to_numpy(np.int64)))
-        copies = within_copies(rows, pop)
+        arrays = bool(len(pop.rows)) and bool(no_bytes(rows[rows["row"].isin(pop.rows)]).all())
+        # pixel arrays have no bytes: their copies are equal decoded pixels
+        copies = within_copies(rows, pop, key="pixel_xxh128" if arrays else "sha256")
         copies.insert(0, "population", split)
         within_tables.append(copies)
-        arrays = bool(len(pop.rows)) and bool(no_bytes(rows[rows["row"].isin(pop.rows)]).all())
         records.append(_within_record(copies, pop, arrays))
     within_all = pd.concat(within_tables, ignore_index=True) if within_tables else pd.DataFrame()
     comparison_tables = []
@@ -516,14 +517,21 @@ def _within_record(copies: pd.DataFrame, pop: Population,
     excess = n_rows - len(copies)
     b = Boundary(pop, pop)
     conflicting = int((copies["label_relation"] == "conflicting").sum()) if len(copies) else 0
-    if arrays:  # every row of the population is a pixel array: no bytes to compare
+    if arrays:  # every row of the population is a pixel array: copies are equal pixels
         return AuditRecord(
-            id=f"identity.within_copies.{boundary_slug(b)}", layer="identity",
-            title=f"Byte-identical copies within {pop.name}", boundary=b.to_dict(),
-            predicate={"name": "sha256_within", "params": {}}, unit="affected row",
-            numerator=None, denominator=pop.size, status="not applicable",
-            reason=NO_BYTES_REASON, scope=f"rows of {pop.name}",
-            conclusion=f"byte identity does not apply: {NO_BYTES_REASON}")
+            id=f"identity.within_pixel_copies.{boundary_slug(b)}", layer="identity",
+            title=f"Pixel-identical copies within {pop.name}", boundary=b.to_dict(),
+            predicate={"name": "pixel_xxh128_within", "params": {}}, unit="affected row",
+            numerator=n_rows, denominator=pop.size,
+            scope=f"rows of {pop.name} whose decoded pixels equal another row's of {pop.name} "
+                  "(pixel arrays: byte identity does not apply)",
+            conclusion=(f"{len(copies)} pixel-identity group(s) hold {n_rows} rows; {excess} "
+                        f"row(s) are extra copies; {conflicting} group(s) carry conflicting "
+                        "labels") if len(copies)
+            else "no pixel-identical copies inside the population",
+            details={"groups": len(copies), "extra_copies": excess,
+                     "label_conflicting_groups": conflicting,
+                     "not_applicable": {"sha256_within": NO_BYTES_REASON}})
     return AuditRecord(
         id=f"identity.within_copies.{boundary_slug(b)}",
         layer="identity",
