@@ -118,3 +118,38 @@ def test_apply_label_maps_refusals():
         apply_label_maps(m, None, {"external": "a=b"})
     with pytest.raises(InputError, match="none of the labels of any corpus"):
         apply_label_maps(m, "q=r")
+
+
+def test_identical_images_under_two_labels_inside_one_split(tmp_path):
+    """A byte copy filed under another class inside the test split is a label conflict of
+    its own; byte copies inside the test split are a summary line; rows without a label are
+    <NA> in the issue table's label_conflict column, assessed rows True or False."""
+    root = tmp_path / "rel"
+    seed = 100
+    for split, n in (("train", 6), ("test", 4)):
+        for label in ("a", "b"):
+            (root / split / label).mkdir(parents=True)
+            for i in range(n):
+                seed += 1
+                _noise(seed).save(root / split / label / f"{i}.png")
+    (root / "test" / "b" / "dup_of_a0.png").write_bytes((root / "test" / "a" / "0.png")
+                                                        .read_bytes())
+    (root / "test" / "a" / "dup_of_a1.png").write_bytes((root / "test" / "a" / "1.png")
+                                                        .read_bytes())
+    res = audit(root, out_dir=tmp_path / "out", workers=1, progress=False,
+                layers=["duplicates"], transforms=0)
+    recs = {r["id"]: r for r in res.document["records"]}
+    within = recs["identity.label_conflict_within.test--test"]
+    assert (within["numerator"], within["denominator"], within["details"]["pairs"]) == (2, 10, 1)
+    assert recs["identity.label_conflict_within.train--train"]["numerator"] == 0
+    verdicts = res.document["summary"]["verdicts"]
+    assert any(v.startswith("LABEL CONFLICT within the test split: 20% (2 of 10 rows)")
+               for v in verdicts)
+    assert any(v.startswith("Within the test split: 40% (4 of 10 rows) are byte-identical "
+                            "copies of another test row; 2 of them are extra copies")
+               for v in verdicts)
+    issues = res.issues.set_index("path")
+    assert bool(issues.loc["test/b/dup_of_a0.png", "label_conflict"])
+    assert bool(issues.loc["test/a/0.png", "label_conflict"])
+    assert not bool(issues.loc["test/a/dup_of_a1.png", "label_conflict"])  # same label
+    assert issues["label_conflict"].notna().all()  # every row has a label here

@@ -86,6 +86,7 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
         line = _conflict_line(records, b, tau)
         if line:
             lines.append(line)
+    lines.extend(_within_lines(records, bounds, "label_conflict_within"))
     for b in bounds:
         lines.append(_count_line(find_record(records, "ncc_rate", b["name"]), b, "a near-twin",
                                  f"NCC ≥ {tau:g}, {geometry}"))
@@ -102,6 +103,8 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
                    f"byte copies {fmt_int(parts.get('sha256'))} and re-encodes "
                    f"{fmt_int(parts.get('pixel_xxh128'))}, a row counted once")
             lines.append(_count_line(union, b, "a pixel-identical copy", how))
+    lines.extend(_within_lines(records, bounds, "sha256_within"))
+    lines.extend(_within_lines(records, bounds, "pixel_xxh128_within"))
     for b in bounds:
         dedup = next(iter(records_on(records, b["name"], predicate="dedup_split")), None)
         if dedup is not None and dedup.get("denominator"):
@@ -188,6 +191,36 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
             f"clean rows {cl.get('mean', float('nan')):.3f} (n = {fmt_int(ex.get('assessed'))} "
             f"and {fmt_int(cl.get('assessed'))}); difference {r['estimate']:+.3f}{interval}.")
     return lines
+
+
+_WITHIN_WHAT = {
+    "label_conflict_within": ("LABEL CONFLICT within {split}: ", "identical to another {pop} "
+                              "row under another label (bytes or decoded pixels)"),
+    "sha256_within": ("Within {split}: ", "byte-identical copies of another {pop} row"),
+    "pixel_xxh128_within": ("Within {split}: ", "pixel-identical copies of another {pop} row"),
+}
+
+
+def _within_lines(records, bounds, predicate: str) -> list[str]:
+    """Copies (or label conflicts) inside each evaluated population (a boundary's query
+    side), when there are any: a finding of its own, not a part of any crossing rate."""
+    queried = {str(b["query"]["name"]) for b in bounds}
+    out = []
+    for r in records:
+        name = (r.get("predicate") or {}).get("name")
+        pop = str(((r.get("boundary") or {}).get("query") or {}).get("name"))
+        if (name != predicate or pop not in queried or not r.get("numerator")
+                or r.get("status") not in ("completed", "partial")):
+            continue
+        head, what = _WITHIN_WHAT[predicate]
+        split = _population_phrase({"name": pop})
+        extra = (r.get("details") or {}).get("extra_copies")
+        tail = f"; {fmt_int(extra)} of them are extra copies" if extra else ""
+        out.append(f"{head.format(split=split)}{_pct(r['numerator'], r['denominator'])} "
+                   f"({fmt_int(r['numerator'])} of {fmt_int(r['denominator'])} rows) are "
+                   f"{what.format(pop=pop)}{tail} (lists/"
+                   f"{'label_conflicts' if 'conflict' in predicate else 'within_copies'}).")
+    return out
 
 
 _CONFLICT_NAMES = {"label_conflict_sha256": "byte copies",

@@ -36,7 +36,7 @@ from splitscope.manifest.labels import vocabulary_overlap
 from splitscope.relations.identity import NO_BYTES_REASON, no_bytes, side
 
 __all__ = ["CONFLICT_PREDICATES", "cross_corpus_vocabulary", "label_conflicts",
-           "pixel_identical_union"]
+           "pixel_identical_union", "within_conflict_record"]
 
 #: predicate → (where its pairs come from, the pair-table rule tag)
 CONFLICT_PREDICATES = {
@@ -285,6 +285,43 @@ def _conflict_conclusion(pred: str, rows: int, n_query: int, pairs: int, calibra
         return f"{found}: the same image is released under two labels"
     return (f"{found}; {pred} is {calibrated} on this modality, so this is no evidence that "
             "the same image carries two labels")
+
+
+def within_conflict_record(boundary, rows: pd.DataFrame, conflicts: pd.DataFrame, slug: str):
+    """Identical images under two labels inside one population (METHODS §1.6, §2.10): rows
+    whose bytes or decoded pixels equal another row's of the same split that carries another
+    label (unit: affected row, either row of a pair; denominator: every row of the split)."""
+    from splitscope.records import AuditRecord
+
+    pop = boundary.query
+    q = side(rows, pop)
+    hit = np.unique(np.concatenate([conflicts["row"].to_numpy(np.int64),
+                                    conflicts["counterpart_row"].to_numpy(np.int64)])) \
+        if len(conflicts) else np.zeros(0, np.int64)
+    assessed = q["label"].notna() & q["pixel_xxh128"].notna() if "pixel_xxh128" in q \
+        else q["label"].notna()
+    pairs = conflicts.drop_duplicates(["row", "counterpart_row"])
+    n_pairs = int((pairs["row"] < pairs["counterpart_row"]).sum())
+    return AuditRecord(
+        id=f"identity.label_conflict_within.{slug}", layer="identity",
+        title=f"Identical images under two labels within {pop.name}",
+        boundary=boundary.to_dict(),
+        predicate={"name": "label_conflict_within",
+                   "params": {"label_relation": "disjoint",
+                              "by": ["sha256", "pixel_xxh128"]}},
+        unit="affected row", numerator=int(hit.size), denominator=len(q),
+        coverage={"assessed": int(assessed.sum()), "total": len(q)},
+        scope=f"rows of {pop.name} whose bytes or decoded pixels equal another {pop.name} "
+              "row's under another label",
+        conclusion=(f"{hit.size} of {len(q)} rows of {pop.name} are identical to another "
+                    f"{pop.name} row under another label ({n_pairs} pair(s)): the same image "
+                    "carries two labels inside one split") if hit.size else
+        f"no identical images under two labels inside {pop.name}",
+        unresolved="which of the two labels is right is not settled by the images",
+        outputs=["label_conflicts"],
+        details={"pairs": n_pairs, "label_pairs": {
+            f"{a} / {c}": int(n) for (a, c), n in pairs[pairs["row"] < pairs["counterpart_row"]]
+            .groupby(["label", "counterpart_label"]).size().items()}})
 
 
 def union_record(rel, rows: pd.DataFrame, slug: str):

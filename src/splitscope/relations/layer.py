@@ -46,6 +46,7 @@ from splitscope.relations.identity import (
 from splitscope.relations.label_conflicts import (
     conflict_records,
     label_conflicts,
+    within_conflict_record,
     union_record,
 )
 from splitscope.relations.ncc import (
@@ -419,6 +420,10 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         copies.insert(0, "population", split)
         within_tables.append(copies)
         records.append(_within_record(copies, pop, arrays))
+        inside = Boundary(pop, pop)
+        conflicts = label_conflicts(rows, inside, None)
+        conflict_tables.append(conflicts)
+        records.append(within_conflict_record(inside, rows, conflicts, boundary_slug(inside)))
     within_all = pd.concat(within_tables, ignore_index=True) if within_tables else pd.DataFrame()
     comparison_tables = []
     for rel in relations:
