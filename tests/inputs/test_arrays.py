@@ -90,6 +90,8 @@ def test_npz_deduplicated_split_removes_pixel_identical_copies_within_it(tmp_pat
     recs = {r["id"]: r for r in res.document["records"]}
     within = recs["identity.within_pixel_copies.test--test"]
     assert (within["numerator"], within["details"]["extra_copies"]) == (3, 2)
+    assert recs["near_duplicate.dedup_split.test--train"]["predicate"]["params"][
+        "removed_by"][-1] == "pixel_xxh128_within"
     dedup = pd.read_parquet(tmp_path / "out" / "lists" / "dedup_splits.parquet")
     test = dedup[dedup["split"] == "test"]
     removed = test.loc[~test["kept"], "removed_by"].astype(str)

@@ -134,12 +134,18 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
         if rec is None or rec.get("status") not in ("completed", "partial"):
             continue
         kept = (rec.get("details") or {}).get("cleaned_external_rows")
+        dedup = next(iter(records_on(records, b["name"], predicate="dedup_split")), None)
+        gap = ""
+        if kept is not None and dedup is not None and dedup.get("numerator") != kept:
+            gap = (f" (only rows with a counterpart in {b['reference']['name']} leave it; the "
+                   f"deduplicated {b['query']['name']} split, {fmt_int(dedup['numerator'])} "
+                   "rows, also drops copies inside it)")
         lines.append(
             f"Cross-corpus containment {b['name']}: {_pct(rec['numerator'], rec['denominator'])} "
             f"of {b['query']['name']} rows ({fmt_int(rec['numerator'])} of "
             f"{fmt_int(rec['denominator'])}) have a byte-identical or NCC ≥ {tau:g} counterpart "
-            f"in {b['reference']['name']}" + (f"; cleaned external set: {kept} rows." if kept
-                                               is not None else "."))
+            f"in {b['reference']['name']}" + (f"; cleaned external set: {fmt_int(kept)} rows"
+                                               f"{gap}." if kept is not None else "."))
     if not any(l.startswith(("Group overlap", )) or "share a group" in l for l in lines):
         for r in records:
             if str(r.get("layer", "")).startswith("group") and "overlap" in record_text(r) \

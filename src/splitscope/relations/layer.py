@@ -459,7 +459,8 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         "query_flags": query_flags_table(relations, rows),
     }
     tables["label_conflicts"] = pd.concat(conflict_tables, ignore_index=True)
-    records.extend(_dedup_record(b, tables["dedup_splits"], dedup_predicates) for b in bounds)
+    records.extend(_dedup_record(b, tables["dedup_splits"], dedup_predicates, rows)
+                   for b in bounds)
     if crel is not None:  # per control query row, e.g. for the control's ρ distribution
         tables["control_query_flags"] = query_flags_table([crel], cscan.rows())
     if containment_tables:
@@ -488,24 +489,29 @@ def _searcher(executor, scan):
     return scan_searcher(client, scan)
 
 
-def _dedup_record(b: Boundary, dedup: pd.DataFrame, predicates) -> AuditRecord:
+def _dedup_record(b: Boundary, dedup: pd.DataFrame, predicates, rows: pd.DataFrame
+                  ) -> AuditRecord:
     """How many query rows the deduplicated split keeps (METHODS §5.6)."""
     mine = dedup[dedup["row"].isin(b.query.rows)]
     kept = int(mine["kept"].sum())
+    q = rows[rows["row"].isin(b.query.rows)]
+    arrays = bool(len(q)) and bool(no_bytes(q).all())  # copies inside: equal pixels
+    within = "pixel_xxh128_within" if arrays else "sha256_within"
     return AuditRecord(
         id=f"near_duplicate.dedup_split.{boundary_slug(b)}",
         layer="near_duplicate",
         title=f"Deduplicated {b.query.name} split",
         boundary=b.to_dict(),
         predicate={"name": "dedup_split",
-                   "params": {"removed_by": list(predicates) + ["sha256_within"]}},
+                   "params": {"removed_by": list(predicates) + [within]}},
         unit="row",
         numerator=kept,
         denominator=len(mine),
         scope=f"rows of {b.query.name} that no dedup predicate flags",
         conclusion=(f"{kept} of {len(mine)} rows of {b.query.name} remain after removing rows "
                     f"with a counterpart in {b.reference.name} under "
-                    f"{', '.join(predicates)} and extra byte copies inside the split"),
+                    f"{', '.join(predicates)} and extra "
+                    f"{'pixel-identical' if arrays else 'byte'} copies inside the split"),
         outputs=["dedup_splits"],
         details={"removed": len(mine) - kept},
     )
