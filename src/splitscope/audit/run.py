@@ -165,6 +165,7 @@ def audit(
     progress: bool | None = None,
     max_pairs: int = MAX_GALLERY_PAIRS,
     command: str | None = None,
+    reproduce: str | None = None,
     layers: Sequence[str] | None = None,
     score_kind: str = "score",
     attribution_maps: str | Path | None = None,
@@ -306,7 +307,7 @@ def audit(
     outcomes = list(context.outcomes.values())
 
     doc, export_problems = _document(context, outcomes, max_pairs, out_dir)
-    doc["run"].update({"started": started_wall, "command": command,
+    doc["run"].update({"started": started_wall, "command": command, "reproduce": reproduce,
                        "scan_seconds": round(scan_seconds, 3)})
     doc["inputs"] = input_fps
     doc["params"] = {"tau": float(tau), "radius": int(radius), "thumb_size": int(thumb_size),
@@ -487,13 +488,14 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
 _KEYS = ("schema_version", "kind", "run", "inputs", "params", "software", "manifest",
          "boundaries", "layers", "records", "scorecard", "figures", "gallery", "fail_on",
          "artifacts")
-_RUN_KEYS = ("started", "finished", "duration_s", "command", "exit_code", "host",
+_RUN_KEYS = ("started", "finished", "duration_s", "command", "reproduce", "exit_code", "host",
              "scan_seconds")
 
 
 def _ordered(doc: dict[str, Any]) -> dict[str, Any]:
     doc = {"schema_version": SCHEMA_VERSION, "kind": "splitscope-audit", **doc}
-    doc["run"] = {k: doc["run"].get(k) for k in _RUN_KEYS}
+    doc["run"] = {k: doc["run"].get(k) for k in _RUN_KEYS
+                  if k != "reproduce" or doc["run"].get(k) is not None}
     return {k: doc[k] for k in _KEYS}
 
 
