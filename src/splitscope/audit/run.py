@@ -448,8 +448,13 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
         gallery_items.extend(items)
         figures[b.name]["gallery"] = summary
 
+    from splitscope.audit.composition import composition
     from splitscope.audit.issues import issue_table
 
+    for b in context.boundaries:  # what each evaluated split is made of (the first figure)
+        made_of = composition(tables, b.name, context.params["tau"])
+        if made_of is not None:
+            figures[b.name]["composition"] = made_of
     tables["issues"] = issue_table(audited_rows, tables)
     lists_dir = context.lists_dir
     export_problems: list[str] = []
