@@ -57,3 +57,23 @@ def test_the_first_figure_is_the_test_split_composition(demo):
     assert first < html.index('data-section="verdicts"')
     assert "data:image/png;base64," in html[first:html.index('data-section="verdicts"')]
     assert f"byte copy {n['byte copy']}" in html
+
+
+@pytest.mark.parametrize("metric, words", [
+    ("pixel_identical_rate", "has a pixel-identical copy in train"),
+    ("byte_identical_rate", "has a byte-identical copy in train"),
+    ("ncc_rate", "has a near-twin in train"),
+    ("label_conflict_rate", "LABEL CONFLICT"),
+])
+def test_each_summary_figure_is_the_gate_of_the_same_name(demo, metric, words):
+    import re
+
+    from splitscope.audit.conditions import evaluate_conditions, parse_condition
+
+    line = next(v for v in demo.document["summary"]["verdicts"] if words in v)
+    num, den = (int(x.replace(",", "")) for x in
+                re.search(r"\(([\d,]+) of ([\d,]+) rows\)", line).groups())
+    doc = demo.document
+    (out,) = evaluate_conditions([parse_condition(f"{metric}>0")], doc["records"],
+                                 doc["layers"], [b["name"] for b in doc["boundaries"]])
+    assert out["value"] == pytest.approx(num / den) and out["held"]

@@ -153,3 +153,30 @@ def test_identical_images_under_two_labels_inside_one_split(tmp_path):
     assert bool(issues.loc["test/a/0.png", "label_conflict"])
     assert not bool(issues.loc["test/a/dup_of_a1.png", "label_conflict"])  # same label
     assert issues["label_conflict"].notna().all()  # every row has a label here
+
+
+def test_within_split_copies_and_conflicts_have_gates(tmp_path):
+    from splitscope.audit.conditions import evaluate_conditions, parse_condition
+
+    root = tmp_path / "rel"
+    seed = 300
+    for split, n in (("train", 5), ("test", 4)):
+        for label in ("a", "b"):
+            (root / split / label).mkdir(parents=True)
+            for i in range(n):
+                seed += 1
+                _noise(seed).save(root / split / label / f"{i}.png")
+    (root / "test" / "b" / "again.png").write_bytes((root / "test" / "a" / "0.png").read_bytes())
+    res = audit(root, out_dir=tmp_path / "out", workers=1, progress=False,
+                layers=["duplicates"], transforms=0,
+                fail_on=["within_split_copy_rate>0.1", "label_conflict_rate>0.5"])
+    held = {c["metric"]: (c["value"], c["held"]) for c in res.document["fail_on"]}
+    assert held["within_split_copy_rate"] == (pytest.approx(2 / 9), True)
+    assert held["label_conflict_rate"] == (pytest.approx(2 / 9), False)
+    assert res.exit_code == 1
+    doc = res.document
+    (none,) = evaluate_conditions([parse_condition("within_split_copy_rate>0")],
+                                  [r for r in doc["records"]
+                                   if "test → test" not in str(r.get("boundary"))],
+                                  doc["layers"], [b["name"] for b in doc["boundaries"]])
+    assert none["value"] in (0, None)  # train copies (none here) never stand for the test split
