@@ -204,3 +204,28 @@ def test_a_table_with_some_rows_without_bytes_lists_them_as_missing(tmp_path):
                    tmp_path / "t.parquet")
     m = read_embedded(tmp_path / "t.parquet")
     assert len(m) == 2
+
+
+def test_a_table_of_re_encoded_images_carries_a_warning(tmp_path):
+    """PNG bytes under the released .jpg names: the table is not the released files, and the
+    summary says so before any rate; the same images as JPEG bytes carry no such warning."""
+    from input_builders import decoded, planted_release
+
+    release = planted_release(generated_jpegs(12))
+    reencoded = {split: [(label, name, png_bytes(decoded(data))) for label, name, data in rows]
+                 for split, rows in release.items()}
+    results = {}
+    for kind, rel in (("as released", release), ("re-encoded", reencoded)):
+        hub = write_hub(tmp_path / kind.replace(" ", "_"), rel)
+        results[kind] = splitscope.audit(hub, out_dir=tmp_path / f"out_{kind[:2]}", workers=1,
+                                         progress=False, layers=["duplicates"], transforms=0)
+    warned = [v for v in results["re-encoded"].document["summary"]["verdicts"]
+              if v.startswith("WARNING") and "re-encoded" in v]
+    n = sum(len(rows) for rows in release.values())
+    assert len(warned) == 1 and f"{n} of {n} table rows" in warned[0]
+    assert "PNG bytes named .jpg" in warned[0]
+    table = results["re-encoded"].document["manifest"]["table_images"]
+    assert table["formats"] == {"PNG": n} and table["name_format_mismatch"] == n
+    clean = results["as released"].document
+    assert clean["manifest"]["table_images"]["name_format_mismatch"] == 0
+    assert not any("re-encoded" in v for v in clean["summary"]["verdicts"])

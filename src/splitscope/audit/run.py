@@ -475,7 +475,8 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
                      "corpora": _counts(manifest["corpus"]),
                      "excluded": len(manifest.attrs.get("excluded", []) or []),
                      "scan": _scan_summary(context.scan),
-                     "failures": _failures(failed)},
+                     "failures": _failures(failed),
+                     **_tables_summary(audited_rows)},
         "boundaries": [{**b.to_dict(), "kind": kinds.get(b.name, "released split")}
                        for b in all_boundaries],
         "layers": [o.summary() for o in outcomes],
@@ -495,6 +496,26 @@ _KEYS = ("schema_version", "kind", "run", "inputs", "params", "software", "manif
          "artifacts")
 _RUN_KEYS = ("started", "finished", "duration_s", "command", "reproduce", "exit_code", "host",
              "scan_seconds")
+
+
+def _tables_summary(rows: pd.DataFrame) -> dict[str, Any]:
+    """For rows whose images are bytes inside a table: their formats, and how many carry a
+    stored name whose extension says another format (a table of re-encoded images, whose
+    bytes are not the released files); empty for a release of files."""
+    if "content" not in rows or "format" not in rows:
+        return {}
+    table = rows[rows["content"].astype("string").eq("embedded").fillna(False).to_numpy(bool)]
+    if not len(table):
+        return {}
+    mismatch = table["extension_mismatch"].astype("boolean").fillna(False) \
+        if "extension_mismatch" in table else pd.Series(False, index=table.index)
+    pairs = (table.loc[mismatch.to_numpy(bool), ["extension", "format"]].astype("string")
+             .fillna("?").value_counts().head(3)) if "extension" in table else pd.Series()
+    return {"table_images": {
+        "rows": len(table), "formats": _counts(table["format"]),
+        "name_format_mismatch": int(mismatch.sum()),
+        "examples": [f"{fmt} bytes named .{str(ext).lstrip('.')}"
+                     for (ext, fmt), _ in pairs.items()]}}
 
 
 def _ordered(doc: dict[str, Any]) -> dict[str, Any]:

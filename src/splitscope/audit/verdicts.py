@@ -283,6 +283,13 @@ def warnings(doc: Mapping[str, Any]) -> list[str]:
                        "column), so the release was audited against itself: copies and "
                        "near-twins inside the set, which a random split would turn into "
                        "leakage. Give the split (ROOT/<split>/<class>/…, or --split-column).")
+    tables = (doc.get("manifest") or {}).get("table_images") or {}
+    if tables.get("name_format_mismatch"):
+        out.append(f"WARNING: {fmt_int(tables['name_format_mismatch'])} of "
+                   f"{fmt_int(tables['rows'])} table rows hold image bytes of another format "
+                   f"than their stored name says ({'; '.join(tables.get('examples') or [])}): "
+                   "the table's images were re-encoded, so byte identity and the header "
+                   "fields describe the table, not the released files.")
     labels = (doc.get("manifest") or {}).get("labels") or {}
     rows = (doc.get("manifest") or {}).get("rows") or 0
     if rows and set(labels) <= {"<NA>"}:
