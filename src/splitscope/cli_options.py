@@ -55,7 +55,8 @@ LABEL_MAP_OPTION = click.option(
     "--label-map", default=None, metavar="MAP",
     help="Map released labels to audited ones before anything is measured: "
          "'glioma=tumor,meningioma=tumor,pituitary=tumor' or a two-column CSV file "
-         "(released label, audited label). Recorded in every record.")
+         "(released label, audited label). Applies to every corpus whose labels it names "
+         "(audited, --external, --control). Recorded in every record.")
 
 
 #: Options deciding what a scan may read (every verb that scans a release takes them).

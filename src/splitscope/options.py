@@ -21,11 +21,15 @@ __all__ = ["InputOptions", "ProvenanceOptions", "RunOptions", "SearchOptions"]
 
 @dataclass(frozen=True)
 class InputOptions:
-    """How the release is read: groups from file names, the label map, the list-file columns
-    (``columns`` by role, ``root``, ``split``, ``image_column``), and what a scan may read."""
+    """How the release is read: groups from file names, the label map (applied to every
+    corpus whose labels it names) and the external and control corpora's own maps, the
+    list-file columns (``columns`` by role, ``root``, ``split``, ``image_column``), and what a
+    scan may read."""
 
     group_regex: str | None = None
     label_map: str | Mapping[str, str] | None = None
+    external_label_map: str | Mapping[str, str] | None = None
+    control_label_map: str | Mapping[str, str] | None = None
     list_options: Mapping[str, Any] = field(default_factory=dict)
     allow_outside_root: bool = False
     follow_links: bool = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from input_builders import write_npz
 
@@ -50,7 +51,9 @@ def test_npz_audit_via_cli_byte_identity_not_applicable(tmp_path, capsys):
     assert byte["status"] == "not applicable" and byte["numerator"] is None
     assert "pixel arrays" in byte["reason"]
     assert recs["identity.basename.test--train"]["status"] == "not applicable"
-    assert recs["identity.within_copies.train--train"]["status"] == "not applicable"
+    within = recs["identity.within_pixel_copies.train--train"]  # equal pixels, not bytes
+    assert (within["status"], within["numerator"]) == ("completed", 0)
+    assert "identity.within_copies.train--train" not in recs
     assert recs["identity.label_conflict_sha256.test--train"]["status"] == "not applicable"
     pixel = recs["identity.pixel_xxh128.test--train"]
     assert (pixel["status"], pixel["numerator"], pixel["denominator"]) == ("completed", 1, 10)
@@ -72,6 +75,31 @@ def test_npz_audit_via_cli_byte_identity_not_applicable(tmp_path, capsys):
     assert issues["sha256"].isna().all() and issues["basename"].isna().all()
     assert issues["byte_copies"].isna().all()
     assert int(test["pixel_xxh128"].sum()) == 1 and int(test["ncc_nearest"].sum()) == 2
+
+
+def test_npz_deduplicated_split_removes_pixel_identical_copies_within_it(tmp_path):
+    """Arrays have no bytes: copies inside a split are equal pixels, and the deduplicated split
+    drops them as a folder audit drops byte copies; the summary calls them pixel-identical
+    copies, not re-encodes."""
+    images, labels = planted_arrays()
+    images["test"][5] = images["test"][4]  # a copy inside the test split
+    images["test"][6] = images["test"][4]
+    npz = write_npz(tmp_path / "planted.npz", images, labels)
+    res = splitscope.audit(npz, out_dir=tmp_path / "out", workers=1, progress=False,
+                           layers=["duplicates"], transforms=0)
+    recs = {r["id"]: r for r in res.document["records"]}
+    within = recs["identity.within_pixel_copies.test--test"]
+    assert (within["numerator"], within["details"]["extra_copies"]) == (3, 2)
+    assert recs["near_duplicate.dedup_split.test--train"]["predicate"]["params"][
+        "removed_by"][-1] == "pixel_xxh128_within"
+    dedup = pd.read_parquet(tmp_path / "out" / "lists" / "dedup_splits.parquet")
+    test = dedup[dedup["split"] == "test"]
+    removed = test.loc[~test["kept"], "removed_by"].astype(str)
+    # test[0] (a train copy), test[1] (a near twin of a train image), test[5] and test[6]
+    assert len(test) - int(test["kept"].sum()) == 2 + 2
+    assert sum("pixel_xxh128_within (test)" in r for r in removed) == 2
+    line = next(v for v in res.document["summary"]["verdicts"] if "pixel-identical copy" in v)
+    assert "re-encodes" not in line and "equal decoded pixels" in line
 
 
 def test_npz_manifest_rows_and_array_features_match_decoded_images(tmp_path):

@@ -174,3 +174,58 @@ def test_a_folder_with_images_beside_a_table_is_a_folder_release(tmp_path):
 
 def image_table_rows():
     return [("no", "a.jpg", generated_jpegs(1)[0])]
+
+
+@pytest.mark.parametrize("form", ["parquet", "parquet-no-statistics", "arrow"])
+def test_a_table_of_paths_without_bytes_is_refused(tmp_path, form, capsys):
+    """Dataset.to_parquet() of a dataset loaded from local files stores paths only: refused
+    with one sentence saying how to embed the bytes, never audited as missing rows."""
+    rows = [("no", f"img_{i}.jpg", None) for i in range(7)]
+    table = image_table(rows)
+    path = tmp_path / ("t.arrow" if form == "arrow" else "t.parquet")
+    if form == "arrow":
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+            w.write_table(table)
+    else:
+        pq.write_table(table, path, row_group_size=3,
+                       write_statistics=form == "parquet")
+    with pytest.raises(splitscope.InputError, match=r"no image bytes in any of its 7 rows "
+                                                    r"\(paths only, e.g. 'img_0.jpg'\)"):
+        read_embedded(path)
+    assert cli.main(["audit", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "save_to_disk" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o" / "audit.json").exists()
+
+
+def test_a_table_with_some_rows_without_bytes_lists_them_as_missing(tmp_path):
+    good = generated_jpegs(2)
+    pq.write_table(image_table([("no", "a.jpg", good[0]), ("yes", "b.jpg", None)]),
+                   tmp_path / "t.parquet")
+    m = read_embedded(tmp_path / "t.parquet")
+    assert len(m) == 2
+
+
+def test_a_table_of_re_encoded_images_carries_a_warning(tmp_path):
+    """PNG bytes under the released .jpg names: the table is not the released files, and the
+    summary says so before any rate; the same images as JPEG bytes carry no such warning."""
+    from input_builders import decoded, planted_release
+
+    release = planted_release(generated_jpegs(12))
+    reencoded = {split: [(label, name, png_bytes(decoded(data))) for label, name, data in rows]
+                 for split, rows in release.items()}
+    results = {}
+    for kind, rel in (("as released", release), ("re-encoded", reencoded)):
+        hub = write_hub(tmp_path / kind.replace(" ", "_"), rel)
+        results[kind] = splitscope.audit(hub, out_dir=tmp_path / f"out_{kind[:2]}", workers=1,
+                                         progress=False, layers=["duplicates"], transforms=0)
+    warned = [v for v in results["re-encoded"].document["summary"]["verdicts"]
+              if v.startswith("WARNING") and "re-encoded" in v]
+    n = sum(len(rows) for rows in release.values())
+    assert len(warned) == 1 and f"{n} of {n} table rows" in warned[0]
+    assert "PNG bytes named .jpg" in warned[0]
+    table = results["re-encoded"].document["manifest"]["table_images"]
+    assert table["formats"] == {"PNG": n} and table["name_format_mismatch"] == n
+    clean = results["as released"].document
+    assert clean["manifest"]["table_images"]["name_format_mismatch"] == 0
+    assert not any("re-encoded" in v for v in clean["summary"]["verdicts"])

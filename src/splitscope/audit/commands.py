@@ -214,6 +214,11 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
                    "'not assessed'.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION", help=_FAIL_ON_HELP)
 @LABEL_MAP_OPTION
+@click.option("--external-label-map", default=None, metavar="MAP",
+              help="The external corpus's own label map, applied before --label-map (its "
+                   "labels spelled differently: 'glioma_tumor=glioma,…' or a CSV file).")
+@click.option("--control-label-map", default=None, metavar="MAP",
+              help="The control corpus's own label map, applied before --label-map.")
 @with_options(LIST_FILE_OPTIONS)
 @IMAGE_COLUMN_OPTION
 @with_options(SAFETY_OPTIONS)
@@ -225,7 +230,7 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
                   score_kind, attribution_maps,
                   attribution_masks, group_regex, out_dir, workspace, tau, radius, thumb_size,
                   dihedral, transforms, seed, resamples, workers, engine, scheduler, max_pairs,
-                  layers, fail_on, label_map,
+                  layers, fail_on, label_map, external_label_map, control_label_map,
                   path_column, label_column, split_column, source_column, group_column,
                   list_root, constant_split, image_column, allow_outside_root, follow_links,
                   max_file_size, croissant, as_json) -> None:
@@ -253,7 +258,8 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
                        workers=workers, executor=executor, max_pairs=max_pairs, command=command,
                        layers=_layer_names(layers), score_kind=score_kind,
                        attribution_maps=attribution_maps, attribution_masks=attribution_masks,
-                       label_map=label_map,
+                       label_map=label_map, external_label_map=external_label_map,
+                       control_label_map=control_label_map,
                        list_options=with_image_column(list_options(
                            path_column, label_column, split_column, source_column,
                            group_column, list_root, constant_split), image_column),

@@ -10,6 +10,8 @@ was not planted for that predicate (an unplanted finding would be a false alarm)
 
 from __future__ import annotations
 
+import shlex
+
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +231,25 @@ def simulated_model_findings(audit_doc: dict) -> dict[str, Any]:
             "lines": lines}
 
 
+#: audit() keyword → the ``splitscope audit`` option that sets it (the demo's options)
+_AUDIT_FLAGS = {"group_regex": "--group-regex", "dihedral": "--dihedral", "out_dir": "--out",
+                "workspace": "--workspace", "predictions": "--predictions",
+                "score_kind": "--score-kind", "attribution_maps": "--attribution-maps",
+                "attribution_masks": "--attribution-masks"}
+
+
+def audit_argv(root, options) -> list[str]:
+    """The ``splitscope audit`` command line that runs the audit ``audit(root, **options)``
+    runs (recorded in the demo's ``audit.json`` as ``run.reproduce``)."""
+    argv = ["splitscope", "audit", str(root)]
+    for key, value in options.items():
+        if value is True:
+            argv.append(_AUDIT_FLAGS[key])
+        elif value is not None and value is not False:
+            argv += [_AUDIT_FLAGS[key], str(value)]
+    return argv
+
+
 def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
              workers: int | None = None, fail_on=(), progress: bool | None = None,
              n_train: int | None = None, n_test: int | None = None,
@@ -260,12 +281,13 @@ def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
                                       group_regex=DEMO_GROUP_REGEX, workers=workers)
     else:
         model = simulate_model_outputs(root, directory / "model", seed=seed)
-    result = audit(root, group_regex=DEMO_GROUP_REGEX, dihedral=True,
-                   out_dir=directory / "audit", workspace=directory / "workspace",
-                   workers=workers, fail_on=fail_on, progress=progress,
-                   predictions=model["predictions"],
-                   score_kind=model.get("score_kind", "probability"),
-                   attribution_maps=model["attribution_maps"],
-                   attribution_masks=model["attribution_masks"],
-                   command=f"splitscope demo {directory}")
+    options = {"group_regex": DEMO_GROUP_REGEX, "dihedral": True,
+               "out_dir": directory / "audit", "workspace": directory / "workspace",
+               "predictions": model["predictions"],
+               "score_kind": model.get("score_kind", "probability"),
+               "attribution_maps": model["attribution_maps"],
+               "attribution_masks": model["attribution_masks"]}
+    result = audit(root, workers=workers, fail_on=fail_on, progress=progress,
+                   command=f"splitscope demo {directory}",
+                   reproduce=shlex.join(audit_argv(root, options)), **options)
     return result, check_demo(root, result.out_dir, result.document)

@@ -19,7 +19,8 @@ tables the layers already produced (nothing is measured again):
 - ``dedup_splits``: ``dedup_removed`` (the row leaves the deduplicated split) and
   ``dedup_removed_by``;
 - ``label_conflicts``: ``label_conflict`` (a pixel rule links the row to a counterpart with
-  another label; trusted predicates only, METHODS §2.10);
+  another label, across a boundary or inside one split, either row of the pair; trusted
+  predicates only, METHODS §2.10; ``<NA>`` for a row without a label);
 - ``group_overlap_*``: ``group_shared`` (the row's group also has rows on the other side of
   a boundary) and ``group_reference_rows``;
 - the quality layer's ``quality`` table (METHODS §4.6): ``quality_<flag>`` and
@@ -105,8 +106,13 @@ def issue_table(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
     if conflicts is not None:
         trusted = conflicts[conflicts["trusted"].astype("boolean").fillna(False)] \
             if "trusted" in conflicts else conflicts
-        hit = set(trusted["row"].astype("int64"))
-        out["label_conflict"] = pd.array([r in hit for r in ids], dtype="boolean")
+        # either row of a pair; <NA> where there is no label to compare
+        hit = set(trusted["row"].astype("int64")) | set(
+            trusted["counterpart_row"].astype("int64"))
+        flag = pd.array([r in hit for r in ids], dtype="boolean")
+        if "label" in rows:
+            flag[rows["label"].isna().to_numpy(bool)] = pd.NA
+        out["label_conflict"] = flag
     groups = [t for n, t in tables.items() if n.startswith("group_overlap") and len(t)]
     if groups:
         g = pd.concat(groups, ignore_index=True)

@@ -83,6 +83,8 @@ class AuditOptions:
               mode: str = "exact", interpolation: str = "bicubic",
               max_file_bytes: int | None = None, group_regex: str | None = None,
               label_map: str | Mapping[str, str] | None = None,
+              external_label_map: str | Mapping[str, str] | None = None,
+              control_label_map: str | Mapping[str, str] | None = None,
               list_options: Mapping[str, Any] | None = None,
               allow_outside_root: bool = False, follow_links: bool = False,
               score_kind: str = "score", prediction_reading: Mapping[str, Any] | None = None,
@@ -103,6 +105,8 @@ class AuditOptions:
             how["sheet"] = sheet_arg(how["sheet"])
         return cls(
             inputs=InputOptions(group_regex=group_regex, label_map=label_map,
+                                external_label_map=external_label_map,
+                                control_label_map=control_label_map,
                                 list_options=dict(list_options or {}),
                                 allow_outside_root=bool(allow_outside_root),
                                 follow_links=bool(follow_links)),

@@ -168,11 +168,14 @@ def audit(
     progress: bool | None = None,
     max_pairs: int = MAX_GALLERY_PAIRS,
     command: str | None = None,
+    reproduce: str | None = None,
     layers: Sequence[str] | None = None,
     score_kind: str = "score",
     attribution_maps: str | Path | None = None,
     attribution_masks: str | Path | None = None,
     label_map: str | Path | Mapping[str, str] | None = None,
+    external_label_map: str | Path | Mapping[str, str] | None = None,
+    control_label_map: str | Path | Mapping[str, str] | None = None,
     list_options: Mapping[str, Any] | None = None,
     allow_outside_root: bool = False,
     follow_links: bool = False,
@@ -241,8 +244,12 @@ def audit(
         (:mod:`splitscope.relations.partitioned`), with the same result.
     label_map : str, path or mapping, optional
         Released labels → audited labels (``glioma=tumor,meningioma=tumor`` or a two-column
-        CSV; METHODS §6.4), applied once to the audited manifest (and to an external corpus
-        whose labels it names) and recorded in ``params`` and in every record.
+        CSV; METHODS §6.4), applied once to every corpus whose labels it names (the audited
+        release, the external and control corpora; refused when it names a label of none)
+        and recorded in ``params`` and in every record.
+    external_label_map, control_label_map : str, path or mapping, optional
+        A corpus's own map, applied to it before ``label_map`` (for a corpus whose labels are
+        spelled differently, e.g. ``glioma_tumor=glioma``); it must name one of its labels.
     list_options : mapping, optional
         How list files are read (``columns`` by role, ``root``, ``split``; see
         :func:`splitscope.manifest.read_list`).
@@ -271,7 +278,8 @@ def audit(
     keywords = dict(tau=tau, radius=radius, dihedral=dihedral, transforms=transforms,
                     thumb_size=thumb_size, mode=mode, interpolation=interpolation,
                     max_file_bytes=max_file_bytes, group_regex=group_regex,
-                    label_map=label_map, list_options=list_options,
+                    label_map=label_map, external_label_map=external_label_map,
+                    control_label_map=control_label_map, list_options=list_options,
                     allow_outside_root=allow_outside_root, follow_links=follow_links,
                     score_kind=score_kind, prediction_reading=prediction_reading, seed=seed,
                     resamples=resamples, layers=layers, workers=workers, workspace=workspace,
@@ -320,10 +328,15 @@ def audit(
            and context.outcomes[layer.name].status in ("completed", "partial")]
     doc, export_problems = _document(context, outcomes, max_pairs, out_dir,
                                      _declared(ran, "issue_columns"))
-    doc["run"].update({"started": started_wall, "command": command,
+    doc["run"].update({"started": started_wall, "command": command, "reproduce": reproduce,
                        "scan_seconds": round(scan_seconds, 3)})
     doc["inputs"] = input_fps
     doc["params"] = _params(options, context)
+    if context.scans:  # each corpus's vocabulary: the maps that reached it (METHODS §6.4)
+        doc["params"]["corpus_label_maps"] = {
+            role: {"own": s.manifest.attrs.get("label_map_own"),
+                   "common": s.manifest.attrs.get("label_map")}
+            for role, s in {"audited": context.scan, **context.scans}.items()}
     doc["options"] = options.to_dict()
     doc = _ordered(doc)
     doc["fail_on"] = evaluate_conditions(conditions, doc["records"], doc["layers"],
@@ -369,8 +382,12 @@ def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
     scan_opts = {**options.scan_options(), "executor": executor}
     label_map = options.inputs.label_map
     t = time.perf_counter()
+    own_maps = {"control": options.inputs.control_label_map,
+                "external": options.inputs.external_label_map}
+    several = any(given[role] is not None for role in own_maps)
     audited = run_scan(inputs_list, workspace, group_regex=options.inputs.group_regex,
-                       label_map=label_map, **options.inputs.list_options, **scan_opts)
+                       label_map=None if several else label_map,
+                       **options.inputs.list_options, **scan_opts)
     scan_seconds = time.perf_counter() - t
     manifest = audited.manifest
     boundaries = release_boundaries(manifest)
@@ -382,11 +399,14 @@ def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
         if given[role] is not None:
             scans[role] = run_scan(given[role], Path(f"{workspace}-{role}"), **scan_opts)
             input_fps.append(fingerprint_input(given[role], role, scans[role].manifest))
-    if "external" in scans and label_map is not None:  # labels compared with train
-        from splitscope.manifest.labels import apply_label_map
+    if several:  # every corpus has its own vocabulary (METHODS §6.4)
+        from splitscope.manifest.labels import apply_label_maps
 
-        ext = scans["external"]
-        ext.manifest = apply_label_map(ext.manifest, label_map, strict=False)
+        corpora = {"audited": audited, **scans}
+        mapped = apply_label_maps({k: v.manifest for k, v in corpora.items()}, label_map,
+                                  own_maps)
+        for name, corpus in corpora.items():
+            corpus.manifest = mapped[name]
     for role in ("predictions", "attribution_maps", "attribution_masks"):
         if given[role] is not None:
             input_fps.append(fingerprint_path(role.replace("_", " "), given[role]))
@@ -450,8 +470,13 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
         gallery_items.extend(items)
         figures[b.name]["gallery"] = summary
 
+    from splitscope.audit.composition import composition
     from splitscope.audit.issues import issue_table
 
+    for b in context.boundaries:  # what each evaluated split is made of (the first figure)
+        made_of = composition(tables, b.name, context.options.search.tau)
+        if made_of is not None:
+            figures[b.name]["composition"] = made_of
     tables["issues"] = issue_table(audited_rows, tables, issue_columns)
     lists_dir = context.lists_dir
     export_problems: list[str] = []
@@ -472,7 +497,8 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
                      "corpora": _counts(manifest["corpus"]),
                      "excluded": len(manifest.attrs.get("excluded", []) or []),
                      "scan": _scan_summary(context.scan),
-                     "failures": _failures(failed)},
+                     "failures": _failures(failed),
+                     **_tables_summary(audited_rows)},
         "boundaries": [{**b.to_dict(), "kind": kinds.get(b.name, "released split")}
                        for b in all_boundaries],
         "layers": [o.summary() for o in outcomes],
@@ -510,13 +536,34 @@ def _params(options: AuditOptions, context: AuditContext) -> dict[str, Any]:
 _KEYS = ("schema_version", "kind", "run", "inputs", "params", "options", "software", "manifest",
          "boundaries", "layers", "records", "scorecard", "figures", "gallery", "fail_on",
          "artifacts")
-_RUN_KEYS = ("started", "finished", "duration_s", "command", "exit_code", "host",
+_RUN_KEYS = ("started", "finished", "duration_s", "command", "reproduce", "exit_code", "host",
              "scan_seconds")
+
+
+def _tables_summary(rows: pd.DataFrame) -> dict[str, Any]:
+    """For rows whose images are bytes inside a table: their formats, and how many carry a
+    stored name whose extension says another format (a table of re-encoded images, whose
+    bytes are not the released files); empty for a release of files."""
+    if "content" not in rows or "format" not in rows:
+        return {}
+    table = rows[rows["content"].astype("string").eq("embedded").fillna(False).to_numpy(bool)]
+    if not len(table):
+        return {}
+    mismatch = table["extension_mismatch"].astype("boolean").fillna(False) \
+        if "extension_mismatch" in table else pd.Series(False, index=table.index)
+    pairs = (table.loc[mismatch.to_numpy(bool), ["extension", "format"]].astype("string")
+             .fillna("?").value_counts().head(3)) if "extension" in table else pd.Series()
+    return {"table_images": {
+        "rows": len(table), "formats": _counts(table["format"]),
+        "name_format_mismatch": int(mismatch.sum()),
+        "examples": [f"{fmt} bytes named .{str(ext).lstrip('.')}"
+                     for (ext, fmt), _ in pairs.items()]}}
 
 
 def _ordered(doc: dict[str, Any]) -> dict[str, Any]:
     doc = {"schema_version": SCHEMA_VERSION, "kind": "splitscope-audit", **doc}
-    doc["run"] = {k: doc["run"].get(k) for k in _RUN_KEYS}
+    doc["run"] = {k: doc["run"].get(k) for k in _RUN_KEYS
+                  if k != "reproduce" or doc["run"].get(k) is not None}
     return {k: doc[k] for k in _KEYS}
 
 

@@ -57,7 +57,8 @@ def verdicts(doc: Mapping[str, Any], sections: Sequence[Verdict] | None = None) 
 
 def warnings(doc: Mapping[str, Any]) -> list[str]:
     """What the reader must know before any rate: a release audited against itself (no
-    split was found), and a release in which no row has a label."""
+    split was found), a table of re-encoded images, and a release in which no row has a
+    label."""
     out = []
     for b in doc.get("boundaries") or []:
         if b["query"]["name"] == b["reference"]["name"] == WITHIN_RELEASE:
@@ -65,6 +66,13 @@ def warnings(doc: Mapping[str, Any]) -> list[str]:
                        "column), so the release was audited against itself: copies and "
                        "near-twins inside the set, which a random split would turn into "
                        "leakage. Give the split (ROOT/<split>/<class>/…, or --split-column).")
+    tables = (doc.get("manifest") or {}).get("table_images") or {}
+    if tables.get("name_format_mismatch"):
+        out.append(f"WARNING: {fmt_int(tables['name_format_mismatch'])} of "
+                   f"{fmt_int(tables['rows'])} table rows hold image bytes of another format "
+                   f"than their stored name says ({'; '.join(tables.get('examples') or [])}): "
+                   "the table's images were re-encoded, so byte identity and the header "
+                   "fields describe the table, not the released files.")
     labels = (doc.get("manifest") or {}).get("labels") or {}
     rows = (doc.get("manifest") or {}).get("rows") or 0
     if rows and set(labels) <= {"<NA>"}:

@@ -139,6 +139,43 @@ def _read_columns(path: Path, columns: list[str], image: str | None, nested_path
     return frame.reset_index(drop=True), stored, n
 
 
+def _rows_with_bytes(path: Path, image: str, n: int) -> int:
+    """How many rows of the table hold image bytes in ``image`` (a struct ``{bytes, path}``
+    or plain binary): from the Parquet statistics where every row group has them, else by
+    reading the column's validity one row group (or record batch) at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def present(column) -> int:
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        total = 0
+        for chunk in chunks:
+            valid = chunk.is_valid()
+            if pa.types.is_struct(chunk.type):
+                valid = pa.compute.and_(valid, chunk.field("bytes").is_valid())
+            total += int(pa.compute.sum(valid).as_py() or 0)
+        return total
+
+    if path.suffix.lower() == ".arrow":
+        return present(_arrow_reader(path).read_all().column(image))
+    pf = pq.ParquetFile(path)
+    md = pf.metadata
+    leaf = f"{image}.bytes" if _is_image_type(pf.schema_arrow.field(image).type) else image
+    nulls = 0
+    for g in range(md.num_row_groups):
+        group = md.row_group(g)
+        stats = next((group.column(c).statistics for c in range(group.num_columns)
+                      if group.column(c).path_in_schema == leaf), None)
+        if stats is None or not stats.has_null_count:
+            nulls = None
+            break
+        nulls += stats.null_count
+    if nulls is not None:
+        return n - nulls
+    return sum(present(pf.read_row_group(g, columns=[image]).column(0))
+               for g in range(md.num_row_groups))
+
+
 def _has_image_column(path: Path) -> bool:
     try:
         schema = _schema(path)
@@ -345,6 +382,14 @@ def _table_rows(path: Path, rel: str, state_split: str | None, columns: Mapping[
     nested = _is_image_type(schema.field(image).type) and \
         "path" in [f.name for f in schema.field(image).type]
     frame, stored, n = _read_columns(path, wanted, image, nested)
+    if n and not _rows_with_bytes(path, image, n):  # e.g. Dataset.to_parquet() of local files
+        named = next((s for s in stored if isinstance(s, str)), None)
+        raise InputError(
+            f"column {image!r} of {where} holds no image bytes in any of its {n:,} rows"
+            + (f" (paths only, e.g. {named!r})" if named else "")
+            + ": embed the bytes (with datasets, `Dataset.save_to_disk` embeds local image "
+              "files; audit that folder) or audit the image files themselves as a list file "
+              "naming their paths")
     container = os.path.abspath(path)
     width = len(str(max(n - 1, 0)))
     rows = pd.DataFrame({

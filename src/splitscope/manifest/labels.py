@@ -8,6 +8,12 @@ applied to the manifest's ``label`` column before any layer runs; the released l
 ``label_released``. Labels the map does not name keep their value and are listed. The map, the
 rows it changed and the labels it did not name are kept in ``manifest.attrs["label_map"]`` so
 that every record built from the manifest can say which labels it counted.
+
+Every corpus of an audit (the audited release, an external corpus, a negative control) has its
+own vocabulary. One map applies to each corpus whose labels it names, and is refused only when
+it names a label of none (:func:`apply_label_maps`); a corpus may also have a map of its own,
+applied first. Labels are compared across corpora only where the two vocabularies overlap
+(:func:`vocabulary_overlap`).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import pandas as pd
 
 from splitscope.errors import InputError
 
-__all__ = ["apply_label_map", "parse_label_map"]
+__all__ = ["apply_label_map", "apply_label_maps", "parse_label_map", "vocabulary_overlap"]
 
 
 def parse_label_map(spec: str | Path | Mapping[str, str]) -> dict[str, str]:
@@ -103,3 +109,48 @@ def apply_label_map(manifest: pd.DataFrame, spec: str | Path | Mapping[str, str]
     }
     out.attrs["label_map"] = summary
     return out
+
+
+def apply_label_maps(manifests: Mapping[str, pd.DataFrame],
+                     common: str | Path | Mapping[str, str] | None = None,
+                     own: Mapping[str, str | Path | Mapping[str, str] | None] | None = None
+                     ) -> dict[str, pd.DataFrame]:
+    """Each corpus's manifest with its own map (``own[name]``, strict: it must name one of
+    that corpus's labels) and then the common map applied.
+
+    The common map applies to every corpus whose labels it names (after its own map) and is
+    refused only when it names a label of none of them, since one audit may hold corpora
+    spelled differently (``glioma`` in one, ``glioma_tumor`` in another).
+    """
+    out = {}
+    for name, manifest in manifests.items():
+        spec = (own or {}).get(name)
+        if spec is not None:
+            try:
+                manifest = apply_label_map(manifest, spec)
+            except InputError as exc:
+                raise InputError(f"the {name} corpus's label map: {exc}") from None
+            manifest.attrs["label_map_own"] = manifest.attrs.pop("label_map")
+        out[name] = manifest
+    if common is None:
+        return out
+    mapped = {name: apply_label_map(m, common, strict=False) for name, m in out.items()}
+    if not any("label_map" in m.attrs for m in mapped.values()):
+        vocab = sorted({str(v) for m in out.values() for v in m["label"].dropna().unique()})
+        raise InputError(f"the label map names none of the labels of any corpus "
+                         f"({', '.join(vocab) or 'none'}); it maps "
+                         f"{', '.join(sorted(parse_label_map(common)))}")
+    return mapped
+
+
+def vocabulary_overlap(query_labels, reference_labels) -> dict[str, Any]:
+    """How far two corpora's label vocabularies overlap, and whether their labels may be
+    compared (a label conflict across corpora needs a shared vocabulary): ``comparable`` when
+    at least half of each side's distinct labels occur on the other side."""
+    q = {str(v) for v in pd.Series(query_labels, dtype="string").dropna().unique()}
+    r = {str(v) for v in pd.Series(reference_labels, dtype="string").dropna().unique()}
+    shared = q & r
+    comparable = bool(q) and bool(r) and 2 * len(shared) >= len(q) and 2 * len(shared) >= len(r)
+    return {"query_labels": sorted(q), "reference_labels": sorted(r), "shared": sorted(shared),
+            "comparable": comparable,
+            "rule": "at least half of each side's distinct labels occur on the other side"}

@@ -109,7 +109,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("low_contrast", "p99 − p01 (grey levels)", "p99 − p01 < {low_contrast_range:g} grey "
          "levels"),
     Flag("blurry", "ln(sharpness / release median)", "sharpness below the release's median by "
-         "more than max({robust_z:g} robust SD, ×{blur_factor:g}) (ln ratio < {cut:.3g})"),
+         "more than max({robust_z:g} robust SD, ×{blur_factor:g}) (ln ratio < −{cut:.3g})"),
     Flag("low_information", "entropy (bits)", "histogram entropy < {low_information_bits:g} "
          "bits"),
     Flag("odd_size", "ln(area / release median)", "area off the release's median by more than "

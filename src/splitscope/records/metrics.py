@@ -27,6 +27,9 @@ class Metric:
     the records that describe the whole pool (no boundary, e.g. the within-pool probe).
     ``control`` marks a pixel predicate whose reliability a negative control measures: the
     outcome then says whether the records read were calibrated and found reliable.
+    ``within`` also reads the records inside an evaluated population (copies inside the test
+    split, whose boundary is *test → test*); ``trusted_only`` skips records whose predicate
+    is not calibrated as reliable (``details.trusted`` false).
     """
 
     name: str
@@ -38,6 +41,8 @@ class Metric:
     unit: str | None = "affected query row"
     pool_wide: bool = False
     control: bool = False
+    within: bool = False
+    trusted_only: bool = False
 
     def reads(self) -> str:
         """What the metric reads and how it aggregates, in words (for ``--help``)."""
@@ -85,15 +90,28 @@ def is_control(record: Mapping[str, Any]) -> bool:
 def metric_records(metric: Metric, records: Iterable[Mapping[str, Any]],
                    boundaries: Sequence[str] | None = None) -> list[Mapping[str, Any]]:
     """The completed records a metric reads (first matching word alternative wins)."""
+    queried = {str(b).split(" → ")[0] for b in boundaries or ()}
     pool = [r for r in records
             if r.get("status") in ("completed", "partial")
             and str(r.get("layer", "")).lower().startswith(metric.layers)
             and not is_control(r)
             and r.get(metric.field) is not None
             and (boundaries is None or (r.get("boundary") or {}).get("name") in boundaries
-                 or (metric.pool_wide and not r.get("boundary")))]
+                 or (metric.pool_wide and not r.get("boundary"))
+                 or (metric.within and _inside(r.get("boundary"), queried)))
+            and not (metric.trusted_only
+                     and (r.get("details") or {}).get("trusted", True) is False)]
     pool = [r for r in pool if metric.unit is None or r.get("unit") in (None, metric.unit)]
     return _matching(metric, pool)
+
+
+def _inside(boundary: Mapping[str, Any] | None, queried: set[str]) -> bool:
+    """Whether a record's boundary is one population against itself, and that population is
+    the query side of an audited boundary."""
+    if not boundary:
+        return False
+    q = str((boundary.get("query") or {}).get("name"))
+    return q == str((boundary.get("reference") or {}).get("name")) and q in queried
 
 
 def _matching(metric: Metric, pool: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -149,8 +149,9 @@ def dedup_splits(rows: pd.DataFrame, relations, within: pd.DataFrame,
 
     A query row is removed when a predicate in ``predicates`` flags it on any boundary
     (``<predicate> (<boundary>) ~ row <counterpart>``); inside one split, every byte-identical
-    copy after the first row of its group is removed (``sha256_within``). Reference rows are
-    kept unless they are such a within-split copy.
+    copy after the first row of its group is removed (``sha256_within``; for pixel arrays,
+    which have no bytes, every pixel-identical copy: ``pixel_xxh128_within``). Reference rows
+    are kept unless they are such a within-split copy.
     """
     reasons: dict[int, list[str]] = {}
     for rel in relations:
@@ -172,9 +173,10 @@ def dedup_splits(rows: pd.DataFrame, relations, within: pd.DataFrame,
     if within is not None and len(within):
         for _, g in within.iterrows():
             members = [int(x) for x in str(g["rows"]).split()]
+            key = "sha256" if pd.notna(g.get("sha256")) else "pixel_xxh128"
             for r in members[1:]:
                 reasons.setdefault(r, []).append(
-                    f"sha256_within ({g['population']}) ~ row {members[0]}")
+                    f"{key}_within ({g['population']}) ~ row {members[0]}")
     out = rows[["row", "path", "split", "label"]].copy()
     out["kept"] = ~out["row"].isin(list(reasons))
     out["removed_by"] = pd.array(["; ".join(dict.fromkeys(reasons.get(int(r), [])))

@@ -14,6 +14,11 @@ Which pairs each predicate finds:
 - ``hash_joint``, ``hash_sum``, ``hash_exact_phash`` — every pair of the pair table that
   satisfies the rule (one reference with d_p ≤ k and d_d ≤ k; d_p + d_d ≤ k; d_p = 0).
 
+Across corpora (an external corpus against the audited training rows) labels are compared only
+where the two vocabularies overlap (METHODS §6.4, :func:`cross_corpus_vocabulary`): when they
+barely do, the records are *not assessed* and no pair is listed; when they do, a pair with a
+label the other corpus does not use is not counted (the record lists both vocabularies).
+
 Rows without a label are never in conflict. Each pair and record says how far its predicate
 can be trusted (:func:`calibration`): byte and pixel identity always, NCC unless the negative
 control marks it unreliable, a hash rule only when a control found it reliable; a verdict
@@ -27,9 +32,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from splitscope.manifest.labels import vocabulary_overlap
 from splitscope.relations.identity import NO_BYTES_REASON, no_bytes, side
 
-__all__ = ["CONFLICT_PREDICATES", "label_conflicts", "pixel_identical_union"]
+__all__ = ["CONFLICT_PREDICATES", "cross_corpus_vocabulary", "label_conflicts",
+           "pixel_identical_union", "within_conflict_record"]
 
 #: predicate → (where its pairs come from, the pair-table rule tag)
 CONFLICT_PREDICATES = {
@@ -86,6 +93,27 @@ def _rule_pairs(pair_table: pd.DataFrame, tag: str) -> pd.DataFrame:
                          "rho": part["rho"].to_numpy(np.float64)})
 
 
+def cross_corpus_vocabulary(rows: pd.DataFrame, boundary) -> dict | None:
+    """The two sides' label vocabularies (:func:`~splitscope.manifest.labels.vocabulary_overlap`)
+    when ``boundary`` joins two corpora (no corpus on both sides), else None."""
+    if boundary.within or "corpus" not in rows.columns:
+        return None
+    q, r = side(rows, boundary.query), side(rows, boundary.reference)
+    qc, rc = (set(x["corpus"].dropna().astype(str)) for x in (q, r))
+    if not qc or not rc or qc & rc:
+        return None
+    return vocabulary_overlap(q["label"] if "label" in q else [],
+                              r["label"] if "label" in r else [])
+
+
+def _vocabulary_reason(vocab: dict) -> str:
+    return (f"label vocabularies differ: the query side uses {', '.join(vocab['query_labels'])}"
+            f"; the reference side {', '.join(vocab['reference_labels'])}; shared "
+            f"{', '.join(vocab['shared']) or 'none'} ({vocab['rule']} is required). A label "
+            "map (--label-map, or --external-label-map for the external corpus's spellings) "
+            "aligns them")
+
+
 def label_conflicts(rows: pd.DataFrame, boundary, pair_table: pd.DataFrame | None,
                     control_rates: dict | None = None) -> pd.DataFrame:
     """Every label-conflicting twin pair of ``boundary``, one line per (predicate, query row,
@@ -98,6 +126,10 @@ def label_conflicts(rows: pd.DataFrame, boundary, pair_table: pd.DataFrame | Non
     control's rate per census predicate, which sets ``calibration`` and ``trusted``
     (:func:`calibration`).
     """
+    vocab = cross_corpus_vocabulary(rows, boundary)
+    if vocab is not None and not vocab["comparable"]:
+        return pd.DataFrame(columns=_COLUMNS)
+    shared = None if vocab is None else set(vocab["shared"])
     q = side(rows, boundary.query)
     r = q if boundary.within else side(rows, boundary.reference)
     labels = rows.set_index("row")["label"]
@@ -112,6 +144,9 @@ def label_conflicts(rows: pd.DataFrame, boundary, pair_table: pd.DataFrame | Non
         rl = labels.reindex(pairs["counterpart_row"].to_numpy(np.int64)).to_numpy(object)
         known = pd.notna(ql) & pd.notna(rl)
         differ = known & (ql.astype(str) != rl.astype(str))
+        if shared is not None:  # across corpora: both labels in the shared vocabulary
+            differ &= (pd.Series(ql, dtype=object).isin(shared).to_numpy()
+                       & pd.Series(rl, dtype=object).isin(shared).to_numpy())
         if not differ.any():
             continue
         part = pairs.loc[differ].copy()
@@ -172,8 +207,23 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
                                                                            "ncc_pairs")}
     out = []
     arrays = bool(n_query) and bool(no_bytes(q).all())
+    vocab = cross_corpus_vocabulary(rows, b)
     for pred, (kind, _) in CONFLICT_PREDICATES.items():
         if kind == "digest" and pred not in q.columns:
+            continue
+        if vocab is not None and not vocab["comparable"]:
+            reason = _vocabulary_reason(vocab)
+            out.append(AuditRecord(
+                id=f"{'identity' if pred == 'sha256' else 'near_duplicate'}.label_conflict_"
+                   f"{pred}.{slug}",
+                layer="identity" if pred == "sha256" else "near_duplicate",
+                title=_CONFLICT_TITLES[pred], boundary=b.to_dict(),
+                predicate={"name": f"label_conflict_{pred}",
+                           "params": {"label_relation": "disjoint"}},
+                unit="affected query row", numerator=None, denominator=n_query,
+                status="not assessed", reason=reason,
+                conclusion=f"no label comparison across these corpora: {reason}",
+                details={"vocabulary": vocab}))
             continue
         if pred == "sha256" and arrays:  # no bytes: byte identity does not apply
             out.append(AuditRecord(
@@ -217,6 +267,7 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
             reason="; ".join(truncated.values()) if partial else None,
             outputs=["label_conflicts"],
             details={"pairs": len(mine), "calibration": calibrated, "trusted": trusted,
+                     **({"vocabulary": vocab} if vocab is not None else {}),
                      "label_pairs": {f"{a} / {c}": int(n) for (a, c), n in mine.groupby(
                          ["label", "counterpart_label"]).size().items()},
                      "examples": examples.to_dict("records")},
@@ -234,6 +285,43 @@ def _conflict_conclusion(pred: str, rows: int, n_query: int, pairs: int, calibra
         return f"{found}: the same image is released under two labels"
     return (f"{found}; {pred} is {calibrated} on this modality, so this is no evidence that "
             "the same image carries two labels")
+
+
+def within_conflict_record(boundary, rows: pd.DataFrame, conflicts: pd.DataFrame, slug: str):
+    """Identical images under two labels inside one population (METHODS §1.6, §2.10): rows
+    whose bytes or decoded pixels equal another row's of the same split that carries another
+    label (unit: affected row, either row of a pair; denominator: every row of the split)."""
+    from splitscope.records import AuditRecord
+
+    pop = boundary.query
+    q = side(rows, pop)
+    hit = np.unique(np.concatenate([conflicts["row"].to_numpy(np.int64),
+                                    conflicts["counterpart_row"].to_numpy(np.int64)])) \
+        if len(conflicts) else np.zeros(0, np.int64)
+    assessed = q["label"].notna() & q["pixel_xxh128"].notna() if "pixel_xxh128" in q \
+        else q["label"].notna()
+    pairs = conflicts.drop_duplicates(["row", "counterpart_row"])
+    n_pairs = int((pairs["row"] < pairs["counterpart_row"]).sum())
+    return AuditRecord(
+        id=f"identity.label_conflict_within.{slug}", layer="identity",
+        title=f"Identical images under two labels within {pop.name}",
+        boundary=boundary.to_dict(),
+        predicate={"name": "label_conflict_within",
+                   "params": {"label_relation": "disjoint",
+                              "by": ["sha256", "pixel_xxh128"]}},
+        unit="affected row", numerator=int(hit.size), denominator=len(q),
+        coverage={"assessed": int(assessed.sum()), "total": len(q)},
+        scope=f"rows of {pop.name} whose bytes or decoded pixels equal another {pop.name} "
+              "row's under another label",
+        conclusion=(f"{hit.size} of {len(q)} rows of {pop.name} are identical to another "
+                    f"{pop.name} row under another label ({n_pairs} pair(s)): the same image "
+                    "carries two labels inside one split") if hit.size else
+        f"no identical images under two labels inside {pop.name}",
+        unresolved="which of the two labels is right is not settled by the images",
+        outputs=["label_conflicts"],
+        details={"pairs": n_pairs, "label_pairs": {
+            f"{a} / {c}": int(n) for (a, c), n in pairs[pairs["row"] < pairs["counterpart_row"]]
+            .groupby(["label", "counterpart_label"]).size().items()}})
 
 
 def union_record(rel, rows: pd.DataFrame, slug: str):
@@ -255,7 +343,8 @@ def union_record(rel, rows: pd.DataFrame, slug: str):
     return AuditRecord(
         id=f"identity.pixel_identical_union.{slug}",
         layer="identity",
-        title="Pixel-identical regardless of bytes (byte copies and re-encodes)",
+        title="Pixel-identical copies (pixel arrays: equal decoded pixels)" if arrays else
+        "Pixel-identical regardless of bytes (byte copies and re-encodes)",
         boundary=b.to_dict(),
         predicate={"name": "pixel_identical_union",
                    "params": {"union_of": list(parts)}},

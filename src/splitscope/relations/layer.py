@@ -47,6 +47,7 @@ from splitscope.relations.identity import (
 from splitscope.relations.label_conflicts import (
     conflict_records,
     label_conflicts,
+    within_conflict_record,
     union_record,
 )
 from splitscope.relations.ann import check_index, search_params
@@ -428,11 +429,16 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         pop = Population(split, np.sort(rows.loc[rows["split"].astype("string") == split, "row"]
                                         .to_numpy(np.int64))) if split != "*" else \
             Population("*", np.sort(rows["row"].to_numpy(np.int64)))
-        copies = within_copies(rows, pop)
+        arrays = bool(len(pop.rows)) and bool(no_bytes(rows[rows["row"].isin(pop.rows)]).all())
+        # pixel arrays have no bytes: their copies are equal decoded pixels
+        copies = within_copies(rows, pop, key="pixel_xxh128" if arrays else "sha256")
         copies.insert(0, "population", split)
         within_tables.append(copies)
-        arrays = bool(len(pop.rows)) and bool(no_bytes(rows[rows["row"].isin(pop.rows)]).all())
         records.append(_within_record(copies, pop, arrays))
+        inside = Boundary(pop, pop)
+        conflicts = label_conflicts(rows, inside, None)
+        conflict_tables.append(conflicts)
+        records.append(within_conflict_record(inside, rows, conflicts, boundary_slug(inside)))
     within_all = pd.concat(within_tables, ignore_index=True) if within_tables else pd.DataFrame()
     comparison_tables = []
     for rel in relations:
@@ -468,7 +474,8 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         "query_flags": query_flags_table(relations, rows),
     }
     tables["label_conflicts"] = pd.concat(conflict_tables, ignore_index=True)
-    records.extend(_dedup_record(b, tables["dedup_splits"], dedup_predicates) for b in bounds)
+    records.extend(_dedup_record(b, tables["dedup_splits"], dedup_predicates, rows)
+                   for b in bounds)
     if crel is not None:  # per control query row, e.g. for the control's ρ distribution
         tables["control_query_flags"] = query_flags_table([crel], cscan.rows())
     if containment_tables:
@@ -497,24 +504,29 @@ def _searcher(executor, scan):
     return scan_searcher(client, scan)
 
 
-def _dedup_record(b: Boundary, dedup: pd.DataFrame, predicates) -> AuditRecord:
+def _dedup_record(b: Boundary, dedup: pd.DataFrame, predicates, rows: pd.DataFrame
+                  ) -> AuditRecord:
     """How many query rows the deduplicated split keeps (METHODS §5.6)."""
     mine = dedup[dedup["row"].isin(b.query.rows)]
     kept = int(mine["kept"].sum())
+    q = rows[rows["row"].isin(b.query.rows)]
+    arrays = bool(len(q)) and bool(no_bytes(q).all())  # copies inside: equal pixels
+    within = "pixel_xxh128_within" if arrays else "sha256_within"
     return AuditRecord(
         id=f"near_duplicate.dedup_split.{boundary_slug(b)}",
         layer="near_duplicate",
         title=f"Deduplicated {b.query.name} split",
         boundary=b.to_dict(),
         predicate={"name": "dedup_split",
-                   "params": {"removed_by": list(predicates) + ["sha256_within"]}},
+                   "params": {"removed_by": list(predicates) + [within]}},
         unit="row",
         numerator=kept,
         denominator=len(mine),
         scope=f"rows of {b.query.name} that no dedup predicate flags",
         conclusion=(f"{kept} of {len(mine)} rows of {b.query.name} remain after removing rows "
                     f"with a counterpart in {b.reference.name} under "
-                    f"{', '.join(predicates)} and extra byte copies inside the split"),
+                    f"{', '.join(predicates)} and extra "
+                    f"{'pixel-identical' if arrays else 'byte'} copies inside the split"),
         outputs=["dedup_splits"],
         details={"removed": len(mine) - kept},
     )
@@ -531,14 +543,21 @@ def _within_record(copies: pd.DataFrame, pop: Population,
     excess = n_rows - len(copies)
     b = Boundary(pop, pop)
     conflicting = int((copies["label_relation"] == "conflicting").sum()) if len(copies) else 0
-    if arrays:  # every row of the population is a pixel array: no bytes to compare
+    if arrays:  # every row of the population is a pixel array: copies are equal pixels
         return AuditRecord(
-            id=f"identity.within_copies.{boundary_slug(b)}", layer="identity",
-            title=f"Byte-identical copies within {pop.name}", boundary=b.to_dict(),
-            predicate={"name": "sha256_within", "params": {}}, unit="affected row",
-            numerator=None, denominator=pop.size, status="not applicable",
-            reason=NO_BYTES_REASON, scope=f"rows of {pop.name}",
-            conclusion=f"byte identity does not apply: {NO_BYTES_REASON}")
+            id=f"identity.within_pixel_copies.{boundary_slug(b)}", layer="identity",
+            title=f"Pixel-identical copies within {pop.name}", boundary=b.to_dict(),
+            predicate={"name": "pixel_xxh128_within", "params": {}}, unit="affected row",
+            numerator=n_rows, denominator=pop.size,
+            scope=f"rows of {pop.name} whose decoded pixels equal another row's of {pop.name} "
+                  "(pixel arrays: byte identity does not apply)",
+            conclusion=(f"{len(copies)} pixel-identity group(s) hold {n_rows} rows; {excess} "
+                        f"row(s) are extra copies; {conflicting} group(s) carry conflicting "
+                        "labels") if len(copies)
+            else "no pixel-identical copies inside the population",
+            details={"groups": len(copies), "extra_copies": excess,
+                     "label_conflicting_groups": conflicting,
+                     "not_applicable": {"sha256_within": NO_BYTES_REASON}})
     return AuditRecord(
         id=f"identity.within_copies.{boundary_slug(b)}",
         layer="identity",

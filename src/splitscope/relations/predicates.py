@@ -13,6 +13,11 @@ NCC_NEAREST = "ncc_nearest"
 NCC_NEAREST_DIHEDRAL = "ncc_nearest_dihedral"
 HASH_SCREEN = "hash_screen"
 DEDUP_SPLIT = "dedup_split"
+#: copies inside one population: byte-identical, or (pixel arrays) equal decoded pixels
+SHA256_WITHIN = "sha256_within"
+PIXEL_WITHIN = "pixel_xxh128_within"
+#: identical images under two labels inside one population
+LABEL_CONFLICT_WITHIN = "label_conflict_within"
 CONTAINMENT = "containment_byte_or_ncc"
 #: label-conflict records are named ``label_conflict_<predicate>``
 LABEL_CONFLICT_PREFIX = "label_conflict_"
@@ -28,7 +33,19 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("byte_identical_rows", "query rows with a byte-identical counterpart",
            (IDENTITY,), (SHA256,), field="numerator"),
     Metric("pixel_identical_rate", "share of query rows whose decoded pixels equal a reference "
-           "row's with different bytes (re-encodes)", (IDENTITY,), (PIXEL_XXH128,)),
+           "row's, byte copies and re-encodes together (the summary's pixel-identical line)",
+           (IDENTITY,), (PIXEL_IDENTICAL_UNION,)),
+    Metric("reencode_rate", "share of query rows whose decoded pixels equal a reference row's "
+           "with different bytes (re-encodes alone)", (IDENTITY,), (PIXEL_XXH128,)),
+    Metric("within_split_copy_rate", "share of an evaluated split's rows that are byte copies "
+           "(pixel arrays: pixel-identical copies) of another row of the same split",
+           (IDENTITY,), (SHA256_WITHIN, PIXEL_WITHIN), unit="affected row", within=True),
+    Metric("label_conflict_rate", "share of query rows with a twin under another label "
+           "(byte, decoded-pixel or trusted NCC twins across the boundary, or identical "
+           "images inside the split; the summary's LABEL CONFLICT lines)",
+           (IDENTITY, NEAR_DUPLICATE),
+           tuple(f"{LABEL_CONFLICT_PREFIX}{p}" for p in (SHA256, PIXEL_XXH128, "ncc", "within")),
+           unit=None, within=True, trusted_only=True),
     Metric("basename_rate", "share of query rows whose basename occurs on the reference side",
            (IDENTITY,), (BASENAME,)),
     Metric("ncc_rate", "share of query rows with a near-twin (best NCC ρ ≥ τ, nearest rule)",

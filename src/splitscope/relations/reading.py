@@ -24,11 +24,15 @@ from splitscope.relations.predicates import (
     DEDUP_SPLIT,
     EXTERNAL_METRICS,
     HASH_PREFIX,
+    LABEL_CONFLICT_PREFIX,
+    LABEL_CONFLICT_WITHIN,
     METRICS,
     NCC_NEAREST,
     PIXEL_IDENTICAL_UNION,
+    PIXEL_WITHIN,
     PIXEL_XXH128,
     SHA256,
+    SHA256_WITHIN,
 )
 
 #: near-twin share of the query split from which scores partly measure recall of training
@@ -158,6 +162,15 @@ def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
     every = label_conflicts_found(records, b["name"], trusted_only=False)
     found = label_conflicts_found(records, b["name"], trusted_only=True)
     q, ref = _sides(b)
+    unmatched = [r for r in records_on(records, b["name"], prefix=LABEL_CONFLICT_PREFIX)
+                 if r.get("status") == "not assessed"
+                 and (r.get("details") or {}).get("vocabulary")]
+    if unmatched:  # corpora spelled differently: no label comparison is made
+        vocab = unmatched[0]["details"]["vocabulary"]
+        return (f"Label conflicts of {_population_phrase(q)} against {ref}: not assessed, the "
+                f"label vocabularies differ ({', '.join(vocab['query_labels'])} against "
+                f"{', '.join(vocab['reference_labels'])}); align them with --label-map or "
+                "--external-label-map to compare labels.")
     if not found and every:  # only predicates a control has not shown to be reliable
         worst = max(every, key=lambda r: r["numerator"])
         each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
@@ -186,7 +199,38 @@ def _tau(doc) -> float:
 def _label_conflict_lines(doc) -> list[str]:
     records, tau = doc.get("records") or [], _tau(doc)
     return [line for b in doc.get("boundaries") or []
-            if (line := _conflict_line(records, b, tau))]
+            if (line := _conflict_line(records, b, tau))] + _within_lines(
+        doc, LABEL_CONFLICT_WITHIN)
+
+
+_WITHIN_WHAT = {
+    LABEL_CONFLICT_WITHIN: ("LABEL CONFLICT within {split}: ", "identical to another {pop} "
+                            "row under another label (bytes or decoded pixels)"),
+    SHA256_WITHIN: ("Within {split}: ", "byte-identical copies of another {pop} row"),
+    PIXEL_WITHIN: ("Within {split}: ", "pixel-identical copies of another {pop} row"),
+}
+
+
+def _within_lines(doc, predicate: str) -> list[str]:
+    """Copies (or label conflicts) inside each evaluated population (a boundary's query
+    side), when there are any: a finding of its own, not a part of any crossing rate."""
+    queried = {str(b["query"]["name"]) for b in doc.get("boundaries") or []}
+    out = []
+    for r in doc.get("records") or []:
+        name = (r.get("predicate") or {}).get("name")
+        pop = str(((r.get("boundary") or {}).get("query") or {}).get("name"))
+        if (name != predicate or pop not in queried or not r.get("numerator")
+                or r.get("status") not in ("completed", "partial")):
+            continue
+        head, what = _WITHIN_WHAT[predicate]
+        split = _population_phrase({"name": pop})
+        extra = (r.get("details") or {}).get("extra_copies")
+        tail = f"; {count(extra)} of them are extra copies" if extra else ""
+        out.append(f"{head.format(split=split)}{percent_of(r['numerator'], r['denominator'])} "
+                   f"({count(r['numerator'])} of {count(r['denominator'])} rows) are "
+                   f"{what.format(pop=pop)}{tail} (lists/"
+                   f"{'label_conflicts' if 'conflict' in predicate else 'within_copies'}).")
+    return out
 
 
 def _near_twin_lines(doc) -> list[str]:
@@ -209,10 +253,12 @@ def _pixel_copy_lines(doc) -> list[str]:
         union = next(iter(records_on(records, b["name"], predicate=PIXEL_IDENTICAL_UNION)), None)
         if union is not None:
             parts = (union.get("details") or {}).get("parts") or {}
-            lines.append(_count_line(union, b, "a pixel-identical copy", "byte copies "
-                                     f"{count(parts.get(SHA256))} and re-encodes "
-                                     f"{count(parts.get(PIXEL_XXH128))}, a row counted once"))
-    return lines
+            how = ("equal decoded pixels; pixel arrays have no bytes, so none is a byte copy "
+                   "or a re-encode" if SHA256 not in parts else
+                   f"byte copies {count(parts.get(SHA256))} and re-encodes "
+                   f"{count(parts.get(PIXEL_XXH128))}, a row counted once")
+            lines.append(_count_line(union, b, "a pixel-identical copy", how))
+    return lines + _within_lines(doc, SHA256_WITHIN) + _within_lines(doc, PIXEL_WITHIN)
 
 
 def _deduplicated_lines(doc) -> list[str]:
@@ -235,13 +281,19 @@ def _containment_lines(doc) -> list[str]:
         if rec is None or rec.get("status") not in ("completed", "partial"):
             continue
         kept = (rec.get("details") or {}).get("cleaned_external_rows")
+        dedup = next(iter(records_on(records, b["name"], predicate=DEDUP_SPLIT)), None)
+        gap = ""
+        if kept is not None and dedup is not None and dedup.get("numerator") != kept:
+            gap = (f" (only rows with a counterpart in {b['reference']['name']} leave it; the "
+                   f"deduplicated {b['query']['name']} split, {count(dedup['numerator'])} "
+                   "rows, also drops copies inside it)")
         lines.append(
             f"Cross-corpus containment {b['name']}: "
             f"{percent_of(rec['numerator'], rec['denominator'])} "
             f"of {b['query']['name']} rows ({count(rec['numerator'])} of "
             f"{count(rec['denominator'])}) have a byte-identical or NCC ≥ {tau:g} counterpart "
-            f"in {b['reference']['name']}" + (f"; cleaned external set: {kept} rows." if kept
-                                               is not None else "."))
+            f"in {b['reference']['name']}" + (f"; cleaned external set: {count(kept)} rows"
+                                               f"{gap}." if kept is not None else "."))
     return lines
 
 

@@ -131,6 +131,45 @@ def interval_chart(items: Sequence[Mapping[str, Any]], *, xlabel: str,
     return _data_uri(plt, fig)
 
 
+#: colours of the composition categories, strongest evidence darkest
+_COMPOSITION_COLOURS = {"byte copy": "#7f0000", "pixel-identical": "#c0392b",
+                        "near twin": "#e67e22", "shared group": "#f1c40f",
+                        "clean": "#7fb77e", "not assessed": "#cccccc"}
+
+
+def composition_bars(compositions: Sequence[Mapping[str, Any]]) -> str:
+    """One horizontal stacked bar per evaluated split: its rows by category (byte copy,
+    pixel-identical, near twin, shared group, clean, not assessed), each segment labelled
+    with its row count, as a share of the split's rows."""
+    plt, fig, ax = _figure(7.0, max(1.3, 0.55 * len(compositions) + 0.9))
+    seen = set()
+    for k, comp in enumerate(compositions):
+        total = max(int(comp["rows"]), 1)
+        start = 0.0
+        for cat in comp["categories"]:
+            n = int(cat["rows"])
+            if not n:
+                continue
+            width = n / total
+            name = cat["category"]
+            ax.barh(k, width, left=start, color=_COMPOSITION_COLOURS.get(name, "#999999"),
+                    edgecolor="white", label=None if name in seen else name)
+            seen.add(name)
+            if width > 0.06:
+                ax.text(start + width / 2, k, f"{n:,}", ha="center", va="center", fontsize=8,
+                        color="white" if name in ("byte copy", "pixel-identical") else "black")
+            start += width
+    ax.set_yticks(range(len(compositions)),
+                  [_short(f"{c['boundary']} ({int(c['rows']):,} rows)", 40)
+                   for c in compositions], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the evaluated split's rows")
+    ax.legend(fontsize=7, ncol=6, loc="lower center", bbox_to_anchor=(0.5, 1.0),
+              frameon=False)
+    return _data_uri(plt, fig)
+
+
 def reliability_diagram(bins: Sequence[Mapping[str, Any]], *, label: str = "") -> str:
     """Reliability diagram: mean confidence vs accuracy per bin (``confidence``, ``accuracy``,
     ``count``), with the diagonal of perfect calibration."""

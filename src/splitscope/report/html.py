@@ -336,6 +336,10 @@ def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
     quality = quality_view(records)
     unbounded = [r for r in unbounded if r not in transforms["records"]
                  and r not in quality["records"]]
+    made_of = [f["composition"] for f in (audit.get("figures") or {}).values()
+               if isinstance(f, Mapping) and f.get("composition")]
+    composition = {"bars": made_of, **(_safe_figure(figures.composition_bars, made_of)
+                                        if made_of else {})}
     status_counts: dict[str, int] = {}
     for r in records:
         status_counts[r.get("status", "?")] = status_counts.get(r.get("status", "?"), 0) + 1
@@ -344,6 +348,7 @@ def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
         "title": "splitscope audit — " + ", ".join(
             i["path"] for i in audit.get("inputs") or [] if i.get("role") == "audited"),
         "boundaries": boundaries,
+        "composition": composition,
         "evaluation": _evaluation_view(records, audit),
         "unbounded": unbounded,
         "transforms": transforms,

@@ -1,0 +1,79 @@
+"""Reading the demo's audit: the `splitscope audit` command it records reproduces its records,
+and the first figure (what the test split is made of) agrees with the records."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from splitscope.audit.demo import run_demo
+from splitscope.cli import main
+
+_SAME = ("status", "numerator", "denominator", "estimate", "uncertainty", "coverage")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    result, _ = run_demo(tmp_path_factory.mktemp("d") / "demo", workers=1, progress=False,
+                         n_train=70, n_test=45)
+    return result
+
+
+def test_the_demo_re_audits_to_itself(demo, tmp_path):
+    result = demo
+    reproduce = result.document["run"]["reproduce"]
+    argv = shlex.split(reproduce)
+    assert argv[:2] == ["splitscope", "audit"]
+    assert "--dihedral" in argv and "--group-regex" in argv  # what the demo adds
+    out = argv.index("--out")
+    argv[out + 1] = str(tmp_path / "again")
+    assert main(argv[1:] + ["--workers", "1"]) == result.exit_code
+    again = json.loads((tmp_path / "again" / "audit.json").read_text())
+    mine = {r["id"]: {k: r.get(k) for k in _SAME} for r in result.document["records"]}
+    theirs = {r["id"]: {k: r.get(k) for k in _SAME} for r in again["records"]}
+    assert mine == theirs and len(mine) > 50
+    assert again["summary"]["verdicts"] == result.document["summary"]["verdicts"]
+    assert "reproduce" not in again["run"]  # a plain audit records its own command only
+
+
+def test_the_first_figure_is_the_test_split_composition(demo):
+    comp = demo.document["figures"]["test → train"]["composition"]
+    n = {c["category"]: c["rows"] for c in comp["categories"]}
+    assert sum(n.values()) == comp["rows"]
+    recs = {(r.get("predicate") or {}).get("name"): r for r in demo.document["records"]
+            if (r.get("boundary") or {}).get("name") == "test → train"}
+    assert comp["rows"] == recs["sha256"]["denominator"]
+    assert n["byte copy"] == recs["sha256"]["numerator"] > 0
+    assert n["byte copy"] + n["pixel-identical"] == recs["pixel_identical_union"]["numerator"]
+    near = demo.issues[demo.issues["queried_on"].fillna("").str.contains("test → train")]
+    assert n["near twin"] == int((near["ncc_nearest"].fillna(False)
+                                  & ~near["pixel_xxh128"].fillna(False)
+                                  & ~near["sha256"].fillna(False)).sum())
+    assert n["shared group"] > 0 and n["clean"] > 0
+    html = (demo.out_dir / "report.html").read_text()
+    first = html.index('data-section="composition"')
+    assert first < html.index('data-section="verdicts"')
+    assert "data:image/png;base64," in html[first:html.index('data-section="verdicts"')]
+    assert f"byte copy {n['byte copy']}" in html
+
+
+@pytest.mark.parametrize("metric, words", [
+    ("pixel_identical_rate", "has a pixel-identical copy in train"),
+    ("byte_identical_rate", "has a byte-identical copy in train"),
+    ("ncc_rate", "has a near-twin in train"),
+    ("label_conflict_rate", "LABEL CONFLICT"),
+])
+def test_each_summary_figure_is_the_gate_of_the_same_name(demo, metric, words):
+    import re
+
+    from splitscope.audit.conditions import evaluate_conditions, parse_condition
+
+    line = next(v for v in demo.document["summary"]["verdicts"] if words in v)
+    num, den = (int(x.replace(",", "")) for x in
+                re.search(r"\(([\d,]+) of ([\d,]+) rows\)", line).groups())
+    doc = demo.document
+    (out,) = evaluate_conditions([parse_condition(f"{metric}>0")], doc["records"],
+                                 doc["layers"], [b["name"] for b in doc["boundaries"]])
+    assert out["value"] == pytest.approx(num / den) and out["held"]
