@@ -44,6 +44,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_audit_scale import patients
+
 CLASSES = ("c0", "c1", "c2", "c3")
 SIZES = (64, 96, 128)
 GROUP_REGEX = r"p(?P<group>\d+)_"
@@ -53,16 +56,7 @@ def plan(n: int, seed: int = 0) -> pd.DataFrame:
     """One line per file: split, label, patient, side of the image, format, JPEG quality,
     the training file it copies (-1: none) and how (``byte`` or ``reencode``)."""
     rng = np.random.default_rng(seed)
-    sizes = rng.integers(1, 9, size=n)
-    patient = np.repeat(np.arange(n), sizes)[:n]
-    n_pat = int(patient[-1]) + 1
-    p_label = rng.integers(len(CLASSES), size=n_pat)
-    p_test = rng.random(n_pat) < 0.2
-    straddle = rng.random(n_pat) < 0.03
-    label = p_label[patient]
-    test = p_test[patient].copy()
-    flip = straddle[patient] & (rng.random(n) < 0.5)
-    test[flip] = ~test[flip]
+    patient, label, test = patients(rng, n, len(CLASSES))
     side = np.asarray(SIZES)[rng.integers(len(SIZES), size=n)]
     png = rng.random(n) < 0.1
     quality = np.where(label == 1, 70, 90)

@@ -185,7 +185,7 @@ def _distinct_content(rows: pd.DataFrame, pool: pd.DataFrame, bounds) -> dict | 
             "side_ids": side_ids, "side_rep": side_rep, "pool_rep": pool_rep,
             "paths": rows.set_index("row")["path"],
             "counts": {"rows": len(rows), "files_per_side": int(firsts.sum()),
-                       "pool_rows": len(pool), "pool_files": int(len(pool_rep.unique()))}}
+                       "pool_rows": len(pool), "pool_files": len(pool_rep.unique())}}
 
 
 def _expand_to_rows(result: LayerResult, distinct: dict) -> None:
