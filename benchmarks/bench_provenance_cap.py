@@ -2,7 +2,7 @@
 
 What runs: ``audit_provenance`` on one scan (from a workspace that already holds it, e.g. the
 one ``bench_release_scale.py --keep-output`` leaves), alternately with the default cap
-(``FIT_MAX_ROWS``) and uncapped (``fit_max_rows=None``), ``--repeats`` times each, in this
+(``FIT_MAX_ROWS``, or ``--cap``) and uncapped (``fit_max_rows=None``), ``--repeats`` times each, in this
 process. Reported: wall and CPU seconds of each (medians; CPU of this process and its worker
 processes, from ``os.times`` and psutil), and per record the two estimates and whether the
 capped estimate lies inside the uncapped 95% interval.
@@ -50,7 +50,7 @@ def run(sc, cap) -> tuple[dict, float, float]:
 
     threading.Thread(target=sample, daemon=True).start()
     c0, t0 = _cpu(seen), time.perf_counter()
-    kwargs = {} if cap == "default" else {"fit_max_rows": cap}
+    kwargs = {"fit_max_rows": cap}
     res = audit_provenance(sc, **kwargs)
     wall = time.perf_counter() - t0
     stop.set()
@@ -69,6 +69,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--workspace", type=Path, required=True)
     ap.add_argument("--group-regex", default=None)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--cap", type=int, default=None,
+                    help="the cap to compare (default FIT_MAX_ROWS)")
+    ap.add_argument("--reuse-uncapped", type=Path, default=None,
+                    help="a JSON of an earlier run on the same scan: its uncapped records "
+                         "(seeded, so the same) instead of fitting them again")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     from splitscope.features.scanning import scan
@@ -77,11 +82,21 @@ def main(argv=None) -> dict:
     sc = scan(args.root, args.workspace, group_regex=args.group_regex, progress=False)
     if sc.meta.get("extracted"):
         print(f"note: the scan extracted {sc.meta['extracted']} file(s) (not all cached)")
+    cap = FIT_MAX_ROWS if args.cap is None else args.cap
     times = {"default": [], "uncapped": []}
     recs = {}
+    arms = [("default", cap), ("uncapped", None)]
+    if args.reuse_uncapped is not None:
+        old = json.loads(args.reuse_uncapped.read_text())
+        recs["uncapped"] = {r["record"]: {"estimate": r["uncapped"], "low": r["uncapped_low"],
+                                          "high": r["uncapped_high"],
+                                          "fit_rows": r["fit_rows_uncapped"]}
+                            for r in old["records"]}
+        times["uncapped"] = [(old["wall_s"]["uncapped"], old["cpu_s"]["uncapped"])]
+        arms = arms[:1]
     for _ in range(args.repeats):
-        for name, cap in (("default", "default"), ("uncapped", None)):
-            recs[name], wall, cpu = run(sc, cap)
+        for name, c in arms:
+            recs[name], wall, cpu = run(sc, c)
             times[name].append((wall, cpu))
     rows = []
     for rid, u in recs["uncapped"].items():
@@ -93,7 +108,7 @@ def main(argv=None) -> dict:
         rows.append({"record": rid, "capped": c["estimate"], "uncapped": u["estimate"],
                      "uncapped_low": u["low"], "uncapped_high": u["high"], "inside": inside,
                      "fit_rows_capped": c["fit_rows"], "fit_rows_uncapped": u["fit_rows"]})
-    report = {"rows": len(sc.manifest), "cap": FIT_MAX_ROWS, "load": os.getloadavg(),
+    report = {"rows": len(sc.manifest), "cap": cap, "load": os.getloadavg(),
               "wall_s": {k: statistics.median(w for w, _ in v) for k, v in times.items()},
               "cpu_s": {k: statistics.median(c for _, c in v) for k, v in times.items()},
               "records": rows, "all_inside": all(r["inside"] for r in rows)}
