@@ -18,6 +18,11 @@ Sets:
              2% of the test files are byte copies or re-encodes of training files (planted
              near-duplicates). Seeded; the same files on every machine.
 
+``list16``   a list release of ``--list-rows`` (default 10,000) rows over 16 Kermany files
+             (4 per split × class, copied once into ``--cache``), each row a random one of
+             them on a random side (20% test): cost that should follow the 16 files, not
+             the rows.
+
 With ``--baseline-src DIR`` the same audits also run with another source tree first on the
 path (e.g. the previous release's ``src/``), interleaved, and the report gives the wall and
 CPU ratios and which records' estimates differ.
@@ -139,6 +144,33 @@ def make_mixed_set(cache: Path, n: int = 7000, seed: int = 0, workers: int = 1) 
     return folder
 
 
+def make_list_set(cache: Path, kermany: Path, rows: int = 10_000, seed: int = 0) -> Path:
+    """The ``list16`` release (see the module docstring), written once under ``cache``;
+    returns its list file."""
+    import shutil
+
+    import pandas as pd
+
+    folder = cache / f"list16-rows{rows}-seed{seed}"
+    listed = folder / "release.csv"
+    if listed.exists():
+        return listed
+    picks = []
+    for split in ("train", "test"):
+        for label in ("NORMAL", "PNEUMONIA"):
+            for f in sorted((kermany / split / label).iterdir())[:4]:
+                rel = f"files/{split}/{label}/{f.name}"
+                (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(f, folder / rel)
+                picks.append((rel, label))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(len(picks), size=rows)
+    pd.DataFrame({"path": [picks[i][0] for i in idx],
+                  "split": np.where(rng.random(rows) < 0.2, "test", "train"),
+                  "label": [picks[i][1] for i in idx]}).to_csv(listed, index=False)
+    return listed
+
+
 def run_audit(folder: Path, workers: int, group_regex: str | None,
               src: Path | None = None) -> dict:
     """One cold audit of ``folder`` in a fresh interpreter: wall seconds, CPU seconds of the
@@ -167,7 +199,9 @@ def run_audit(folder: Path, workers: int, group_regex: str | None,
     for layer in doc.get("layers", []):
         layers[layer["layer"]] = layer.get("duration_s")
     records = {r["id"]: r.get("estimate") for r in doc.get("records", [])}
-    return {"seconds": seconds, "cpu_seconds": cpu, "layers": layers, "records": records}
+    scan_s = doc.get("manifest", {}).get("scan", {}).get("seconds")
+    return {"seconds": seconds, "cpu_seconds": cpu, "layers": layers, "records": records,
+            "scan_seconds": scan_s}
 
 
 def main(argv=None) -> dict:
@@ -176,6 +210,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--kermany", type=Path, default=DEFAULT_KERMANY)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--n", type=int, default=7000)
+    ap.add_argument("--list-rows", type=int, default=10_000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--generate-only", action="store_true")
@@ -191,6 +226,11 @@ def main(argv=None) -> dict:
                 sets[name] = (args.kermany, r"(?P<group>person\d+)_")
             else:
                 print(f"skipping kermany: {args.kermany} not found", file=sys.stderr)
+        elif name == "list16":
+            if args.kermany.exists():
+                sets[name] = (make_list_set(args.cache, args.kermany, args.list_rows), None)
+            else:
+                print(f"skipping list16: {args.kermany} not found", file=sys.stderr)
         elif name == "mixed7k":
             sets[name] = (make_mixed_set(args.cache, args.n, workers=args.workers), None)
         else:
@@ -215,6 +255,8 @@ def main(argv=None) -> dict:
             "seconds_median": statistics.median(r["seconds"] for r in rs),
             "seconds_all": [round(r["seconds"], 2) for r in rs],
             "cpu_seconds_median": statistics.median(r["cpu_seconds"] for r in rs),
+            "audit_over_scan": [round(r["seconds"] / r["scan_seconds"], 2) for r in rs
+                                if r.get("scan_seconds")],
             "layer_seconds_median": {
                 k: statistics.median(r["layers"][k] for r in rs if r["layers"].get(k) is not None)
                 for k in layer_names if any(r["layers"].get(k) is not None for r in rs)},

@@ -64,20 +64,28 @@ TARGET_ROWS, TARGET_TEST = 1_000_000, 200_000
 # ----------------------------------------------------------------------------- population
 
 
-def plan(n: int, seed: int = 0) -> pd.DataFrame:
-    """One row per file: split, label, group, header template, copy source (-1: none) and
-    copy kind (``byte`` or ``reencode``)."""
-    rng = np.random.default_rng(seed)
-    sizes = rng.integers(1, 9, size=n)  # patients of 1–8 rows, more than enough of them
+def patients(rng: np.random.Generator, n: int, n_classes: int):
+    """Patient, class and side of ``n`` rows: patients of 1–8 rows with one class each, 20%
+    of patients on the test side, and 3% whose rows straddle the split (each row on the
+    other side with probability one half). Returns ``(patient, label code, is_test)``."""
+    sizes = rng.integers(1, 9, size=n)  # more than enough patients
     group = np.repeat(np.arange(n), sizes)[:n]
     n_groups = int(group[-1]) + 1
-    g_label = rng.integers(len(CLASSES), size=n_groups)
+    g_label = rng.integers(n_classes, size=n_groups)
     g_test = rng.random(n_groups) < 0.2
     straddle = rng.random(n_groups) < 0.03
     label = g_label[group]
     test = g_test[group].copy()
     flip = straddle[group] & (rng.random(n) < 0.5)
     test[flip] = ~test[flip]
+    return group, label, test
+
+
+def plan(n: int, seed: int = 0) -> pd.DataFrame:
+    """One row per file: split, label, group, header template, copy source (-1: none) and
+    copy kind (``byte`` or ``reencode``)."""
+    rng = np.random.default_rng(seed)
+    group, label, test = patients(rng, n, len(CLASSES))
     lean = np.where(label % 2 == 1, 0.7, 0.3)  # classes 1 and 3 are mostly 512²
     big = rng.random(n) < lean
     p_low = np.array([(0.1, 0.2, 0.3, 0.4), (0.1, 0.2, 0.3, 0.4), (0.4, 0.3, 0.2, 0.1),

@@ -55,3 +55,69 @@ def test_audit_with_dask_executor_equals_process_pool(tmp_path, monkeypatch):
     for rel in lists:
         assert (tmp_path / "dask" / rel).read_bytes() == \
             (tmp_path / "process" / rel).read_bytes(), rel
+
+
+@pytest.mark.slow
+def test_external_containment_on_dask_equals_process_pool(tmp_path):
+    """The cross-corpus boundary's search is partitioned over the cluster (its sides read
+    the two workspaces' thumbnail files) and gives the same audit."""
+    import shutil
+
+    from splitscope.datasets import make_demo
+
+    root = make_demo(tmp_path / "demo", seed=0, n_train=80, n_test=44)
+    ext = make_demo(tmp_path / "ext", seed=1, n_train=80, n_test=44)
+    for src in sorted((root / "train" / "lesion").iterdir())[:6]:  # copies in the external set
+        shutil.copy(src, ext / "test" / "lesion" / f"copy_{src.name}")
+    docs, notes = {}, {}
+    for name, extra in (("process", []), ("dask", ["--executor", "dask"])):
+        out = tmp_path / name
+        assert main(["audit", str(root), "--external", str(ext), "--out", str(out),
+                     "--workers", "2", "--json", *extra]) == 0
+        doc = json.loads((out / "audit.json").read_text())
+        notes[name] = [r["details"]["notes"].pop("ncc_search") for r in doc["records"]
+                       if (r.get("boundary") or {}).get("kind") == "cross-corpus"
+                       and "ncc_search" in (r.get("details") or {}).get("notes", {})]
+        for r in doc["records"]:
+            (r.get("details") or {}).get("notes", {}).pop("ncc_search", None)
+        docs[name] = _strip(doc, out)
+    assert docs["dask"] == docs["process"]
+    assert notes["dask"] and {n["search"] for n in notes["dask"]} == {"partitioned"}
+    assert {n["search"] for n in notes["process"]} != {"partitioned"}
+    contained = [r for r in docs["dask"]["records"]
+                 if (r.get("boundary") or {}).get("kind") == "cross-corpus"
+                 and r["id"].startswith("identity.sha256")]
+    assert contained and contained[0]["numerator"] >= 6
+
+
+@pytest.mark.slow
+def test_identity_recovery_on_dask_equals_local(tmp_path):
+    """Identity recovery's NCC search partitioned over a real LocalCluster gives the same
+    mapping as the local search."""
+    import distributed
+    import pandas as pd
+    from PIL import Image
+
+    from splitscope.datasets import make_demo
+    from splitscope.features.scanning import scan
+    from splitscope.groups.recovery import recover_from_scans
+
+    up_root = make_demo(tmp_path / "up", seed=0, n_train=80, n_test=44)
+    other = make_demo(tmp_path / "other", seed=2, n_train=80, n_test=44)
+    q_root = tmp_path / "query"
+    (q_root / "test" / "x").mkdir(parents=True)
+    for i, src in enumerate(sorted((up_root / "train" / "lesion").glob("*.jpg"))[:8]):
+        with Image.open(src) as im:  # the same pixels under other bytes: an NCC match
+            im.save(q_root / "test" / "x" / f"re{i}.png")
+    for i, src in enumerate(sorted((other / "test").rglob("*.jpg"))[:8]):
+        (q_root / "test" / "x" / f"o{i}.jpg").write_bytes(src.read_bytes())
+    q = scan(q_root, tmp_path / "ws-q", progress=False)
+    up = scan(up_root, tmp_path / "ws-up", group_regex=r"(?P<group>p\d+)_", progress=False)
+    local = recover_from_scans(q, up)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        remote = recover_from_scans(q, up, client=client)
+    pd.testing.assert_frame_equal(remote.mapping, local.mapping)
+    pd.testing.assert_frame_equal(remote.by_class, local.by_class)
+    assert (local.mapping["method"] == "ncc").sum() >= 8

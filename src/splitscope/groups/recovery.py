@@ -60,6 +60,7 @@ def recover_identity(
     upstream_thumbs: np.ndarray | None = None,
     tau: float = 0.98,
     impossible_classes: Iterable[str] | None = None,
+    searcher=None,
 ) -> Recovery:
     """Match ``query`` rows to ``upstream`` rows and inherit the upstream group id.
 
@@ -77,6 +78,12 @@ def recover_identity(
     impossible_classes : iterable of str, optional
         Query classes that cannot occur upstream. Default: the query labels absent from the
         upstream labels (when upstream has labels).
+    searcher : callable, optional
+        ``searcher(query_positions, upstream_positions)`` → the
+        :class:`~splitscope.relations.ncc.NCCResult` of those rows' thumbnails (positions
+        into ``query`` / ``upstream``), in place of the local
+        :func:`~splitscope.relations.ncc.ncc_search` of the arrays (e.g. partitioned over a
+        cluster, :func:`recover_from_scans`); same result.
 
     Returns
     -------
@@ -125,8 +132,9 @@ def recover_identity(
         todo = np.flatnonzero(~hit)
         ref_pos = np.flatnonzero(up_group.notna().to_numpy(bool))
         if todo.size and ref_pos.size:
-            res = ncc_search(np.asarray(query_thumbs)[todo], np.asarray(upstream_thumbs)[ref_pos],
-                             tau=tau)
+            res = (searcher(todo, ref_pos) if searcher is not None else
+                   ncc_search(np.asarray(query_thumbs)[todo],
+                              np.asarray(upstream_thumbs)[ref_pos], tau=tau))
             best = np.asarray(res.best_index, dtype=np.int64)
             best_rho = np.asarray(res.best_rho, dtype=np.float64)
             ok = (best >= 0) & np.isfinite(best_rho) & (best_rho >= tau)
@@ -205,12 +213,15 @@ def recover_identity(
 def recover_from_scans(scan: Any, upstream_scan: Any, *, query_rows: np.ndarray | None = None,
                        upstream_rows: np.ndarray | None = None, tau: float = 0.98,
                        pixels: bool = True,
-                       impossible_classes: Iterable[str] | None = None) -> Recovery:
+                       impossible_classes: Iterable[str] | None = None,
+                       client=None) -> Recovery:
     """:func:`recover_identity` between two :class:`splitscope.features.scanning.Scan` objects
     (``upstream_scan`` must carry groups; the two may be the same scan with disjoint
     ``query_rows`` / ``upstream_rows``). Rows without a thumbnail take part in byte matching
     only; they are never an NCC counterpart (an all-zero thumbnail is flat, and NCC is
-    undefined for flat images)."""
+    undefined for flat images). With a Dask ``client`` the NCC search is partitioned over
+    its cluster (:func:`splitscope.relations.partitioned.partitioned_ncc_search`), the tasks
+    reading the thumbnails from the two workspaces; same result."""
     q = scan.rows()
     u = upstream_scan.rows()
     if query_rows is not None:
@@ -224,8 +235,49 @@ def recover_from_scans(scan: Any, upstream_scan: Any, *, query_rows: np.ndarray 
         # rows without a thumbnail get a flat image: NCC is undefined for flat images
         qt[~q_has] = 0
         ut[~u_has] = 0
+    searcher = _partitioned(client, scan, q, upstream_scan, u, tau) \
+        if pixels and client is not None else None
     return recover_identity(q, u, query_thumbs=qt, upstream_thumbs=ut, tau=tau,
-                            impossible_classes=impossible_classes)
+                            impossible_classes=impossible_classes, searcher=searcher)
+
+
+def _partitioned(client, scan, q: pd.DataFrame, upstream_scan, u: pd.DataFrame, tau: float):
+    """The searcher of :func:`recover_identity` over ``client``'s cluster, or None when a
+    scan holds its thumbnails in memory only. Rows without a thumbnail (flat in the local
+    search, so never matched) are left out of the search."""
+    from splitscope.relations.ncc import NCCResult
+    from splitscope.relations.partitioned import (
+        partitioned_ncc_search,
+        stored_rows,
+        thumbnail_sources,
+    )
+
+    src_q, src_u = thumbnail_sources(scan), thumbnail_sources(upstream_scan)
+    if not src_q or not src_u:
+        return None
+    size = int(np.asarray(scan.thumbnails[:0]).shape[-1])
+    q_idx = q["thumb_index"].fillna(-1).to_numpy(np.int64)
+    u_idx = u["thumb_index"].fillna(-1).to_numpy(np.int64)
+
+    def search(todo: np.ndarray, ref_pos: np.ndarray) -> NCCResult:
+        qi, ui = q_idx[todo], u_idx[ref_pos]
+        qk, uk = np.flatnonzero(qi >= 0), np.flatnonzero(ui >= 0)
+        qs, us = stored_rows(src_q, qi[qk], size), stored_rows(src_u, ui[uk], size)
+        if qs is None or us is None:  # thumbnails spread over files: the local arrays
+            qs = np.asarray(scan.thumbnails)[qi[qk]] if qs is None else qs
+            us = np.asarray(upstream_scan.thumbnails)[ui[uk]] if us is None else us
+        res = partitioned_ncc_search(client, qs, us, tau=tau)
+        best = np.full(len(todo), -1, np.int64)
+        rho = np.full(len(todo), np.nan, np.float32)
+        found = res.best_index >= 0
+        best[qk[found]] = uk[res.best_index[found]]
+        rho[qk] = res.best_rho
+        pairs = res.pairs.assign(query=qk[res.pairs["query"].to_numpy(np.int64)],
+                                 reference=uk[res.pairs["reference"].to_numpy(np.int64)])
+        return NCCResult(tau, best, rho, pairs, np.zeros(len(todo), bool),
+                         np.zeros(len(ref_pos), bool), params=res.params)
+
+    return search
 
 
 def _thumbs(scan: Any, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

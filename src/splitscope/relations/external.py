@@ -33,8 +33,15 @@ def combine_scans(audited, other, *, other_corpus: str):
     features = features.reset_index(drop=True)
     thumbs = np.concatenate([np.asarray(audited.thumbnails), np.asarray(other.thumbnails)]) \
         if len(other.thumbnails) else np.asarray(audited.thumbnails)
+    meta = dict(audited.meta)
+    # where the thumbnails lie on disk, for a search partitioned over a cluster
+    from splitscope.relations.partitioned import THUMBNAIL_SOURCES, thumbnail_sources
+
+    src_a, src_b = thumbnail_sources(audited), thumbnail_sources(other)
+    if len(src_a) == 1 and len(src_b) == 1:
+        meta[THUMBNAIL_SOURCES] = [src_a[0], (src_b[0][0], offset, offset + src_b[0][2])]
     return Scan(manifest=manifest, features=features, thumbnails=thumbs, params=audited.params,
-                workspace=audited.workspace, meta=dict(audited.meta))
+                workspace=audited.workspace, meta=meta)
 
 
 def external_boundary(audited_manifest: pd.DataFrame, combined, name: str) -> Boundary:

@@ -876,7 +876,7 @@ class ExternalLayer:
 
         result, combined, boundary = audit_external(
             context.scan, context.scans["external"], context.paths["external"],
-            context.lists_dir / "external", **_search_options(context))
+            context.lists_dir / "external", **_duplicates_options(context))
         result.boundaries = [(boundary, "cross-corpus")]
         result.rows = combined.rows()
         duplicates = context.outcomes.get("duplicates")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from splitscope.boundary import Boundary
+from splitscope.boundary import Boundary, Population
 from splitscope.errors import InputError
 from splitscope.relations import dihedral as dih
 from splitscope.relations.hashes import DEFAULT_RADIUS, RULES, hamming_distance, hash_search
@@ -95,13 +95,82 @@ def _exclude_positions(q_rows: np.ndarray, r_rows: np.ndarray) -> np.ndarray:
     return _positions(r_rows, q_rows)
 
 
-def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: float = DEFAULT_TAU,
-                    radius: int = DEFAULT_RADIUS, geometry: dict | None = None,
-                    dihedral: bool = False, ssim: bool = True, max_ssim_pairs: int = 200_000,
-                    workers: int | None = None, block: int = 2048,
-                    max_pairs_per_query: int = MAX_PAIRS_PER_QUERY,
-                    search: str = "pruned", searcher=None) -> NearDuplicates:
+def representatives(side_rows: pd.DataFrame) -> np.ndarray:
+    """Per row of one side (in ``row`` order), the first row of that side naming the same file
+    under the same released path (the row itself when no other does, or without a ``file``).
+
+    Such rows have the same features, so every predicate gives them the same answer; a
+    boundary is measured on one row per file and side, and expanded to all rows after."""
+    row_ids = side_rows["row"].to_numpy(np.int64)
+    if "file" not in side_rows or not len(side_rows):
+        return row_ids
+    key = side_rows["file"].astype("string") + "\0" + side_rows["path"].astype("string")
+    codes = pd.factorize(key)[0]
+    seen = codes >= 0
+    # rows are in row order: the first position of each code holds its lowest row
+    _, first = np.unique(codes[seen], return_index=True)
+    lowest = row_ids[seen][first]
+    return np.where(seen, lowest[np.maximum(codes, 0)], row_ids)
+
+
+def _members(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct representatives, their member counts, start of each in ``order``, ``order``:
+    the side's rows grouped by representative, ascending within a group); ``rep`` is aligned
+    with the side's rows (ascending)."""
+    order = np.argsort(rep, kind="stable")
+    reps, counts = np.unique(rep, return_counts=True)
+    starts = np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64)
+    return reps, counts, starts, order
+
+
+def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, **options) -> NearDuplicates:
     """Run the hash rules and NCC (with counterpart rules) on one boundary.
+
+    Rows of one side that name the same file under the same path (a list entry repeated,
+    :func:`representatives`) are measured once: the search runs on one row per file and
+    side, and the flags, counterparts, pair table, sweep and counts are expanded to every
+    row, equal to those of measuring each row (every rule breaks ties by the lowest
+    reference row, which is each file's first). Options as :func:`near_duplicates_rows`.
+    """
+    if boundary.within:
+        return near_duplicates_rows(rows, thumbs, boundary, **options)
+    q, r = side(rows, boundary.query), side(rows, boundary.reference)
+    q_rep, r_rep = representatives(q), representatives(r)
+    q_rows, r_rows = q["row"].to_numpy(np.int64), r["row"].to_numpy(np.int64)
+    if (q_rep == q_rows).all() and (r_rep == r_rows).all():
+        return near_duplicates_rows(rows, thumbs, boundary, **options)
+    reduced = Boundary(Population(boundary.query.name, np.unique(q_rep)),
+                       Population(boundary.reference.name, np.unique(r_rep)))
+    q_members, r_members = _members(q_rep), _members(r_rep)
+    nd = near_duplicates_rows(rows, thumbs, reduced,
+                              expand=(q_members, q_rows, r_members, r_rows), **options)
+    # every query row takes its representative's flags (counterparts are reference rows
+    # that are each file's first, as the row-level search chooses them)
+    flags = nd.flags.set_index("row").loc[q_rep].reset_index(drop=True)
+    flags.insert(0, "row", q_rows)
+    flags["path"] = q["path"].to_numpy()
+    assessed = {name: int(flags[name].notna().sum()) for name in nd.assessed}
+    qt = _valid_thumb(q)
+    sweep = ncc_sweep(flags["ncc_best_rho"].to_numpy(np.float32)[qt], SWEEP)
+    sweep["rows"] = len(q)
+    notes = dict(nd.notes)
+    notes["distinct_files"] = {
+        "rule": "rows of one side naming the same file under the same path are measured "
+                "once and expanded to every row",
+        "query_rows": len(q_rows), "query_files": int(reduced.query.size),
+        "reference_rows": len(r_rows), "reference_files": int(reduced.reference.size)}
+    return NearDuplicates(boundary, nd.params, flags, nd.pairs, sweep, assessed, notes)
+
+
+def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
+                         tau: float = DEFAULT_TAU, radius: int = DEFAULT_RADIUS,
+                         geometry: dict | None = None, dihedral: bool = False,
+                         ssim: bool = True, max_ssim_pairs: int = 200_000,
+                         workers: int | None = None, block: int = 2048,
+                         max_pairs_per_query: int = MAX_PAIRS_PER_QUERY,
+                         search: str = "pruned", searcher=None,
+                         expand=None) -> NearDuplicates:
+    """Run the hash rules and NCC (with counterpart rules) on every row of one boundary.
 
     Parameters
     ----------
@@ -132,6 +201,10 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: floa
         Runs the NCC search in place of :func:`~splitscope.relations.ncc.ncc_search` (same
         signature and result), e.g. partitioned over a cluster
         (:func:`splitscope.relations.partitioned.scan_searcher`).
+    expand : tuple, optional
+        Set by :func:`near_duplicates` when ``boundary`` holds one row per file and side:
+        the members of each (:func:`_members`) and the full sides' rows, so that the pair
+        table is that of every row.
     """
     geometry = dict(geometry or {})
     q = side(rows, boundary.query)
@@ -292,7 +365,7 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: floa
 
     # ---- pair table with every measurement --------------------------------------------------
     pairs = _pair_table(pair_parts, rows, thumbs, boundary, geometry, tau, radius, flags,
-                        ssim, max_ssim_pairs, notes, max_pairs_per_query)
+                        ssim, max_ssim_pairs, notes, max_pairs_per_query, expand=expand)
     params = {"tau": tau, "radius": radius, **geometry, "dihedral": dihedral,
               "max_pairs_per_query": max_pairs_per_query, "search": search}
     return NearDuplicates(boundary, params, flags, pairs, sweep, assessed, notes)
@@ -443,8 +516,56 @@ def cap_pairs(pairs: pd.DataFrame, max_per_query: int) -> tuple[pd.DataFrame, di
     return listed, counts
 
 
+def _expand_references(allp: pd.DataFrame, members, r_rows: np.ndarray,
+                       max_per_query: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """Pairs of one row per file expanded to the reference rows of each file: all of a
+    file's rows count (returned per pair), but only its first ``max_per_query + 1`` can be
+    listed (its later rows rank after them: same ρ and distances, higher row), so only
+    those are kept."""
+    reps, mult, starts, order = members
+    at = np.searchsorted(reps, allp["reference_row"].to_numpy(np.int64))
+    m = mult[at]
+    k = np.minimum(m, max_per_query + 1)
+    idx = np.repeat(np.arange(len(allp)), k)
+    offset = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
+    out = allp.iloc[idx].reset_index(drop=True)
+    out["reference_row"] = r_rows[order[starts[at][idx] + offset]]
+    out.loc[offset > 0, "decides"] = False  # a rule's counterpart is the file's first row
+    return out, m
+
+
+def _expand_queries(pairs: pd.DataFrame, members, q_rows: np.ndarray,
+                    paths: pd.Series) -> pd.DataFrame:
+    """The listed pairs of one query row per file repeated for every query row of the file."""
+    reps, mult, starts, order = members
+    at = np.searchsorted(reps, pairs["query_row"].to_numpy(np.int64))
+    m = mult[at]
+    idx = np.repeat(np.arange(len(pairs)), m)
+    offset = np.arange(int(m.sum())) - np.repeat(np.cumsum(m) - m, m)
+    out = pairs.iloc[idx].reset_index(drop=True)
+    qr = q_rows[order[starts[at][idx] + offset]]
+    out["query_row"] = qr
+    out["query_path"] = paths.reindex(qr).to_numpy()
+    return out.sort_values(["query_row", "reference_row", "variant"],
+                           kind="stable").reset_index(drop=True)
+
+
+def _row_counts(allp: pd.DataFrame, per_pair: np.ndarray, listed: pd.DataFrame, members,
+                counts: dict) -> dict:
+    """:func:`cap_pairs`'s counts of every row from those of one query row per file:
+    ``per_pair`` reference rows behind each pair of ``allp``."""
+    reps, mult, _, _ = members
+    total = pd.Series(per_pair).groupby(allp["query_row"].to_numpy()).sum()
+    kept = listed.groupby("query_row").size().reindex(total.index).fillna(0).to_numpy()
+    qm = mult[np.searchsorted(reps, total.index.to_numpy(np.int64))]
+    return {**counts, "pairs_total": int((total.to_numpy() * qm).sum()),
+            "pairs_listed": int((kept * qm).sum()),
+            "query_rows_capped": int(((kept < total.to_numpy()) * qm).sum())}
+
+
 def _pair_table(parts, rows, thumbs, boundary, geometry, tau, radius, flags, ssim,
-                max_ssim_pairs, notes, max_per_query, chunk: int = 2048) -> pd.DataFrame:
+                max_ssim_pairs, notes, max_per_query, chunk: int = 2048,
+                expand=None) -> pd.DataFrame:
     cols = ["query_row", "query_path", "reference_row", "reference_path", "variant", "d_p", "d_d",
             "rho", "ssim", "rules", "counterpart_rules", "boundary", "thumb_size",
             "interpolation", "mode", "tau", "radius"]
@@ -460,11 +581,17 @@ def _pair_table(parts, rows, thumbs, boundary, geometry, tau, radius, flags, ssi
     allp = (allp.groupby(["query_row", "reference_row", "variant"], sort=True)
             .agg(decides=("decides", "max"), search_rho=("search_rho", "max")).reset_index())
     by_row = rows.set_index("row")
+    if expand is not None:  # one row per file and side: the reference rows of each file
+        q_members, q_all, r_members, r_all = expand
+        rep_pairs = allp[["query_row"]]
+        allp, per_pair = _expand_references(allp, r_members, r_all, max_per_query)
     # hash distances (plain pairs; dihedral pairs keep the plain-image distances too)
     dp, dd = _hash_distances(by_row, allp["query_row"].to_numpy(np.int64),
                              allp["reference_row"].to_numpy(np.int64))
     allp["d_sum"] = np.where((dp >= 0) & (dd >= 0), dp.astype(np.int64) + dd, np.nan)
     pairs, counts = cap_pairs(allp, max_per_query)
+    if expand is not None:
+        counts = _row_counts(rep_pairs, per_pair, pairs, q_members, counts)
     notes["pairs"] = counts
     del allp
     dp, dd = _hash_distances(by_row, pairs["query_row"].to_numpy(np.int64),
@@ -539,4 +666,6 @@ def _pair_table(parts, rows, thumbs, boundary, geometry, tau, radius, flags, ssi
     pairs["mode"] = geometry.get("mode")
     pairs["tau"] = tau
     pairs["radius"] = radius
+    if expand is not None:
+        pairs = _expand_queries(pairs, q_members, q_all, by_row["path"])
     return pairs[cols]

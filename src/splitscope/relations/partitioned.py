@@ -36,7 +36,8 @@ from splitscope.relations.ncc import (
     ncc_search,
 )
 
-__all__ = ["StoredThumbnails", "partitioned_ncc_search", "scan_searcher"]
+__all__ = ["THUMBNAIL_SOURCES", "StoredThumbnails", "partitioned_ncc_search", "scan_searcher",
+           "stored_rows", "thumbnail_sources"]
 
 #: Default task shape: queries × references per task.
 QUERY_BLOCK = 8192
@@ -206,18 +207,47 @@ def partitioned_ncc_search(client, query, reference, *, tau: float = DEFAULT_TAU
     })
 
 
+#: ``Scan.meta`` key of a scan whose thumbnails come from several workspace files (a
+#: combined scan, :func:`splitscope.relations.external.combine_scans`): ``[(path, start,
+#: stop), …]``, thumbnail indices ``start … stop - 1`` being rows ``0 … stop - start - 1`` of
+#: ``path``
+THUMBNAIL_SOURCES = "thumbnail_sources"
+
+
+def thumbnail_sources(scan) -> list[tuple[str, int, int]]:
+    """The workspace files holding ``scan``'s thumbnails (see :data:`THUMBNAIL_SOURCES`);
+    empty when they are held in memory only."""
+    sources = (getattr(scan, "meta", None) or {}).get(THUMBNAIL_SOURCES)
+    if sources:
+        return [(str(p), int(a), int(b)) for p, a, b in sources]
+    path = getattr(scan.thumbnails, "filename", None)
+    return [] if path is None else [(str(path), 0, len(scan.thumbnails))]
+
+
+def stored_rows(sources: list[tuple[str, int, int]], index: np.ndarray, size: int):
+    """Thumbnails of thumbnail ``index`` as :class:`StoredThumbnails` of the one file that
+    holds them all, or None when they span files."""
+    index = np.asarray(index, np.int64)
+    for path, start, stop in sources:
+        if ((index >= start) & (index < stop)).all():
+            return StoredThumbnails(path, index - start, int(size))
+    return None
+
+
 def scan_searcher(client, scan, **blocks) -> Callable[..., NCCResult] | None:
     """A search with :func:`~splitscope.relations.ncc.ncc_search`'s signature over
     :class:`~splitscope.relations.ncc.ThumbnailRows` of ``scan``'s manifest rows, partitioned
-    over ``client``'s cluster; the tasks read the scan's thumbnail file in the workspace.
+    over ``client``'s cluster; the tasks read the scan's thumbnail files in the workspace (a
+    side whose rows span two files, e.g. of a combined scan, travels as an array).
     ``None`` when the scan holds no thumbnail file (nothing to search)."""
-    path = getattr(scan.thumbnails, "filename", None)
-    if path is None:
+    sources = thumbnail_sources(scan)
+    if not sources:
         return None
     blocks = {"query_block": QUERY_BLOCK, "reference_block": REFERENCE_BLOCK, **blocks}
 
-    def stored(rows: ThumbnailRows) -> StoredThumbnails:
-        return StoredThumbnails(str(path), scan.thumb_index(rows.rows), int(rows.shape[1]))
+    def stored(rows: ThumbnailRows):
+        found = stored_rows(sources, scan.thumb_index(rows.rows), int(rows.shape[1]))
+        return found if found is not None else rows[:]
 
     def search(query: ThumbnailRows, reference: ThumbnailRows, **options) -> NCCResult:
         q = stored(query)
