@@ -408,11 +408,9 @@ def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, 
     pred_dir.mkdir(exist_ok=True)
     eval_index = ev["thumb_index"].to_numpy(np.int64)
 
-    definition = {"removal_predicates": list(removal), "flagged_source": flag_info["source"],
-                  "audit": str(audit_dir) if audit_dir is not None else None,
-                  "drop_source": drop_source, "pool_seed": pool_seed,
-                  "label_map": manifest.attrs.get("label_map"), "classes": classes}
-    signatures = {name: pool_signature(by_name[name], m, definition) for name in pools}
+    signatures = {name: pool_signature(by_name[name], m, pool_definition(
+        name, removal, flag_info, audit_dir, drop_source, pool_seed,
+        manifest.attrs.get("label_map"), classes)) for name in pools}
     info["pool_signatures"] = signatures
     records, summary = [], []
     plan = [(pol, pool, s) for pol in policies for pool in pools for s in seeds]
@@ -471,6 +469,25 @@ def same_protocol(rec: dict, protocol: Protocol, spec: BackboneSpec, rdir: Path,
         raise InputError(f"{rdir} was trained on another {rec.get('pool')} pool (its removal "
                          f"predicates, pool seed, audit, label map or rows differ); use "
                          f"another --out (or remove that run folder)")
+
+
+def pool_definition(name, removal, flag_info, audit_dir, drop_source, pool_seed, label_map,
+                    classes) -> dict:
+    """What a pool's rows depend on: every pool on the label map and the classes; Source-only
+    and the pools after it on the dropped source; Removal and its controls on the flagged
+    rows (removal predicates, their source, the audit); the seeded controls on the pool
+    seed."""
+    out = {"label_map": label_map, "classes": list(classes)}
+    if name == "Full":
+        return out
+    out["drop_source"] = drop_source
+    if name == "Source-only":
+        return out
+    out.update({"removal_predicates": list(removal), "flagged_source": flag_info["source"],
+                "audit": str(audit_dir) if audit_dir is not None else None})
+    if name != "Removal":
+        out["pool_seed"] = pool_seed
+    return out
 
 
 def pool_signature(pool, m: pd.DataFrame, definition: dict) -> dict:
