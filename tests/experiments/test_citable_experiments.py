@@ -219,6 +219,9 @@ def test_frozen_without_weights_says_random_features(lost, tmp_path):
     layer = audit_experiment(tmp_path / "f", n_boot=0)
     protocol = next(r for r in layer.records if r.id == "experiments.protocol")
     assert "random features" in protocol.title
+    frozen_records = [r for r in layer.records
+                      if (r.predicate or {}).get("params", {}).get("policy") == "frozen"]
+    assert frozen_records and all("random features" in r.title for r in frozen_records)
 
 
 def test_the_paired_case_bootstrap_is_the_hand_resampled_mean_difference():

@@ -106,8 +106,9 @@ def audit_experiment(folder: Path, inputs=None, n_boot: int = 2000, seed: int = 
                       key=lambda r: (r["condition"] != "policy", r["contrast"]))
         records += [_contrast_record(row, inputs, undefined, _controls(row, paired), b)
                     for row in rows]
-    records += _view_records(scored, metrics, inputs, undefined)
-    records += _holdout_records(runs, inputs)
+    random = not b.get("weights")
+    records += _view_records(scored, metrics, inputs, undefined, random)
+    records += _holdout_records(runs, inputs, random)
     return LayerResult(records=records + [protocol_record], tables=tables)
 
 
@@ -239,8 +240,16 @@ _VIEW_CONTRASTS = (
 )
 
 
-def _view_records(scored: pd.DataFrame, metrics: list[str], inputs, undefined=None
-                  ) -> list[AuditRecord]:
+def _where(where: dict, random: bool) -> str:
+    """``model small-cnn, policy frozen (random features: …)``: a condition in words."""
+    label = ", ".join(f"{k} {v}" for k, v in where.items())
+    if random and where.get("policy") == "frozen":
+        label += " (random features: no pretrained weights)"
+    return label
+
+
+def _view_records(scored: pd.DataFrame, metrics: list[str], inputs, undefined=None,
+                  random: bool = False) -> list[AuditRecord]:
     """One record per view contrast, metric and condition (backbone, policy, pool) over the
     re-trained runs: metric(first view) − metric(second view) per seed, its mean and paired-t
     interval over the seeds (:func:`splitscope.evaluation.effects.view_contrast`). Runs of
@@ -269,15 +278,15 @@ def _view_records(scored: pd.DataFrame, metrics: list[str], inputs, undefined=No
                 key = key if isinstance(key, tuple) else (key,)
                 where = dict(zip(condition, (str(k) for k in key)))
                 out.append(_view_record(view_contrast(g, first, second, m, name, ident),
-                                        first, second, name, m, where, lacking, inputs))
+                                        first, second, name, m, where, lacking, inputs,
+                                        _where(where, random)))
     return out
 
 
-def _view_record(c, first, second, name, m, where, lacking, inputs) -> AuditRecord:
+def _view_record(c, first, second, name, m, where, lacking, inputs, label) -> AuditRecord:
     iv = c.get("interval")
     mean = c["summary_mean"]
     finite = c["runs"] > 0 and np.isfinite(mean)
-    label = ", ".join(f"{k} {v}" for k, v in where.items())
     if m == "balanced_accuracy" and lacking:
         reason = "balanced accuracy is undefined on " + "; ".join(
             f"the {v} view (no row of {', '.join(cls)})" for v, cls in lacking.items()) + \
@@ -318,7 +327,7 @@ _HOLDOUT = (
 )
 
 
-def _holdout_records(runs: pd.DataFrame, inputs) -> list[AuditRecord]:
+def _holdout_records(runs: pd.DataFrame, inputs, random: bool = False) -> list[AuditRecord]:
     """Calibration and threshold transfer from the validation holdout to the test view, one
     record per condition (backbone, policy, pool) over its seeds (METHODS §5.3–5.4): the
     mean change with its paired-t interval over seeds, and how many runs it made worse."""
@@ -334,15 +343,14 @@ def _holdout_records(runs: pd.DataFrame, inputs) -> list[AuditRecord]:
             cond_key = cond_key if isinstance(cond_key, tuple) else (cond_key,)
             where = dict(zip(condition, (str(k) for k in cond_key)))
             out += _holdout_record(part, key, rid, title, after, before, what, where,
-                                   inputs)
+                                   inputs, _where(where, random))
     return out
 
 
-def _holdout_record(official, key, rid, title, after, before, what, where, inputs):
+def _holdout_record(official, key, rid, title, after, before, what, where, inputs, label):
     """One condition's (backbone, policy, pool) holdout-transfer record over its seeds."""
     from splitscope.evaluation.uncertainty import paired_t_interval
 
-    label = ", ".join(f"{k} {v}" for k, v in where.items())
     wide = official.pivot_table(index=[k for k in key if k in official.columns],
                                 columns="metric", values="value")
     if after not in wide or before not in wide:
@@ -378,9 +386,7 @@ def _contrast_record(row: dict, inputs, undefined=None, controls=(), backbone=No
     features"; an undefined balanced accuracy names the class the view lacks."""
     rest = {k: row[k] for k in ("model", "policy", "pool") if k in row and isinstance(
         row[k], str)}
-    where = ", ".join(f"{k} {v}" for k, v in rest.items())
-    if rest.get("policy") == "frozen" and backbone is not None and not backbone.get("weights"):
-        where += " (random features: no pretrained weights)"
+    where = _where(rest, backbone is not None and not backbone.get("weights"))
     mean, low, high = (row.get(k) for k in ("mean", "t_low", "t_high"))
     finite = mean is not None and np.isfinite(mean)
     parts = [row["contrast"].replace(" − ", "-"), row["metric"], row["view"],

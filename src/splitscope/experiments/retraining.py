@@ -141,8 +141,10 @@ def flagged_from_scan(scan, removal, view) -> tuple[np.ndarray, np.ndarray, dict
     call on the same scan."""
     from splitscope.relations.layer import audit_duplicates
 
+    import splitscope
+
     result = str(scan.meta.get("result", scan.meta.get("generation", "")))
-    key = f"{scan.params.key()}-{_slug(result)}-n{len(scan.manifest)}"
+    key = f"{scan.params.key()}-{_slug(result)}-n{len(scan.manifest)}-v{splitscope.__version__}"
     cached = Path(scan.workspace) / "experiments" / "flags" / f"{key}.parquet"
     if cached.exists():
         flags, reused = pd.read_parquet(cached), True
