@@ -261,9 +261,11 @@ def bootstrap_metrics(
 
 def singleton_groups(groups) -> tuple[np.ndarray, int]:
     """Groups with every missing value made a group of its own (a key no group name can
-    take), and how many rows that was."""
+    take), and how many rows that was; unchanged when every row has a group."""
     g = pd.Series(np.asarray(groups, dtype=object), dtype="object")
     missing = pd.isna(g).to_numpy()
+    if not missing.any():
+        return g.to_numpy(), 0
     keys = np.array([f"\0ungrouped {i}" if miss else f"={v}"
                      for i, (v, miss) in enumerate(zip(g, missing))], dtype=object)
     return keys, int(missing.sum())

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import pandas as pd
 
 from splitscope.errors import InputError
 
@@ -86,6 +85,8 @@ def validation_holdout(labels: np.ndarray, groups: np.ndarray | None, share: flo
     """
     from sklearn.model_selection import StratifiedGroupKFold, train_test_split
 
+    from splitscope.evaluation.uncertainty import singleton_groups
+
     n = len(labels)
     idx = np.arange(n)
     counts = np.unique(labels, return_counts=True)[1]
@@ -95,13 +96,7 @@ def validation_holdout(labels: np.ndarray, groups: np.ndarray | None, share: flo
     known = groups is not None
     singletons = 0
     if known:
-        g = pd.Series(groups, dtype=object)
-        missing = pd.isna(g).to_numpy()
-        singletons = int(missing.sum())
-        # a row without a group is its own group: a key no group name can take
-        groups = np.array([f"\0ungrouped {i}" if miss else f"={v}"
-                           for i, (v, miss) in enumerate(zip(g, missing))], dtype=object
-                          ) if singletons else g.to_numpy()
+        groups, singletons = singleton_groups(groups)
     if known and len(set(groups)) >= round(1 / share):
         k = round(1 / share)
         folds = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
