@@ -212,7 +212,7 @@ def test_frozen_without_weights_says_random_features(lost, tmp_path):
     frozen = train_experiment(release, tmp_path / "f", policies=("frozen",), seeds=(0,),
                               pools=("Full",), protocol=TINY, workers=1, device="cpu",
                               workspace=res.info["workspace"])
-    assert frozen.summary["policy"].tolist() == ["frozen (random features)"]
+    assert frozen.summary["features"].tolist() == ["random features"]
     run = json.loads((tmp_path / "f" / "runs" / "small-cnn__frozen__Full__seed0" /
                       "run.json").read_text())
     assert run["start_weights"].startswith("random features")

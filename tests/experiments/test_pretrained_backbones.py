@@ -83,7 +83,7 @@ def test_a_resnet18_run_from_a_local_weights_file_on_the_cpu(tiny_release, tmp_p
                            weights=tmp_path / "resnet18.pt", policies=("frozen",),
                            seeds=(0,), pools=("Full",), workers=1, device="cpu",
                            protocol=Protocol(image_size=16, epochs=1, batch_size=16))
-    assert res.summary["policy"].tolist() == ["frozen"]  # pretrained: no "random features"
+    assert res.summary["features"].tolist() == ["pretrained features"]
     backbone = res.info["backbone"]
     assert backbone["name"] == "tv:resnet18" and backbone["weights_sha256"]
     assert res.info["start_weights"].startswith("pretrained: resnet18.pt")

@@ -33,9 +33,8 @@ from splitscope.experiments.commands import (
 def explained_run(summary) -> str:
     """The run whose maps go into the audit: Full pool, first seed, fine-tuned when trained
     (its attribution follows the leaked images most directly), else the first run."""
-    policies = summary["policy"].astype(str).str.split(" ").str[0]  # "frozen (random …)"
     for policy in ("finetune", "frozen"):
-        hit = summary[(summary["pool"] == "Full") & (policies == policy)]
+        hit = summary[(summary["pool"] == "Full") & (summary["policy"] == policy)]
         if len(hit):
             return str(hit.sort_values("seed")["run"].iloc[0])
     return str(summary["run"].iloc[0])

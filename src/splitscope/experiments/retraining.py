@@ -445,8 +445,8 @@ def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, 
         info["runs"][rid] = {key: rec[key] for key in ("policy", "pool", "seed", "best_epoch",
                                                        "updates", "wall_s", "resumed_from")}
         records += _run_rows(rec, backbone, device)
-        summary.append({"run": rid, "policy": policy_label(policy, spec), "pool": pool_name,
-                        "seed": seed, "train_rows": rec["train_rows"],
+        summary.append({"run": rid, "policy": policy, "features": features_label(policy, spec),
+                        "pool": pool_name, "seed": seed, "train_rows": rec["train_rows"],
                         "best_epoch": rec["best_epoch"], "updates": rec["updates"],
                         "wall_s": rec["wall_s"],
                         **summary_ba(rec["metrics"], VIEWS + (EXTERNAL_VIEWS if ext is not None
@@ -526,9 +526,12 @@ def start_weights(spec: BackboneSpec) -> str:
            f"{spec.init_seed})"
 
 
-def policy_label(policy: str, spec: BackboneSpec) -> str:
-    """The policy as summaries print it: ``frozen (random features)`` without weights."""
-    return f"{policy} (random features)" if policy == "frozen" and not spec.weights else policy
+def features_label(policy: str, spec: BackboneSpec) -> str:
+    """What a run's head is trained on, as the summary prints it: ``random features`` for a
+    frozen backbone without pretrained weights."""
+    if policy != "frozen":
+        return "fine-tuned"
+    return "pretrained features" if spec.weights else "random features"
 
 
 def summary_ba(metrics: dict, views) -> dict:
