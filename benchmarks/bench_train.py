@@ -12,12 +12,18 @@ Reports, from one run of ``train_experiment``:
 - the effects table: paired contrasts Removal − Full and Random − Full (paired-t 95% over
   seeds) and the deduplication sensitivity official − deduplicated.
 
-Baseline, measured side by side in the same process: decoding the training files again for a
-minibatch (Pillow open, 8-bit grey, S×S bicubic: what a loader without the cache does every
-epoch) against reading the same rows from the memory-mapped cache, interleaved, median of
-repeats.
+Baselines, measured side by side in the same process:
+
+- decoding the training files again for a minibatch (Pillow open, 8-bit grey, S×S bicubic:
+  what a loader without the cache does every epoch) against reading the same rows from the
+  memory-mapped cache, interleaved, median of repeats;
+- a plain PyTorch loop (``DataLoader`` over a uint8 tensor of the same rows, the same
+  small-cnn, normalisation, flip, AdamW and cross-entropy; no checkpoint, no holdout) against
+  one fine-tuning epoch of ``train_run`` on the same rows, arms alternating, median images/s
+  of ``--repeats`` epochs each (``--throughput-only`` runs just this comparison).
 
     python benchmarks/bench_train.py --epochs 3 --json bench-train.json
+    python benchmarks/bench_train.py --throughput-only --plain-rows 1024 --repeats 3
 """
 
 from __future__ import annotations
@@ -63,6 +69,66 @@ def decode_baseline(scan_s, rows: pd.DataFrame, size: int, n: int, repeats: int)
             "max_abs_pixel_difference": int(np.abs(batch.astype(int) - out.astype(int)).max())}
 
 
+def plain_loop_epoch(images: np.ndarray, labels: np.ndarray, n_classes: int, batch: int,
+                     seed: int) -> float:
+    """Images/s of one epoch of a plain PyTorch loop on ``images`` (uint8, (n, S, S))."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from splitscope.experiments.backbones import small_cnn
+
+    torch.manual_seed(seed)
+    features, dim = small_cnn(1)
+    model = torch.nn.Sequential(features, torch.nn.Linear(dim, n_classes))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
+    data = TensorDataset(torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64)))
+    loader = DataLoader(data, batch_size=batch, shuffle=True,
+                        generator=torch.Generator().manual_seed(seed))
+    model.train()
+    t = time.perf_counter()
+    for x, y in loader:
+        x = (x.float().unsqueeze(1) / 255.0 - 0.5) / 0.25
+        flip = torch.rand(len(x)) < 0.5
+        x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return len(images) / (time.perf_counter() - t)
+
+
+def throughput_vs_plain(scan_s, rows: pd.DataFrame, size: int, batch: int, n: int,
+                        repeats: int) -> dict:
+    """One fine-tuning epoch of ``train_run`` against :func:`plain_loop_epoch` on the same
+    ``n`` training rows, arms alternating; medians of images/s."""
+    from splitscope.experiments.backbones import resolve_backbone
+    from splitscope.experiments.protocol import Protocol
+    from splitscope.experiments.training import RunData, _ordered, train_run
+
+    pick = rows[(rows["thumb_index"] >= 0) & (rows["split"] == "train")].sample(
+        n=min(n, int((rows["split"] == "train").sum())), random_state=0)
+    index = pick["thumb_index"].to_numpy(np.int64)
+    classes = sorted(pick["label"].astype(str).unique())
+    y = pick["label"].astype(str).map({c: i for i, c in enumerate(classes)}).to_numpy()
+    spec = resolve_backbone("small-cnn")
+    protocol = Protocol(image_size=size, epochs=1, batch_size=batch, augmentation="flip")
+    tool, plain = [], []
+    images = _ordered(scan_s.thumbnails, index)
+    for r in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            data = RunData(images=scan_s.thumbnails, train=index, val=index[:64],
+                           y_train=y, y_val=y[:64], evaluate=index[:1],
+                           n_classes=len(classes))
+            res = train_run(data, spec, "finetune", protocol, r, Path(tmp))
+            tool.append(res["curve"][0]["train_images_per_s"])
+        plain.append(plain_loop_epoch(images, y, len(classes), batch, r))
+    t, p = statistics.median(tool), statistics.median(plain)
+    return {"rows": len(index), "repeats": repeats, "batch_size": batch,
+            "train_run_images_per_s": t, "plain_loop_images_per_s": p,
+            "ratio_train_run_over_plain": t / p, "each_train_run": tool,
+            "each_plain": plain}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kermany", type=Path, default=DEFAULT_KERMANY)
@@ -70,7 +136,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--pools", default="Full,Removal,Random")
+    ap.add_argument("--pools", default="Full,Removal,Class-matched,Random")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--removal-predicate", default="hash_screen",
                     help="Predicates whose flagged training rows Removal drops (Kermany has no "
@@ -81,9 +147,33 @@ def main() -> None:
     ap.add_argument("--workspace", type=Path, default=None,
                     help="Scan cache (default: inside --out)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--plain-rows", type=int, default=1024,
+                    help="Training rows of the train_run vs plain PyTorch loop comparison")
+    ap.add_argument("--throughput-only", action="store_true",
+                    help="Only the train_run vs plain PyTorch loop comparison")
     args = ap.parse_args()
     if not args.kermany.is_dir():
         raise SystemExit(f"Kermany set not found at {args.kermany} (--kermany PATH)")
+    if args.throughput_only:
+        from splitscope.features.scanning import scan
+
+        import torch
+
+        from splitscope.features.executor import default_workers
+        torch.set_num_threads(default_workers())
+        ws = args.workspace or Path(tempfile.mkdtemp(prefix="bench-train-")) / "ws"
+        scan_s = scan(args.kermany, ws, thumb_size=args.image_size, workers=args.workers,
+                      progress=False)
+        got = throughput_vs_plain(scan_s, scan_s.rows(), args.image_size, args.batch_size,
+                                  args.plain_rows, args.repeats)
+        print(f"one fine-tuning epoch on {got['rows']} rows, {args.image_size}², batch "
+              f"{args.batch_size}: train_run {got['train_run_images_per_s']:.1f} images/s, "
+              f"plain PyTorch loop {got['plain_loop_images_per_s']:.1f} images/s: "
+              f"{got['ratio_train_run_over_plain']:.2f}× (medians of {args.repeats}, arms "
+              f"alternating; torch {torch.__version__}, {torch.get_num_threads()} threads)")
+        if args.json:
+            args.json.write_text(json.dumps(got, indent=2))
+        return
 
     from splitscope.evaluation.effects import protocol_effects
     from splitscope.experiments.layer import contrasts_for
@@ -144,6 +234,8 @@ def main() -> None:
     scan_s = load_scan(res.info["workspace"], res.info["image_scan"])
     baseline = decode_baseline(scan_s, scan_s.rows(), args.image_size, args.decode_sample,
                                args.repeats)
+    plain = throughput_vs_plain(scan_s, scan_s.rows(), args.image_size, args.batch_size,
+                                args.plain_rows, args.repeats)
 
     pd.set_option("display.width", 200)
     print(f"\nKermany {args.image_size}², small-cnn, {args.epochs} epochs, batch "
@@ -165,6 +257,10 @@ def main() -> None:
           f"{baseline['ratio_decode_over_cached']:.0f}× (median of {args.repeats}, "
           f"{baseline['images']} images, max pixel difference "
           f"{baseline['max_abs_pixel_difference']})")
+    print(f"baseline: one fine-tuning epoch on {plain['rows']} rows: train_run "
+          f"{plain['train_run_images_per_s']:.1f} images/s, plain PyTorch loop "
+          f"{plain['plain_loop_images_per_s']:.1f} images/s: "
+          f"{plain['ratio_train_run_over_plain']:.2f}× (medians of {args.repeats})")
     if args.json:
         args.json.write_text(json.dumps({
             "params": vars(args) | {"kermany": str(args.kermany), "out": str(out),
@@ -172,7 +268,8 @@ def main() -> None:
             "wall_s": wall, "by_policy": by_policy.to_dict(orient="records"),
             "finetune_over_frozen_wall": ratio, "runs": per_run,
             "paired": paired.to_dict(orient="records"), "dedup": dedup,
-            "decode_baseline": baseline, "versions": res.info["versions"]}, indent=2,
+            "decode_baseline": baseline, "plain_loop": plain,
+            "versions": res.info["versions"]}, indent=2,
             default=str))
 
 

@@ -115,14 +115,20 @@ def test_transfer_cost_is_measured_by_effects_and_the_layer(experiment, capsys):
         index=["policy", "seed"], columns="view", values="value")
     expect = (ba["official"] - ba["external"]).mean()
     assert cost["runs"] == 4 and cost["summary_mean"] == pytest.approx(expect, abs=1e-12)
-    recs = {r.id: r for r in audit_experiment(experiment.out_dir).records}
-    rec = recs["experiments.view_contrast.external.balanced_accuracy"]
-    assert rec.denominator == 4 and rec.estimate == pytest.approx(expect, abs=1e-12)
-    assert rec.uncertainty.low <= rec.estimate <= rec.uncertainty.high
-    dd = recs["experiments.view_contrast.external_deduplicated.balanced_accuracy"]
-    assert dd.estimate == pytest.approx(
-        (ba["official"] - ba["external_deduplicated"]).mean(), abs=1e-12)
-    assert "experiments.view_contrast.deduplicated.balanced_accuracy" in recs
+    recs = {r.id: r for r in audit_experiment(experiment.out_dir, n_boot=0).records}
+    # one record per policy (the runs of a condition, over its seeds; never pooled)
+    for policy in ("frozen", "finetune"):
+        rec = recs[f"experiments.view_contrast.external.balanced_accuracy.small_cnn.{policy}."
+                   f"full"]
+        mine = (ba["official"] - ba["external"]).loc[policy].mean()
+        assert rec.denominator == 2 and rec.estimate == pytest.approx(mine, abs=1e-12)
+        assert rec.uncertainty.low <= rec.estimate <= rec.uncertainty.high
+        dd = recs[f"experiments.view_contrast.external_deduplicated.balanced_accuracy."
+                  f"small_cnn.{policy}.full"]
+        assert dd.estimate == pytest.approx(
+            (ba["official"] - ba["external_deduplicated"]).loc[policy].mean(), abs=1e-12)
+        assert f"experiments.view_contrast.deduplicated.balanced_accuracy.small_cnn.{policy}." \
+               f"full" in recs
 
 
 def test_a_rerun_reuses_the_external_predictions(experiment, tiny_release, external):

@@ -98,8 +98,8 @@ def trained_model_outputs(root, out_dir: Path, *, group_regex: str | None = None
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def experiment_cmd(release, out_dir, backbone, weights, init_seed, image_size, workspace,
                    device, group_regex, workers, policies, seeds, pools, epochs, batch_size,
-                   lr, val_share, audit_dir, drop_source, removal_predicates, pool_seed,
-                   external, label_map, n_boot, as_json):
+                   lr, val_share, augmentation, amp, channels_last, audit_dir, drop_source,
+                   removal_predicates, pool_seed, external, label_map, n_boot, as_json):
     """Train, score every view, compute the effects, explain and audit: one report
     (OUT/audit/report.html) with the experiment's records."""
     out = Path(out_dir)
@@ -107,7 +107,8 @@ def experiment_cmd(release, out_dir, backbone, weights, init_seed, image_size, w
                              workspace, device, group_regex, workers, policies, seeds, pools,
                              epochs, batch_size, lr, val_share, audit_dir, drop_source,
                              removal_predicates, pool_seed, label_map=label_map,
-                             external=external, quiet=as_json)
+                             external=external, quiet=as_json, augmentation=augmentation,
+                             amp=amp, channels_last=channels_last)
     command = "splitscope " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     audited, effects, explained = run_experiment(
         res, release, out, workspace=workspace, group_regex=group_regex, workers=workers,

@@ -259,6 +259,90 @@ def bootstrap_metrics(
     return out
 
 
+def singleton_groups(groups) -> tuple[np.ndarray, int]:
+    """Groups with every missing value made a group of its own (a key no group name can
+    take), and how many rows that was; unchanged when every row has a group."""
+    g = pd.Series(np.asarray(groups, dtype=object), dtype="object")
+    missing = pd.isna(g).to_numpy()
+    if not missing.any():
+        return g.to_numpy(), 0
+    keys = np.array([f"\0ungrouped {i}" if miss else f"={v}"
+                     for i, (v, miss) in enumerate(zip(g, missing))], dtype=object)
+    return keys, int(missing.sum())
+
+
+def case_replicates(y_true, scores, metrics=("balanced_accuracy",), *, groups=None,
+                    n_boot: int = DEFAULT_BOOT, seed: int = 0, required=None
+                    ) -> tuple[dict[str, np.ndarray], str]:
+    """Metric of every resample of the rows (``(n_boot,)`` per metric) and what the resampling
+    was. The resamples depend only on the number of rows (or the groups) and ``seed``, so the
+    replicates of two runs scored on the same rows are paired resample by resample. With
+    ``groups``, a cluster bootstrap (a row without a group is its own group)."""
+    y, s = check_inputs(y_true, scores)
+    gen, kind = _resampling(y.size, groups, n_boot, seed)
+    plans = [AurocPlan(y == c, s[:, c]) for c in range(s.shape[1])]
+    parts: dict[str, list] = {m: [] for m in metrics}
+    for w in gen:
+        got = batch_metrics(w, y, s, required, tuple(metrics), plans)
+        for m in metrics:
+            parts[m].append(got[m])
+    return {m: np.concatenate(v) for m, v in parts.items()}, \
+        f"{kind}; {n_boot} resamples, seed {seed}"
+
+
+def _resampling(n: int, groups, n_boot: int, seed: int):
+    """The weight matrices of a case (or, with groups, cluster) bootstrap and its words."""
+    if groups is None:
+        return bootstrap_weights(n, n_boot, seed), \
+            f"percentile case bootstrap over the {n} evaluated rows"
+    keys, alone = singleton_groups(groups)
+    return cluster_weights(keys, n_boot, seed), (
+        f"percentile cluster bootstrap over {np.unique(keys).size} groups of the {n} "
+        f"evaluated rows ({alone} without a group, each its own group)")
+
+
+def mean_difference_interval(first: list[np.ndarray], second: list[np.ndarray],
+                             level: float = 0.95) -> dict:
+    """Percentile interval of the mean over pairs of replicate differences ``first[i] −
+    second[i]`` (paired resample by resample, :func:`case_replicates`), each pair's own
+    interval and the resamples where the difference is undefined."""
+    diffs = np.stack([np.asarray(a, np.float64) - np.asarray(b, np.float64)
+                      for a, b in zip(first, second)])
+    mean = diffs.mean(axis=0)
+    lo, hi = percentile_interval(mean, level)
+    return {"low": lo, "high": hi, "pairs": int(diffs.shape[0]), "level": level,
+            "undefined_resamples": int((~np.isfinite(mean)).sum()),
+            "per_pair": [dict(zip(("low", "high"), percentile_interval(d, level)))
+                         for d in diffs]}
+
+
+def paired_case_bootstrap(y_true, first, second, metric: str = "balanced_accuracy", *,
+                          groups=None, n_boot: int = DEFAULT_BOOT, seed: int = 0,
+                          level: float = 0.95, required=None) -> dict:
+    """Case-level uncertainty of a seed-mean paired difference: runs ``first[i]`` and
+    ``second[i]`` (score arrays on the same evaluated rows, one pair per seed) are scored on
+    the *same* resamples of the rows, and the interval is the percentile interval of the
+    mean over pairs of metric(first) − metric(second) (group-aware with ``groups``)."""
+    if not len(first) or len(first) != len(second):
+        raise InputError("a paired case bootstrap needs pairs of runs")
+    opts = {"groups": groups, "n_boot": n_boot, "seed": seed, "required": required}
+    reps_a = [case_replicates(y_true, a, (metric,), **opts)[0][metric] for a in first]
+    reps_b = [case_replicates(y_true, b, (metric,), **opts)[0][metric] for b in second]
+    y = np.asarray(y_true, dtype=np.int64)
+    kind = _resampling(y.size, groups, n_boot, seed)[1]
+    one = np.ones((1, y.size), dtype=np.float32)
+    point = float(np.mean([batch_metrics(one, y, np.asarray(a, np.float64), required,
+                                         (metric,))[metric][0]
+                           - batch_metrics(one, y, np.asarray(b, np.float64), required,
+                                           (metric,))[metric][0]
+                           for a, b in zip(first, second)]))
+    out = mean_difference_interval(reps_a, reps_b, level)
+    return {"metric": metric, "mean": point, **out,
+            "kind": f"{kind}, the same resamples for both runs of each of the {len(first)} "
+                    f"seed pair(s); {n_boot} resamples, seed {seed}, {level:.0%} interval of "
+                    f"the mean difference"}
+
+
 # --------------------------------------------------------------------------------------------
 # DeLong
 

@@ -18,6 +18,7 @@ Weights come only from a local file (a state dict, or a checkpoint holding one u
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,6 +208,11 @@ def _last_conv(torch, model):
 
 
 def _load_weights(torch, module, path: Path) -> None:
+    """Load a local state dict into ``module`` (the headless backbone). Accepted: a plain
+    state dict (``.pt``/``.pth`` or ``.safetensors``), a checkpoint holding one under
+    ``state_dict``/``model``/``model_state``, and a run's ``selected.pt`` (its
+    ``backbone.`` tensors). Every tensor of the backbone must be found; tensors it has no
+    place for (a classification head) are left out."""
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
@@ -222,8 +228,34 @@ def _load_weights(torch, module, path: Path) -> None:
         raise InputError(f"weights {path} hold no state dict")
     state = {k.removeprefix("module."): v for k, v in state.items()}
     own = module.state_dict()
+    state = _backbone_part(state, own)
     usable = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
-    if not usable:
+    needed = [k for k in own if not k.endswith("num_batches_tracked")]
+    missing = [k for k in needed if k not in usable]
+    if len(missing) == len(needed):
         raise InputError(f"weights {path}: no tensor matches the backbone's parameters "
                          f"(first keys {list(state)[:3]})")
+    if missing:
+        raise InputError(f"weights {path}: {len(missing)} of the backbone's {len(needed)} "
+                         f"tensors are missing or of another shape (first: {missing[:3]}); "
+                         f"supply the checkpoint of this architecture")
     module.load_state_dict(usable, strict=False)
+
+
+# torchvision's DenseNet checkpoints name layers norm.1 / conv.2; the modules are norm1 / conv2
+_DENSE_OLD = re.compile(r"^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|"
+                        r"running_mean|running_var))$")
+
+
+def _backbone_part(state: dict, own: dict) -> dict:
+    """The tensors of ``state`` under the backbone's own names: a run's classifier
+    (``backbone.`` prefix; ``backbone.1.`` behind the grey-to-RGB step of the library
+    architectures) and DenseNet's older layer names are mapped; other keys are kept."""
+    if any(k.startswith("backbone.") for k in state):
+        inner = {k[len("backbone."):]: v for k, v in state.items() if k.startswith("backbone.")}
+        if not any(k in own for k in inner) and all(k.startswith("1.") for k in inner):
+            inner = {k[2:]: v for k, v in inner.items()}
+        state = inner
+    if any(_DENSE_OLD.match(k) for k in state):
+        state = {(_DENSE_OLD.sub(r"\1\2", k)): v for k, v in state.items()}
+    return state

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import click
+import numpy as np
 
 from splitscope.cli_options import LABEL_MAP_OPTION, resamples_option, with_options
 from splitscope.errors import InputError
@@ -42,14 +43,23 @@ training_options = [
     click.option("--policy", "policies", default="frozen,finetune", show_default=True,
                  help="Comma-separated: frozen (head only, cached features), finetune."),
     click.option("--seeds", default="0,1,2", show_default=True, help="Comma-separated seeds."),
-    click.option("--pools", default="Full,Removal,Random", show_default=True,
+    click.option("--pools", default="Full,Removal,Class-matched,Random", show_default=True,
                  help="Comma-separated training pools (Full, Removal, Random, Class-matched, "
-                      "Source-only, Within-class replacement)."),
+                      "Source-only, Within-class replacement); by default Removal beside its "
+                      "class-matched and random controls."),
     click.option("--epochs", default=10, show_default=True, type=int),
     click.option("--batch-size", default=64, show_default=True, type=int),
     click.option("--lr", default=1e-3, show_default=True, type=float),
     click.option("--val-share", default=0.15, show_default=True, type=float,
                  help="Validation holdout share of each pool (stratified, seeded)."),
+    click.option("--augmentation", default="flip,crop", show_default=True,
+                 type=click.Choice(["flip,crop", "flip", "crop", "none"]),
+                 help="Fine-tuning augmentation: random horizontal flip, random shift (crop "
+                      "of the reflect-padded image), both or none; recorded in the protocol."),
+    click.option("--amp", is_flag=True,
+                 help="Mixed precision (float16 autocast with gradient scaling); CUDA only."),
+    click.option("--channels-last", is_flag=True,
+                 help="Channels-last memory format; CUDA only."),
     click.option("--audit", "audit_dir", type=click.Path(exists=True, file_okay=False),
                  default=None, help="A finished audit whose contaminated list gives the "
                                     "flagged rows (default: the duplicates layer runs on the "
@@ -77,11 +87,16 @@ def _csv(text: str, cast=str) -> tuple:
 
 
 @contextmanager
-def run_progress(enabled: bool):
-    """Two rich bars on stderr (overall runs, epochs of the current run) when ``enabled``;
-    yields the ``on_epoch`` callback of :func:`train_experiment` (or ``None``)."""
+def run_progress(enabled: bool, terminal: bool | None = None):
+    """Progress on stderr when ``enabled``: two rich bars (runs, epochs of the current run) on
+    a terminal, else one line per epoch (run k/N, epoch, training images/s, ETA of the whole
+    experiment from the epochs so far); yields the ``on_epoch`` callback of
+    :func:`train_experiment` (or ``None``)."""
     if not enabled:
         yield None
+        return
+    if not (sys.stderr.isatty() if terminal is None else terminal):
+        yield epoch_lines(lambda text: click.echo(text, err=True))
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -90,7 +105,7 @@ def run_progress(enabled: bool):
                   console=Console(stderr=True), transient=True) as bar:
         tasks = {}
 
-        def on_epoch(k, total, rid, epoch, epochs):
+        def on_epoch(k, total, rid, epoch, epochs, entry=None):
             if "all" not in tasks:
                 tasks["all"] = bar.add_task("runs", total=total)
             if tasks.get("run_id") != rid:
@@ -102,6 +117,33 @@ def run_progress(enabled: bool):
             bar.update(tasks["all"], completed=k - 1 + epoch / epochs)
 
         yield on_epoch
+
+
+def epoch_lines(echo, clock=None):
+    """An ``on_epoch`` callback that writes one plain line per epoch trained (for logs and
+    pipes): ``run 3/16 NAME epoch 2/10: 812 images/s, ETA 0:14:05``. The ETA is the time per
+    trained epoch so far times the epochs left (reused runs count as done)."""
+    import time
+
+    clock = clock or time.monotonic
+    state = {"start": None, "trained": 0}
+
+    def on_epoch(k, total, rid, epoch, epochs, entry=None):
+        if entry is None:  # a run finished earlier
+            echo(f"run {k}/{total} {rid}: finished earlier, reused")
+            return
+        now = clock()
+        if state["start"] is None:
+            state["start"] = now - entry["data_s"] - entry["compute_s"] - entry["eval_s"]
+        state["trained"] += 1
+        left = (total - k) * epochs + (epochs - epoch)
+        eta = (now - state["start"]) / state["trained"] * left
+        h, rest = divmod(int(round(eta)), 3600)
+        echo(f"run {k}/{total} {rid} epoch {epoch}/{epochs}: "
+             f"{entry['train_images_per_s']:.0f} images/s, ETA {h}:{rest // 60:02d}:"
+             f"{rest % 60:02d}")
+
+    return on_epoch
 
 
 def print_summary(result) -> None:
@@ -116,7 +158,7 @@ def print_summary(result) -> None:
     for c in s.columns:
         table.add_column(c)
     for row in s.itertuples(index=False):
-        table.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in row])
+        table.add_row(*[_cell(v) for v in row])
     con.print(table)
     fc = result.info.get("feature_cache")
     if fc:
@@ -128,17 +170,27 @@ def print_summary(result) -> None:
               f"--contrast Removal-Full)")
 
 
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4f}" if np.isfinite(v) else "–"
+    return "–" if v is None else str(v)
+
+
 def train_from_options(release, out_dir, backbone, weights, init_seed, image_size, workspace,
                        device, group_regex, workers, policies, seeds, pools, epochs,
                        batch_size, lr, val_share, audit_dir, drop_source, removal_predicates,
-                       pool_seed, label_map=None, external=None, quiet: bool = False):
-    """Parse the option values and run :func:`train_experiment` with progress bars."""
+                       pool_seed, label_map=None, external=None, quiet: bool = False,
+                       augmentation: str = "flip,crop", amp: bool = False,
+                       channels_last: bool = False):
+    """Parse the option values and run :func:`train_experiment` with progress (bars on a
+    terminal, one line per epoch otherwise)."""
     from splitscope.experiments.protocol import Protocol
     from splitscope.experiments.retraining import train_experiment
 
     protocol = Protocol(image_size=image_size, epochs=epochs, batch_size=batch_size, lr=lr,
-                        val_share=val_share)
-    with run_progress(not quiet and sys.stderr.isatty()) as on_epoch:
+                        val_share=val_share, augmentation=augmentation, amp=amp,
+                        channels_last=channels_last)
+    with run_progress(not quiet) as on_epoch:
         return train_experiment(
             release, out_dir, backbone=backbone, weights=weights, init_seed=init_seed,
             policies=_csv(policies), seeds=_csv(seeds, int), pools=_csv(pools),
@@ -157,8 +209,8 @@ def train_from_options(release, out_dir, backbone, weights, init_seed, image_siz
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 def train_cmd(release, out_dir, backbone, weights, init_seed, image_size, workspace, device,
               group_regex, workers, policies, seeds, pools, epochs, batch_size, lr, val_share,
-              audit_dir, drop_source, removal_predicates, pool_seed, external, label_map,
-              as_json):
+              augmentation, amp, channels_last, audit_dir, drop_source, removal_predicates,
+              pool_seed, external, label_map, as_json):
     """Controlled re-training: every policy × pool × seed under one recorded protocol
     (METHODS 5.11); per run predictions.parquet (logits), the selected checkpoint and its
     curve; runs.csv for `splitscope effects`. A rerun skips finished runs and resumes an
@@ -167,7 +219,8 @@ def train_cmd(release, out_dir, backbone, weights, init_seed, image_size, worksp
                              workspace, device, group_regex, workers, policies, seeds, pools,
                              epochs, batch_size, lr, val_share, audit_dir, drop_source,
                              removal_predicates, pool_seed, label_map=label_map,
-                             external=external, quiet=as_json)
+                             external=external, quiet=as_json, augmentation=augmentation,
+                             amp=amp, channels_last=channels_last)
     out = Path(out_dir)
     write_artifacts_manifest(out, [out / "runs.csv", out / "experiment.json",
                                    out / "truth.csv"]
@@ -186,15 +239,19 @@ def train_cmd(release, out_dir, backbone, weights, init_seed, image_size, worksp
 @click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False),
               help="Parquet file: path, e0 … e{d-1} (what `duplicates --embeddings` reads).")
 @with_options(backbone_options)
+@click.option("--raw", is_flag=True, help="Write the raw pooled features (default: each "
+                                          "dimension standardised on the training rows).")
 @click.option("--json", "as_json", is_flag=True)
 def embed_cmd(release, out_file, backbone, weights, init_seed, image_size, workspace, device,
-              group_regex, workers, as_json):
-    """Backbone embeddings per released path (same loader and cache as training)."""
+              group_regex, workers, raw, as_json):
+    """Backbone embeddings per released path (same loader and cache as training; --weights
+    takes a run's selected.pt for a fine-tuned backbone)."""
     from splitscope.experiments.embeddings import embed_release
 
     res = embed_release(release, out_file, backbone=backbone, weights=weights,
                         init_seed=init_seed, image_size=image_size, workspace=workspace,
-                        device=device, group_regex=group_regex, workers=workers)
+                        device=device, group_regex=group_regex, workers=workers,
+                        standardize=not raw)
     if as_json:
         click.echo(json.dumps(res, indent=2, sort_keys=True, default=str))
         return

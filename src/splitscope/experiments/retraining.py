@@ -52,12 +52,16 @@ from splitscope.records.model import _clean
 
 VIEWS = ("official", "deduplicated")
 EXTERNAL_VIEWS = ("external", "external_deduplicated")
-VIEW_METRICS = ("balanced_accuracy", "macro_auc", "accuracy", "organizer_score", "ece", "brier",
-                "nll")
+VIEW_METRICS = ("balanced_accuracy", "balanced_accuracy_present", "macro_auc", "accuracy",
+                "organizer_score", "ece", "brier", "nll")
 #: holdout-transfer figures of a run (:func:`holdout_transfer`) → runs.csv metric names
 HOLDOUT_METRICS = {"temperature": "temperature", "ece_before": "ece_before_temperature",
                    "ece_after": "ece_after_temperature", "default_ba": "threshold_default_ba",
                    "youden_ba": "threshold_youden_ba"}
+
+#: Removal beside its controls over the same seeds (METHODS §5.9): Class-matched draws the
+#: Removal pool's class counts from Full, Random its size
+DEFAULT_POOLS = ("Full", "Removal", "Class-matched", "Random")
 
 RUN_METRICS = ("epochs", "best_epoch", "optimizer_updates", "wall_seconds",
                "train_images_per_s", "inference_images_per_s", "data_share")
@@ -132,12 +136,26 @@ def flagged_from_audit(manifest: pd.DataFrame, audit_dir: str | Path, removal, v
 def flagged_from_scan(scan, removal, view) -> tuple[np.ndarray, np.ndarray, dict]:
     """Training rows with a test twin (boundary train → test) by the ``removal`` predicates
     and test rows with a training twin (test → train) by the ``view`` predicates, from the
-    duplicates layer run on the workspace scan (no SSIM, no transform sample)."""
+    duplicates layer run on the workspace scan (no SSIM, no transform sample). The layer's
+    per-row flags are kept in the workspace, keyed by the scan result, and reused by the next
+    call on the same scan."""
     from splitscope.relations.layer import audit_duplicates
 
-    res = audit_duplicates(scan, ["train->test", "test->train"], ssim=False,
-                           transform_sample=0)
-    flags = res.tables["query_flags"]
+    import splitscope
+
+    result = str(scan.meta.get("result", scan.meta.get("generation", "")))
+    key = f"{scan.params.key()}-{_slug(result)}-n{len(scan.manifest)}-v{splitscope.__version__}"
+    cached = Path(scan.workspace) / "experiments" / "flags" / f"{key}.parquet"
+    if cached.exists():
+        flags, reused = pd.read_parquet(cached), True
+    else:
+        res = audit_duplicates(scan, ["train->test", "test->train"], ssim=False,
+                               transform_sample=0)
+        flags, reused = res.tables["query_flags"], False
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(".tmp")
+        flags.to_parquet(tmp, index=False)
+        tmp.replace(cached)
     b = flags["boundary"].astype(str)
     on_train = b.str.startswith("train").to_numpy()
     train = np.unique(flags.loc[_hits(flags, removal) & on_train, "row"].to_numpy(np.int64))
@@ -145,6 +163,7 @@ def flagged_from_scan(scan, removal, view) -> tuple[np.ndarray, np.ndarray, dict
     return train, test, {"source": "duplicates layer on the workspace scan",
                          "removal_predicates": list(removal), "view_predicates": list(view),
                          "boundaries": sorted(b.unique().tolist()),
+                         "cache": {"path": str(cached), "hit": reused},
                          "rule": "train rows flagged on train → test (removal); test rows "
                                  "flagged on test → train (view)"}
 
@@ -219,7 +238,7 @@ def train_experiment(
     init_seed: int = 0,
     policies=POLICIES,
     seeds=(0, 1, 2),
-    pools=("Full", "Removal", "Random"),
+    pools=DEFAULT_POOLS,
     protocol: Protocol | None = None,
     workspace: str | Path | None = None,
     audit_dir: str | Path | None = None,
@@ -265,8 +284,9 @@ def train_experiment(
     echo : callable, optional
         ``echo(text)`` for progress lines.
     on_epoch : callable, optional
-        ``on_epoch(run_number, runs, run_id, epoch, epochs)`` after each epoch (progress bars);
-        a reused run reports ``epoch == epochs``.
+        ``on_epoch(run_number, runs, run_id, epoch, epochs, entry)`` after each epoch
+        (progress), ``entry`` the epoch's curve line (train images/s, seconds) or ``None``
+        for a reused run, which reports ``epoch == epochs``.
 
     Returns
     -------
@@ -347,6 +367,9 @@ def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, 
     (out / "views").mkdir(exist_ok=True)
     dedup_list = m.loc[np.intersect1d(test_flag, ev["row"]), ["path"]].reset_index()
     dedup_list.to_csv(out / "views" / "deduplicated_exclude.csv", index=False)
+    kept = ev.loc[~ev["row"].isin(dedup_list["row"]), "label"].astype(str)
+    view_classes = {v: _missing_classes(labels, classes) for v, labels in
+                    (("official", ev["label"].astype(str)), ("deduplicated", kept))}
 
     info = {"release": str(release), "workspace": str(ws), "backbone": spec.to_dict(),
             "protocol": protocol.to_dict(), "policies": list(policies), "seeds": list(seeds),
@@ -358,6 +381,10 @@ def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, 
             "views": {"official": "every evaluated test row",
                       "deduplicated": "official minus views/deduplicated_exclude.csv "
                                       f"({len(dedup_list)} rows)"},
+            "view_classes": view_classes,
+            "start_weights": start_weights(spec),
+            "pool_signatures": {}, "metrics_on": "softmax of the tool's own logits (METHODS "
+                                                 "§5.13)",
             "versions": _versions(torch, device), "score_kind": "logit",
             "image_scan": scan_s.params.key(), "runs": {}}
     lookup = {c: i for i, c in enumerate(classes)}
@@ -383,23 +410,32 @@ def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, 
     pred_dir.mkdir(exist_ok=True)
     eval_index = ev["thumb_index"].to_numpy(np.int64)
 
+    signatures = {name: pool_signature(by_name[name], m, pool_definition(
+        name, removal, flag_info, audit_dir, drop_source, pool_seed,
+        manifest.attrs.get("label_map"), classes)) for name in pools}
+    info["pool_signatures"] = signatures
     records, summary = [], []
     plan = [(pol, pool, s) for pol in policies for pool in pools for s in seeds]
+    # every finished run is checked before anything trains: a stale one is refused up front
+    for policy, pool_name, seed in plan:
+        rdir = out / "runs" / run_id(backbone, policy, pool_name, seed)
+        if (rdir / "run.json").exists():
+            same_protocol(json.loads((rdir / "run.json").read_text()), protocol, spec, rdir,
+                          signatures[pool_name])
     for k, (policy, pool_name, seed) in enumerate(plan, 1):
         rid = run_id(backbone, policy, pool_name, seed)
         rdir = out / "runs" / rid
         done = rdir / "run.json"
         if done.exists():
             rec = json.loads(done.read_text())
-            same_protocol(rec, protocol, spec, rdir)
             say(f"[{k}/{len(plan)}] {rid}: finished earlier, reused")
             if on_epoch:
-                on_epoch(k, len(plan), rid, protocol.epochs, protocol.epochs)
+                on_epoch(k, len(plan), rid, protocol.epochs, protocol.epochs, None)
         else:
             rec = _one_run(rid, rdir, spec, policy, pool_name, seed, by_name[pool_name], m,
                            thumb, lookup, classes, protocol, scan_s.thumbnails, eval_index, ev,
                            features, device, out, train_run, RunData, say, k, len(plan),
-                           on_epoch)
+                           on_epoch, signatures[pool_name])
         if ext is not None:
             rec = evaluate_external(rec, rdir, spec, classes, ext, device)
         else:  # an earlier run's external metrics belong to an external corpus not given now
@@ -409,11 +445,12 @@ def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, 
         info["runs"][rid] = {key: rec[key] for key in ("policy", "pool", "seed", "best_epoch",
                                                        "updates", "wall_s", "resumed_from")}
         records += _run_rows(rec, backbone, device)
-        summary.append({"run": rid, "policy": policy, "pool": pool_name, "seed": seed,
-                        "train_rows": rec["train_rows"], "best_epoch": rec["best_epoch"],
-                        "updates": rec["updates"], "wall_s": rec["wall_s"],
-                        **{f"{v}_ba": rec["metrics"].get(v, {}).get("balanced_accuracy")
-                           for v in VIEWS + (EXTERNAL_VIEWS if ext is not None else ())}})
+        summary.append({"run": rid, "policy": policy, "features": features_label(policy, spec),
+                        "pool": pool_name, "seed": seed, "train_rows": rec["train_rows"],
+                        "best_epoch": rec["best_epoch"], "updates": rec["updates"],
+                        "wall_s": rec["wall_s"],
+                        **summary_ba(rec["metrics"], VIEWS + (EXTERNAL_VIEWS if ext is not None
+                                                              else ()))})
     runs = pd.DataFrame(records, columns=["model", "policy", "pool", "seed", "view",
                                           "device", "metric", "value"])
     runs.to_csv(out / "runs.csv", index=False)
@@ -421,17 +458,100 @@ def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, 
     return ExperimentResult(out, runs, pd.DataFrame(summary), info)
 
 
-def same_protocol(rec: dict, protocol: Protocol, spec: BackboneSpec, rdir: Path) -> None:
-    """A finished run is reused only under the same protocol and backbone."""
+def same_protocol(rec: dict, protocol: Protocol, spec: BackboneSpec, rdir: Path,
+                  signature: dict | None = None) -> None:
+    """A finished run is reused only under the same protocol, backbone and training pool
+    (:func:`pool_signature`: the pool's rows and labels and the rule that drew them)."""
     if rec.get("protocol") != _clean(protocol.to_dict()) or rec.get("backbone") != _clean(
             spec.to_dict()):
         raise InputError(f"{rdir} was trained under another protocol or backbone; use another "
                          f"--out (or remove that run folder)")
+    if signature is not None and (rec.get("pool_signature") or {}).get(
+            "sha256") != signature["sha256"]:
+        raise InputError(f"{rdir} was trained on another {rec.get('pool')} pool (its removal "
+                         f"predicates, pool seed, audit, label map or rows differ); use "
+                         f"another --out (or remove that run folder)")
+
+
+def pool_definition(name, removal, flag_info, audit_dir, drop_source, pool_seed, label_map,
+                    classes) -> dict:
+    """What a pool's rows depend on: every pool on the label map and the classes; Source-only
+    and the pools after it on the dropped source; Removal and its controls on the flagged
+    rows (removal predicates, their source, the audit); the seeded controls on the pool
+    seed."""
+    out = {"label_map": label_map, "classes": list(classes)}
+    if name == "Full":
+        return out
+    out["drop_source"] = drop_source
+    if name == "Source-only":
+        return out
+    out.update({"removal_predicates": list(removal), "flagged_source": flag_info["source"],
+                "audit": str(audit_dir) if audit_dir is not None else None})
+    if name != "Removal":
+        out["pool_seed"] = pool_seed
+    return out
+
+
+def pool_signature(pool, m: pd.DataFrame, definition: dict) -> dict:
+    """What a training pool is, as one SHA-256: its rows (path, label, group, in order) and
+    the rule that drew them (``definition``: the pool's own parameters, the removal
+    predicates and source of the flagged rows, the pool seed, the label map)."""
+    import hashlib
+
+    rows = m.loc[np.asarray(pool.rows, dtype=np.int64)]
+    cols = [c for c in ("path", "label", "group") if c in rows]
+    h = hashlib.sha256(json.dumps(_clean({"pool": pool.name, "definition": pool.definition,
+                                          "params": pool.params, **definition}),
+                                  sort_keys=True, default=str).encode())
+    h.update(pd.util.hash_pandas_object(rows[cols].astype("string").fillna("<NA>"),
+                                        index=False).to_numpy().tobytes())
+    return {"sha256": h.hexdigest(), "rows": int(len(rows)), "covers":
+            "pool rows (path, label, group), pool rule and parameters, removal predicates, "
+            "flagged-row source, pool seed, label map"}
+
+
+def _missing_classes(labels: pd.Series, classes: list[str]) -> dict:
+    """Rows of a view and the training classes it has no row of."""
+    present = set(labels)
+    return {"rows": int(len(labels)), "missing_classes": [c for c in classes
+                                                          if c not in present]}
+
+
+def start_weights(spec: BackboneSpec) -> str:
+    """What the backbone starts from, in the words every record uses: a frozen backbone
+    without a weights file gives random features."""
+    if spec.weights:
+        return f"pretrained: {Path(spec.weights).name} (SHA-256 {spec.weights_sha256[:16]}…)"
+    return f"random features (no pretrained weights; random initialisation, seed " \
+           f"{spec.init_seed})"
+
+
+def features_label(policy: str, spec: BackboneSpec) -> str:
+    """What a run's head is trained on, as the summary prints it: ``random features`` for a
+    frozen backbone without pretrained weights."""
+    if policy != "frozen":
+        return "fine-tuned"
+    return "pretrained features" if spec.weights else "random features"
+
+
+def summary_ba(metrics: dict, views) -> dict:
+    """Per view, balanced accuracy, or — where the view lacks a class — ``undefined (no
+    CLASS row)`` and the named ``BA over present classes`` beside it; never a bare NaN."""
+    out = {}
+    for v in views:
+        mv = metrics.get(v, {})
+        missing = mv.get("missing_classes") or []
+        if missing:
+            out[f"{v}_ba"] = f"undefined (no {', '.join(missing)} row)"
+            out[f"{v}_ba_over_present_classes"] = mv.get("balanced_accuracy_present")
+        else:
+            out[f"{v}_ba"] = mv.get("balanced_accuracy")
+    return out
 
 
 def _one_run(rid, rdir, spec, policy, pool_name, seed, pool, m, thumb, lookup, classes,
              protocol, images, eval_index, ev, features, device, out, train_run, RunData, say,
-             k, total, on_epoch) -> dict:
+             k, total, on_epoch, signature) -> dict:
     rows = np.asarray(pool.rows, dtype=np.int64)
     tix = np.array([thumb.get(r, -1) for r in rows], dtype=np.int64)
     labels = m.loc[rows, "label"].astype("string")
@@ -439,15 +559,17 @@ def _one_run(rid, rdir, spec, policy, pool_name, seed, pool, m, thumb, lookup, c
     rows, tix, labels = rows[keep], tix[keep], labels[keep]
     y = labels.map(lookup).to_numpy(np.int64)
     groups = m.loc[rows, "group"].to_numpy(dtype=object) if "group" in m else None
-    if groups is not None and pd.isna(pd.Series(groups)).any():
-        groups = None
+    if groups is not None and pd.isna(pd.Series(groups, dtype=object)).all():
+        groups = None  # no group known at all
     val, holdout = validation_holdout(y, groups, protocol.val_share, seed)
     data = RunData(images=images, train=tix[~val], val=tix[val], y_train=y[~val],
                    y_val=y[val], evaluate=eval_index, n_classes=len(classes))
     say(f"[{k}/{total}] {rid}: {len(rows)} pool rows ({int((~keep).sum())} left out), "
-        f"{int(val.sum())} validation")
+        f"{int(val.sum())} validation; " + holdout.get("groups", "no groups known"))
     res = train_run(data, spec, policy, protocol, seed, rdir, device=device, features=features,
-                    on_epoch=lambda e, n: on_epoch and on_epoch(k, total, rid, e, n))
+                    on_epoch=lambda e, n, entry: on_epoch and on_epoch(k, total, rid, e, n,
+                                                                       entry),
+                    pool_signature=signature["sha256"])
     pred = pd.DataFrame({"path": ev["path"].to_numpy(), "split": ev["split"].to_numpy(),
                          "view": "official"})
     for j, c in enumerate(classes):
@@ -476,7 +598,8 @@ def _one_run(rid, rdir, spec, policy, pool_name, seed, pool, m, thumb, lookup, c
            "train_images_per_s": float(np.median([c["train_images_per_s"] for c in later])),
            "inference_images_per_s": res["inference_images_per_s"],
            "data_share": data_share, "device": device, "metrics": metrics,
-           "holdout_transfer": transfer,
+           "holdout_transfer": transfer, "pool_signature": signature,
+           "start_weights": start_weights(spec),
            "selection": "epoch of maximum validation balanced accuracy (earliest on ties)"}
     (rdir / "run.json").write_text(json.dumps(_clean(rec), indent=2, sort_keys=True))
     return rec
@@ -524,7 +647,11 @@ def score_run(pred_path: Path, out: Path, classes: list[str], names=VIEWS) -> di
     """Metrics of one run's predictions on two views (``names``: every row of
     ``out/truth.csv``, and those minus ``out/views/deduplicated_exclude.csv``), read back as
     ``splitscope metrics`` reads them (the same reader, scoreability check and view
-    functions)."""
+    functions). The logits are the tool's own, so every metric is computed on their softmax
+    (METHODS §5.13): AUCs are scikit-learn's one-vs-rest AUCs on probabilities; the argmax,
+    ECE, Brier score and NLL are those of the logits."""
+    from splitscope.evaluation.metrics import softmax
+
     from splitscope.evaluation.predictions import read_predictions, read_truth
     from splitscope.evaluation.scoreability import check_scoreability
     from splitscope.evaluation.views import official_view, score_view, view_from_list
@@ -539,7 +666,28 @@ def score_run(pred_path: Path, out: Path, classes: list[str], names=VIEWS) -> di
     views = [official_view(truth, whole),
              view_from_list(truth, excluded, "exclude", name=dedup) if len(excluded)
              else official_view(truth, dedup)]
-    return {v.name: score_view(truth, aligned, v, "logit", equal_source=False) for v in views}
+    probs = softmax(aligned)
+    return {v.name: _named_undefined(score_view(truth, probs, v, "probability",
+                                                equal_source=False)) for v in views}
+
+
+def _named_undefined(metrics: dict) -> dict:
+    """A view's metrics with the classes it lacks named (``missing_classes``): balanced
+    accuracy is then undefined (``None`` and its reason, never a bare NaN) and
+    ``balanced_accuracy_present``, the mean recall over the classes present, is the named
+    target beside it (METHODS §5.13)."""
+    support = metrics.get("class_support") or {}
+    missing = [c for c, v in support.items() if v == 0]
+    out = dict(metrics)
+    out["missing_classes"] = missing
+    if missing:
+        out["balanced_accuracy"] = None
+        out["organizer_score"] = None
+        out["balanced_accuracy_reason"] = (
+            f"balanced accuracy over the {len(support)} classes is undefined: no row of "
+            f"{', '.join(missing)} in the view; 'balanced_accuracy_present' is the mean recall "
+            f"over the {len(support) - len(missing)} classes present")
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -652,7 +800,7 @@ def _run_rows(rec: dict, backbone: str, device: str) -> list[dict]:
             continue
         m = rec["metrics"][view]
         for k in VIEW_METRICS:
-            v = m.get(k)
+            v = m.get(k)  # an undefined metric is None, its reason in run.json
             if v is not None and np.isfinite(v):
                 out.append({**ident, "view": view, "metric": k, "value": float(v)})
     values = {"epochs": rec["epochs"], "best_epoch": rec["best_epoch"],

@@ -75,13 +75,16 @@ def to_input(torch, batch_u8: np.ndarray):
     return (x / 255.0 - MEAN) / SD
 
 
-def augment(torch, x, gen):
+def augment(torch, x, gen, flip: bool = True, crop: bool = True):
     """Random horizontal flip (p 0.5) and a random shift of up to S/16 pixels per image
-    (reflect padding), drawn from ``gen``."""
+    (reflect padding), drawn from ``gen``; either can be turned off."""
     n, _, s, _ = x.shape
+    if flip:
+        flipped = torch.rand(n, generator=gen) < 0.5
+        x = torch.where(flipped[:, None, None, None], x.flip(-1), x)
+    if not crop:
+        return x
     pad = max(1, s // 16)
-    flip = torch.rand(n, generator=gen) < 0.5
-    x = torch.where(flip[:, None, None, None], x.flip(-1), x)
     padded = torch.nn.functional.pad(x, (pad, pad, pad, pad), mode="reflect")
     oy = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
     ox = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
@@ -134,7 +137,7 @@ def set_deterministic(torch) -> None:
 
 def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol, seed: int,
               run_dir: Path, *, device: str = "cpu", features: np.ndarray | None = None,
-              on_epoch=None) -> dict:
+              on_epoch=None, pool_signature: str | None = None) -> dict:
     """Train, select and evaluate one run; resume from ``run_dir/checkpoint.pt`` if present.
 
     Parameters
@@ -144,7 +147,11 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
         ``frozen`` needs ``features``: the backbone features of every image index (from the
         frozen-feature cache), ``(len(images), d)``.
     on_epoch : callable, optional
-        ``on_epoch(epoch, epochs)`` after each epoch (progress).
+        ``on_epoch(epoch, epochs, entry)`` after each epoch (progress), ``entry`` the epoch's
+        line of the curve (``None`` for epochs restored from a checkpoint).
+    pool_signature : str, optional
+        What the pool is (:func:`splitscope.experiments.retraining.pool_signature`); a
+        checkpoint of another pool is refused.
 
     Returns
     -------
@@ -170,7 +177,15 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
         params = list(model.head.parameters())
     else:
         params = list(model.parameters())
+    cuda = device == "cuda"
+    if (protocol.amp or protocol.channels_last) and not cuda:
+        raise InputError("mixed precision and channels-last run on CUDA only: drop --amp and "
+                         "--channels-last, or use --device cuda")
     model.to(device)
+    if protocol.channels_last:
+        model.to(memory_format=torch.channels_last)
+    scaler = torch.amp.GradScaler("cuda", enabled=protocol.amp)
+    flip, crop = "flip" in protocol.augmentation, "crop" in protocol.augmentation
     n = len(data.train)
     per_epoch = -(-n // protocol.batch_size)
     total = per_epoch * protocol.epochs
@@ -181,13 +196,14 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
              "updates": 0, "wall_s": 0.0}
     ckpt = run_dir / "checkpoint.pt"
     identity = {"protocol": protocol.to_dict(), "backbone": spec.to_dict(), "policy": policy,
-                "seed": seed, "train_rows": int(n), "val_rows": len(data.val)}
+                "seed": seed, "train_rows": int(n), "val_rows": len(data.val),
+                "pool_signature": pool_signature}
     resumed_from = 0
     if ckpt.exists():
         saved = torch.load(ckpt, map_location="cpu", weights_only=False)
         if saved.get("identity") != identity:
-            raise InputError(f"{ckpt} belongs to another run (protocol, backbone, policy or "
-                             f"seed differ); remove it or use another folder")
+            raise InputError(f"{ckpt} belongs to another run (protocol, backbone, policy, "
+                             f"seed or training pool differ); remove it or use another folder")
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["optimizer"])
         sched.load_state_dict(saved["schedule"])
@@ -212,15 +228,21 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
                 sort = np.argsort(idx, kind="stable")
                 batch = np.empty((len(idx),) + data.images.shape[1:], np.uint8)
                 batch[sort] = data.images[idx[sort]]
-                x = augment(torch, to_input(torch, batch), gen)
-            x, y = x.to(device), y_train[pick].to(device)
+                x = augment(torch, to_input(torch, batch), gen, flip, crop)
+            x, y = x.to(device, non_blocking=cuda), y_train[pick].to(device, non_blocking=cuda)
+            if protocol.channels_last and not frozen:
+                x = x.contiguous(memory_format=torch.channels_last)
             t1 = time.perf_counter()
-            logits = (model.head((x - model.shift) / model.scale) if frozen else model(x))
-            loss = torch.nn.functional.cross_entropy(logits, y)
+            with torch.autocast("cuda", dtype=torch.float16, enabled=protocol.amp):
+                logits = (model.head((x - model.shift) / model.scale) if frozen else model(x))
+                loss = torch.nn.functional.cross_entropy(logits.float(), y)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
             sched.step()
+            if cuda:
+                torch.cuda.synchronize()
             compute_s += time.perf_counter() - t1
             data_s += t1 - t0
             loss_sum += float(loss.detach()) * len(pick)
@@ -244,7 +266,7 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
                       "schedule": sched.state_dict(), "state": state, "identity": identity},
               ckpt)
         if on_epoch:
-            on_epoch(epoch, protocol.epochs)
+            on_epoch(epoch, protocol.epochs, state["curve"][-1])
     if state["best"] is not None:
         model.load_state_dict(state["best"])
     _save(torch, {"model": model.state_dict(), "backbone": spec.to_dict(), "policy": policy,
