@@ -56,7 +56,26 @@ class _LazyGroup(click.Group):
         if name not in VERBS:
             return None
         module = importlib.import_module(VERBS[name])
-        return next(c for c in module.COMMANDS if c.name == name)
+        command = next(c for c in module.COMMANDS if c.name == name)
+        if command.callback is not None and not getattr(command.callback, "_guarded", False):
+            command.callback = _guarded(command.callback)
+        return command
+
+
+def _guarded(callback):
+    """The verb's callback, run after its outputs are checked against its inputs (the one
+    output-location rule, :mod:`splitscope.manifest.roots`), before anything is written."""
+    import functools
+
+    @functools.wraps(callback)
+    def run(*args, **params):
+        from splitscope.manifest.roots import refuse_output_locations
+
+        refuse_output_locations(params)
+        return callback(*args, **params)
+
+    run._guarded = True
+    return run
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

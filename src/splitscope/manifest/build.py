@@ -156,6 +156,26 @@ def _escape_bytes(raw: bytes) -> tuple[str, bool]:
         return raw.decode("utf-8", "backslashreplace"), True
 
 
+def os_name(name: str) -> tuple[str, bool]:
+    """A name as the operating system returned it, as valid text: a name that is not valid
+    UTF-8 (Python holds its bytes as lone surrogates) is written with ``\\xNN`` escapes, as
+    an invalid list path is; and whether it had to be."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return _escape_bytes(os.fsencode(name))[0], True
+    return name, False
+
+
+def refuse_undecodable(path: str | Path, what: str) -> None:
+    """Raise :class:`InputError` when ``path`` itself is not valid UTF-8: its rows' ``file``
+    could not be stored or shown. Names below it are rows marked ``invalid_utf8``."""
+    shown, bad = os_name(str(path))
+    if bad:
+        raise InputError(f"the {what} path {shown} is not valid UTF-8; rename it (or link it "
+                         f"under a UTF-8 name) and rerun")
+
+
 def _valid_text(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
     """Text cells as valid UTF-8 strings and a mask of those that were not: bytes (a Parquet
     binary column) are decoded, and undecodable bytes (or the lone surrogates a CSV read with
@@ -394,21 +414,26 @@ def read_folder(root: str | Path, corpus: str | None = None, *,
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"not a folder: {root}")
-    found, excluded = _walk(str(root), follow_links)
-    found.sort()
+    refuse_undecodable(root, "release folder")
+    walked, excluded = _walk(str(root), follow_links)
+    # a name that is not valid UTF-8 is a row shown with \xNN escapes, marked and never read
+    found = sorted((shown, inside, bad) for (rel, inside) in walked
+                   for shown, bad in [os_name(rel)])
+    for entry in excluded:
+        entry["path"] = os_name(entry["path"])[0]
     if not found:
         raise InputError(f"folder {root} holds no files")
-    parts = [rel.split("/") for rel, _ in found]
+    parts = [rel.split("/") for rel, _, _ in found]
     top = {p[0] for p in parts if len(p) > 1}
     split_layout = bool(top) and all(name.lower() in _SPLIT_ALIASES for name in top)
     if top:  # files beside the split/class folders (README, answer keys) are not released rows
         excluded += [{"path": rel, "reason": EXCLUDED_ROOT_FILE}
-                     for (rel, _), p in zip(found, parts) if len(p) == 1]
+                     for (rel, _, _), p in zip(found, parts) if len(p) == 1]
         kept = [i for i, p in enumerate(parts) if len(p) > 1]
         found, parts = [found[i] for i in kept], [parts[i] for i in kept]
     base = os.path.abspath(root) + os.sep
     rows = []
-    for (rel, inside), p in zip(found, parts):
+    for (rel, inside, bad), p in zip(found, parts):
         split = label = pd.NA
         if split_layout:
             split = p[0]
@@ -416,8 +441,8 @@ def read_folder(root: str | Path, corpus: str | None = None, *,
         elif len(p) > 1:
             label = p[0]
         rows.append({"path": rel, "split_released": split, "label": label,
-                     "file": base + rel.replace("/", os.sep),
-                     "path_issue": pd.NA if inside else OUTSIDE_ROOT})
+                     "file": pd.NA if bad else base + rel.replace("/", os.sep),
+                     "path_issue": INVALID_UTF8 if bad else pd.NA if inside else OUTSIDE_ROOT})
     manifest = _finish(pd.DataFrame(rows), corpus or root.name)
     manifest.attrs = {
         "inputs": [{"kind": "folder", "path": str(root), "root": str(root.resolve()),
@@ -462,6 +487,7 @@ def read_list(
         XLSX sheet.
     """
     path = Path(path)
+    refuse_undecodable(path, "list file")
     table = read_table(path, sheet=sheet)
     return list_rows(table, path, root=root, corpus=corpus, split=split, columns=columns)
 
@@ -568,6 +594,7 @@ def read_input(item, *, follow_links: bool = False, image_column: str | None = N
                          f"a list or table file, an .npz, a DataFrame manifest, "
                          f"splitscope.Arrays or a datasets.Dataset")
     path = Path(item)
+    refuse_undecodable(path, "input")
     if not path.exists():
         raise InputError(f"input not found: {item}")
     if path.is_file() and path.suffix.lower() == ".npz":
