@@ -96,7 +96,7 @@ def refuse_inside_release(path: str | Path, roots: Iterable[str | Path],
             )
         if root.startswith(target.rstrip(os.sep) + os.sep):
             raise InputError(
-                f"{what} {path} holds the release folder {root}; splitscope never writes "
+                f"{what} {path} holds the release {root}; splitscope never writes "
                 f"into a dataset: pass a folder outside it"
             )
 
