@@ -210,16 +210,27 @@ def test_rescore_refuses_a_truth_workbook_bomb_in_bounded_memory(bombs, kind):
 
 
 @pytest.mark.parametrize("kind", ["sparse", "many"])
-def test_every_workbook_reader_gives_the_same_refusal(bombs, kind, tmp_path):
-    from splitscope.evaluation.predictions import read_predictions, read_truth
-    from splitscope.manifest import read_list
-
-    messages = []
-    for reader in (read_list, read_truth, read_predictions):
-        with pytest.raises(InputError) as refused:
-            reader(bombs / f"{kind}.xlsx")
-        messages.append(str(refused.value).partition(".xlsx ")[2])  # past "<what> <path>"
-    assert len(set(messages)) == 1 and "not parsed" in messages[0]
+def test_every_workbook_reader_gives_the_same_refusal(bombs, kind):
+    """The list, truth and prediction readers, in a child (a parser that fails to allocate
+    aborts its process)."""
+    script = ("import json, sys\n"
+              "from splitscope.errors import InputError\n"
+              "from splitscope.evaluation.predictions import read_predictions, read_truth\n"
+              "from splitscope.manifest import read_list\n"
+              "out = []\n"
+              "for reader in (read_list, read_truth, read_predictions):\n"
+              "    try:\n"
+              "        reader(sys.argv[1])\n"
+              "        out.append(None)\n"
+              "    except InputError as exc:\n"
+              "        out.append(str(exc).partition('.xlsx ')[2])\n"
+              "print(json.dumps(out))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(bombs / f"{kind}.xlsx")],
+                          capture_output=True, text=True, env=ENV, timeout=110,
+                          preexec_fn=_memory_cap)
+    assert done.returncode == 0, done.stderr[-300:]
+    messages = json.loads(done.stdout)
+    assert len(set(messages)) == 1 and "not parsed" in messages[0], messages
 
 
 # -- lying JPEG headers -----------------------------------------------------------------------
