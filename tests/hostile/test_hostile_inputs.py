@@ -20,8 +20,7 @@ from splitscope import cli
 from splitscope.errors import InputError
 from splitscope.features.executor import ChunkFailed, ProcessExecutor
 from splitscope.features.scanning import scan
-from splitscope.manifest import workbook
-from splitscope.manifest import read_list
+from splitscope.manifest import read_list, workbook
 
 # -- list files ---------------------------------------------------------------------------
 

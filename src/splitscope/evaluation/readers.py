@@ -33,7 +33,6 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError

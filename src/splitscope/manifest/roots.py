@@ -155,6 +155,4 @@ def _roots_quietly(releases: list, options: dict) -> list[Path]:
         except InputError:
             if Path(item).is_dir():
                 roots.append(Path(os.path.realpath(item)))
-        except Exception:  # noqa: BLE001 - the verb reads it again and says what is wrong
-            continue
     return roots
