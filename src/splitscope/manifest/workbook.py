@@ -9,8 +9,10 @@ aborts the process when that allocation fails). So, before parsing:
    member above 64 MiB that expands more than :data:`MAX_WORKBOOK_RATIO`-fold (the zip reader
    never inflates a member past its declared size, so these bound the work below);
 2. each worksheet's cells, counted from its XML in a streaming pass (1 MiB at a time): at
-   most :data:`MAX_WORKBOOK_CELLS` cells, and the range they span (last row × last column,
-   which is what a parser allocates) at most that many too.
+   most :data:`MAX_WORKBOOK_CELLS` cells, and the range their references span (last row ×
+   last column, which is what a parser allocates) at most that many too. Every writer we know
+   of (Excel, openpyxl, pandas) gives each cell its reference; a sheet whose cells carry none
+   is bounded by their count alone.
 
 A workbook over a limit is an :class:`InputError` naming the file, what it declares and the
 limit, ending "export it as CSV or Parquet". Parsing is python-calamine's, with openpyxl as the
@@ -43,9 +45,12 @@ MAX_WORKBOOK_CELLS = 1 << 24
 a parser holds the whole range in memory (tens of bytes a cell, then a Python object each)."""
 
 _CHUNK = 1 << 20
-_OVERLAP = 4096  # longer than any cell tag's start
-_CELL = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?c[\s/>]")
-_REF = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?c\s[^>]*?\br=\"([A-Z]{1,3})([0-9]{1,7})\"")
+_OVERLAP = 64  # longer than a cell tag's start and its reference
+_CELL_TAGS = (b"<c ", b"<c>", b"<c/>", b":c ", b":c>", b":c/>")  # with a namespace prefix too
+# a cell reference past column Z or row 99,999 (a row's own r="N" has no letters): below both,
+# a sheet spans at most 26 × 99,999 cells, well under the limit, so only these are decoded
+_FAR_REF = re.compile(rb' r="([A-Z]{2,3}[0-9]{1,7}|[A-Z][0-9]{6,7})"')
+_NEAR_ROWS, _NEAR_COLS = 99_999, 26
 
 
 def _refuse(what: str, path: Path, problem: str) -> InputError:
@@ -61,9 +66,9 @@ def _column_number(letters: bytes) -> int:
 
 
 def _sheet_extent(archive: zipfile.ZipFile, member: str) -> tuple[int, int, int]:
-    """``(cells, last row, last column)`` of one worksheet's XML, read in a streaming pass; a
-    tag split across two chunks is seen whole (each chunk is scanned after the previous one's
-    last bytes, and a cell counted there is not counted again)."""
+    """``(cells, last row, last column)`` of one worksheet's XML, read in a streaming pass.
+    Cell tags and references are counted by byte search; each is an upper bound (a tag split
+    across two chunks may count twice), as a limit check wants."""
     cells = rows = cols = 0
     tail = b""
     with archive.open(member) as fh:
@@ -72,11 +77,14 @@ def _sheet_extent(archive: zipfile.ZipFile, member: str) -> tuple[int, int, int]
             if not chunk:
                 break
             data = tail + chunk
-            cells += sum(1 for m in _CELL.finditer(data) if m.end() > len(tail))
-            for letters, digits in _REF.findall(data):
-                cols = max(cols, _column_number(letters))
+            cells += sum(data.count(tag) for tag in _CELL_TAGS)
+            for ref in set(_FAR_REF.findall(data)):
+                digits = ref.lstrip(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+                cols = max(cols, _column_number(ref[:len(ref) - len(digits)]))
                 rows = max(rows, int(digits))
             tail = data[-_OVERLAP:]
+    if rows or cols:  # a far reference: the span with the near ones' bounds
+        rows, cols = max(rows, _NEAR_ROWS), max(cols, _NEAR_COLS)
     return cells, rows, cols
 
 
