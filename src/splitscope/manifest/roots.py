@@ -28,7 +28,9 @@ def release_roots(inputs: Iterable[str | Path | pd.DataFrame], **list_options) -
     """The folders of a release, resolved: each folder input itself; for a list, every folder
     that holds a listed file inside the list's root (a list's root may be a shared working
     folder, so it is not claimed whole); a table or an array archive given as a file is a
-    root of its own (nothing is written in its place; in-memory inputs have none). Reads list files, never walks a folder.
+    root of its own (nothing is written in its place; in-memory inputs have none). A folder of
+    a list counts only when one of its listed files exists. Reads list files, never walks a
+    folder.
 
     ``list_options`` are those of :func:`splitscope.manifest.read_list`.
     """
@@ -57,9 +59,14 @@ def release_roots(inputs: Iterable[str | Path | pd.DataFrame], **list_options) -
         files = manifest["file"]
         if "path_issue" in manifest.columns:
             files = files[manifest["path_issue"].isna()]
-        folders = {os.path.dirname(f) for f in files.dropna().unique()
-                   if not is_url(f)}  # a URL's folder is no local folder to refuse
-        roots |= {os.path.realpath(f) for f in folders}
+        # a URL's folder is no local folder to refuse; a folder none of whose listed files
+        # exists (a labels-only list) holds nothing of the release to overwrite
+        present: set[str] = set()
+        for f in files.dropna().unique():
+            folder = os.path.dirname(f)
+            if folder not in present and not is_url(f) and os.path.lexists(f):
+                present.add(folder)
+        roots |= {os.path.realpath(f) for f in present}
     return sorted(Path(r) for r in roots)
 
 
