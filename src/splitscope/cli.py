@@ -10,8 +10,10 @@ verbs live next to the code they call.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
+import secrets
 import sys
 import tempfile
 import time
@@ -55,7 +57,26 @@ class _LazyGroup(click.Group):
         if name not in VERBS:
             return None
         module = importlib.import_module(VERBS[name])
-        return next(c for c in module.COMMANDS if c.name == name)
+        command = next(c for c in module.COMMANDS if c.name == name)
+        if command.callback is not None and not getattr(command.callback, "_guarded", False):
+            command.callback = _guarded(command.callback)
+        return command
+
+
+def _guarded(callback):
+    """The verb's callback, run after its outputs are checked against its inputs (the one
+    output-location rule, :mod:`splitscope.manifest.roots`), before anything is written."""
+    import functools
+
+    @functools.wraps(callback)
+    def run(*args, **params):
+        from splitscope.manifest.roots import refuse_output_locations
+
+        refuse_output_locations(params)
+        return callback(*args, **params)
+
+    run._guarded = True
+    return run
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -68,17 +89,20 @@ def app() -> None:
 EXIT_INTERNAL = 4
 EXIT_BROKEN_PIPE = 141  # as a shell reports a process ended by SIGPIPE
 
-LOG_NAME = "splitscope-error.log"
+LOG_PREFIX = "splitscope-error-"
+"""Crash logs are ``splitscope-error-<UTC time>-<pid>-<random>.log``: a new file each time."""
 TRACEBACK_VARIABLE = "SPLITSCOPE_TRACEBACK"  # set to 1 to print the traceback on stderr too
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and map every outcome to its exit code (module docstring).
 
-    An input error is one line and exit 2. An unexpected error is one line naming what failed
-    and the log file holding its traceback (under ``--out``, else ``--workspace``, else the
-    temporary folder), exit 4, so a crash is never read as a held ``--fail-on`` condition. A
-    closed stdout (``splitscope ... | head``) ends quietly.
+    An input error is one line and exit 2; so is a full disk or a file-size limit met while
+    writing (``ENOSPC``, ``EDQUOT``, ``EFBIG``; every output is written to a temporary name and
+    renamed when complete, so nothing is left half-written). An unexpected error is one line
+    naming what failed and the log file holding its traceback (a new file under ``--out``, else
+    ``--workspace``, else the temporary folder), exit 4, so a crash is never read as a held
+    ``--fail-on`` condition. A closed stdout (``splitscope ... | head``) ends quietly.
     """
     args = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -99,15 +123,30 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        if exc.errno not in _FULL_ERRNOS:
+            return _internal_error(args, exc)
+        where = f" {exc.filename}" if exc.filename else ""
+        click.echo(f"error: cannot write{where}: {exc.strerror or exc}; free some space or "
+                   f"raise the file-size limit (ulimit -f), or write elsewhere, and rerun",
+                   err=True)
+        return 2
     except Exception as exc:  # noqa: BLE001 - every other error is a bug: logged, exit 4
-        log = _write_log(args, exc)
-        where = f"traceback in {log}" if log else "no log file could be written"
-        click.echo(f"internal error: {type(exc).__name__}: {str(exc)[:200]} ({where}); "
-                   f"please report it", err=True)
-        if os.environ.get(TRACEBACK_VARIABLE) == "1":
-            traceback.print_exception(exc, file=sys.stderr)
-        return EXIT_INTERNAL
+        return _internal_error(args, exc)
     return 0
+
+
+_FULL_ERRNOS = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _internal_error(args: list[str], exc: BaseException) -> int:
+    log = _write_log(args, exc)
+    where = f"traceback in {log}" if log else "no log file could be written"
+    click.echo(f"internal error: {type(exc).__name__}: {str(exc)[:200]} ({where}); "
+               f"please report it", err=True)
+    if os.environ.get(TRACEBACK_VARIABLE) == "1":
+        traceback.print_exception(exc, file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def _option_value(args: list[str], names: tuple[str, ...]) -> str | None:
@@ -121,18 +160,27 @@ def _option_value(args: list[str], names: tuple[str, ...]) -> str | None:
 
 
 def _write_log(args: list[str], exc: BaseException) -> Path | None:
-    """Write the traceback of ``exc`` to a log file in the first existing folder of ``--out``,
-    ``--workspace`` and the temporary folder; its path, or None when none is writable."""
+    """Write the traceback of ``exc`` to a new log file in the first existing folder of
+    ``--out``, ``--workspace`` and the temporary folder; its path, or None when none is
+    writable. The file is created under a name of its own (:data:`LOG_PREFIX`) with
+    ``O_CREAT | O_EXCL | O_NOFOLLOW``: an existing file or a symbolic link planted there is
+    never opened, followed or overwritten."""
     text = (f"splitscope {__version__} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
             f"command: splitscope {' '.join(args)}\n\n"
             + "".join(traceback.format_exception(exc)))
+    name = (f"{LOG_PREFIX}{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}-"
+            f"{secrets.token_hex(4)}.log")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     folders = [_option_value(args, names) for names in (("--out",), ("--workspace", "-w"))]
     for folder in [f for f in folders if f] + [tempfile.gettempdir()]:
-        path = Path(folder) / LOG_NAME
+        path = Path(folder) / name
         try:
-            if Path(folder).is_dir():
-                path.write_text(text, encoding="utf-8")
-                return path.resolve()
+            if not Path(folder).is_dir():
+                continue
+            fd = os.open(path, flags, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+                fh.write(text)
+            return path.resolve()
         except OSError:
             continue
     return None

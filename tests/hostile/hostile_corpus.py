@@ -4,7 +4,8 @@
 ``expected`` is a row status (``ok`` or a reason code) or ``("excluded", reason)``.
 :func:`build_list` writes a list release (a CSV) whose rows point at ``..``, absolute paths,
 devices and ``/proc``, and returns the expected status per row, without and with
-``allow_outside_root``.
+``allow_outside_root``. :func:`lying_jpeg` and :func:`xlsx_bomb` build single hostile files;
+nothing binary is checked in: every case is generated here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import io
 import os
 import socket
 import struct
+import zipfile
 import zlib
 from pathlib import Path
 
@@ -67,6 +69,58 @@ def _corrupt_scan_data() -> bytes:
     data[start:start + 2000] = np.random.default_rng(0).integers(0, 256, 2000,
                                                                  dtype=np.uint8).tobytes()
     return bytes(data)
+
+
+def lying_jpeg(width: int, height: int, seed: int = 0) -> bytes:
+    """A complete, valid 64×64 JPEG (end marker kept) whose frame header claims ``width`` ×
+    ``height``: libjpeg would fill every block past the first few with grey."""
+    rng = np.random.default_rng(seed)
+    data = bytearray(_jpeg(Image.fromarray((rng.random((64, 64, 3)) * 255).astype(np.uint8)),
+                           quality=90))
+    sof = data.find(b"\xff\xc0")
+    struct.pack_into(">HH", data, sof + 5, height, width)
+    return bytes(data)
+
+
+def xlsx_bomb(path: Path, kind: str, inflated: int = 1_200_000_000) -> None:
+    """A workbook with the columns of a truth list (``image_path``, two classes) made hostile:
+    ``sparse``, one more cell at XFD1048576 (a 17-billion-cell range, a few kB on disk);
+    ``many``, 20 million empty cells; ``deflate``, ``inflated`` bytes of blank XML after
+    the data (about a thousandth of that on disk)."""
+    buf = io.BytesIO()
+    import pandas as pd
+
+    pd.DataFrame({"image_path": ["a.png", "b.png"], "x": [1, 0], "y": [0, 1]}).to_excel(
+        buf, index=False)
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as src, \
+            zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as out:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename != "xl/worksheets/sheet1.xml":
+                out.writestr(item, data)
+                continue
+            head, tail = data.split(b"</sheetData>")
+            with out.open(item.filename, "w", force_zip64=True) as fh:
+                if kind == "sparse":
+                    fh.write(head + b'<row r="1048576"><c r="XFD1048576"><v>1</v></c></row>')
+                elif kind == "many":
+                    fh.write(head + b'<row r="4">' + b"<c/>" * 20_000_000 + b"</row>")
+                else:
+                    fh.write(head)
+                fh.write(b"</sheetData>")
+                block = b" " * (1 << 24)
+                for _ in range(inflated // len(block) if kind == "deflate" else 0):
+                    fh.write(block)
+                fh.write(tail)
+
+
+NON_UTF8 = [b"test/b/caf\xe9.png", b"test/b/bad\xff\xfe.png", b"train/\xe9t\xe9/x.png"]
+"""Names that are not valid UTF-8 (Latin-1 bytes, stray bytes), as a file and as a folder."""
+
+
+def shown(name: bytes) -> str:
+    """How a manifest shows a name that is not valid UTF-8: ``\\xNN`` escapes."""
+    return name.decode("utf-8", "backslashreplace")
 
 
 def _save(path: Path, img: Image.Image, **kw) -> None:
@@ -145,6 +199,21 @@ def build_folder(root: Path, outside: Path) -> dict[str, object]:
     os.symlink(outside / "secret.png", b / "link_outside.png")
     expected["test/b/link_outside.png"] = "outside_root"
 
+    # names that are not valid UTF-8: rows, listed as such, never read
+    for i, name in enumerate(NON_UTF8):
+        raw = os.fsencode(root) + b"/" + name
+        os.makedirs(os.path.dirname(raw), exist_ok=True)
+        with open(raw, "wb") as fh:
+            fh.write(_jpeg(image(80 + i), quality=90))
+        expected[shown(name)] = "invalid_utf8"
+    with open(os.fsencode(a) + b"/.hidden\xff.png", "wb") as fh:
+        fh.write(good)
+    expected[shown(b"train/a/.hidden\xff.png")] = ("excluded", EXCLUDED_HIDDEN_FILE)
+    # headers that claim a large image (under max_pixels) over a 64x64 scan
+    for side in (9_000, 11_500):
+        _write(b / f"lying_{side}.jpg", lying_jpeg(side, side, seed=side))
+        expected[f"test/b/lying_{side}.jpg"] = "truncated"
+
     # entries that are not rows: each excluded with its reason
     _save(a / ".hidden.png", image(60))
     expected["train/a/.hidden.png"] = ("excluded", EXCLUDED_HIDDEN_FILE)
@@ -208,10 +277,11 @@ def disk_entries(root: Path) -> set[str]:
             found.add(prefix.rstrip("/"))
             continue
         for e in entries:
+            name = shown(os.fsencode(e.name))  # as a manifest shows it
             if e.is_dir(follow_symlinks=False):
-                stack.append((e.path, prefix + e.name + "/"))
+                stack.append((e.path, prefix + name + "/"))
             else:
-                found.add(prefix + e.name)
+                found.add(prefix + name)
     return found
 
 

@@ -20,8 +20,7 @@ from splitscope import cli
 from splitscope.errors import InputError
 from splitscope.features.executor import ChunkFailed, ProcessExecutor
 from splitscope.features.scanning import scan
-from splitscope.manifest import rows as rows_mod
-from splitscope.manifest import read_list
+from splitscope.manifest import read_list, workbook
 
 # -- list files ---------------------------------------------------------------------------
 
@@ -52,7 +51,7 @@ def test_xlsx_bomb_is_refused_before_parsing(tmp_path):
 def test_xlsx_declared_size_above_the_limit_is_refused(tmp_path, monkeypatch):
     path = tmp_path / "big.xlsx"
     _xlsx_bomb(path, 2 << 20)
-    monkeypatch.setattr(rows_mod, "MAX_WORKBOOK_BYTES", 1 << 20)
+    monkeypatch.setattr(workbook, "MAX_WORKBOOK_BYTES", 1 << 20)
     with pytest.raises(InputError, match="more than the limit of 1,048,576"):
         read_list(path)
 
@@ -216,7 +215,9 @@ def test_internal_error_is_one_line_exit_4_and_a_log_file(tmp_path, monkeypatch,
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert "RuntimeError: something inside broke" in err and str(out) in err
-    log = (out / cli.LOG_NAME).read_text()
+    logs = list(out.glob(cli.LOG_PREFIX + "*.log"))
+    assert len(logs) == 1 and str(logs[0]) in err
+    log = logs[0].read_text()
     assert "Traceback (most recent call last)" in log and "something inside broke" in log
 
 

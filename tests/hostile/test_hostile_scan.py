@@ -62,7 +62,7 @@ def test_root_readme_is_not_counted_as_hidden(corpus, tmp_path):
     root, _, _ = corpus
     summary = scan(root, tmp_path / "ws", workers=1, progress=False).summary()
     by_reason = summary["excluded_by_reason"]
-    assert by_reason["hidden file"] == 1  # train/a/.hidden.png only
+    assert by_reason["hidden file"] == 2  # train/a/.hidden.png and .hidden\xff.png
     assert by_reason["file at the root, outside the folder layout"] == 1  # README.md
     assert sum(by_reason.values()) == summary["excluded"]
 

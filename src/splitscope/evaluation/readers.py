@@ -33,10 +33,11 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.manifest.workbook import filled as _filled
+from splitscope.manifest.workbook import read_sheet, rows_to_frame, sheet_rows, unique_names
 
 XLSX_SUFFIXES = (".xlsx", ".xlsm")
 CSV_SUFFIXES = (".csv", ".tsv", ".txt")
@@ -164,10 +165,6 @@ def find_header(rows: list[list], keys: set[str], width: int) -> int:
     return 0
 
 
-def _filled(c) -> bool:
-    return c is not None and not (isinstance(c, float) and np.isnan(c)) and str(c).strip() != ""
-
-
 def _numeric(c: str) -> bool:
     try:
         float(str(c).replace(",", "."))
@@ -190,20 +187,6 @@ def _header_index(rows: list[list], options: ReadOptions, keys: set[str], width:
                                  f"skipped")
     info["header_row"], info["title_rows_skipped"] = h + 1, h
     return h
-
-
-def unique_names(names) -> list[str]:
-    """Column names made unique the way pandas does (``x``, ``x.1``, ``x.2``)."""
-    seen: dict[str, int] = {}
-    out = []
-    for n in (str(x) for x in names):
-        if n in seen:
-            seen[n] += 1
-            out.append(f"{n}.{seen[n]}")
-        else:
-            seen[n] = 0
-            out.append(n)
-    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -251,25 +234,8 @@ def _sha256(path: Path) -> str:
 def _read_workbook(path: Path, options: ReadOptions, keys: set[str], info: dict,
                    key_role: str = "key") -> pd.DataFrame:
     sheet = sheet_arg(options.sheet)
-    engines = ("calamine", "openpyxl") if options.engine == "auto" else (options.engine,)
-    names, rows, errors = None, None, []
-    for engine in engines:
-        try:
-            names = _sheet_names(path, engine)
-            if sheet is not None and not _sheet_exists(sheet, names):
-                raise InputError(f"sheet {sheet!r} not in {path}; sheets: "
-                                 f"{', '.join(map(repr, names))}")
-            rows = _sheet_rows(path, engine, names.index(sheet) if isinstance(sheet, str)
-                               else sheet or 0)
-        except InputError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - what one parser cannot read, the next may
-            errors.append(f"{engine}: {type(exc).__name__}: {exc}")
-            continue
-        info["engine"] = engine
-        break
-    if rows is None:
-        raise InputError(f"cannot read workbook {path}: {'; '.join(errors)}")
+    rows, names, engine, errors = read_sheet(path, sheet, options.engine, what="workbook")
+    info["engine"] = engine
     if errors:
         info["notes"].append(f"read with {info['engine']} ({errors[0]})")
     info["sheet"] = names[sheet or 0] if not isinstance(sheet, str) else sheet
@@ -287,66 +253,10 @@ def _read_workbook(path: Path, options: ReadOptions, keys: set[str], info: dict,
     return rows_to_frame(rows, h)
 
 
-def rows_to_frame(rows: list[list], h: int) -> pd.DataFrame:
-    """The table below header row ``h`` of a sheet's cell rows, typed as pandas types a sheet:
-    empty cells missing, a numeric column whose values are all whole numbers as integers, other
-    columns by :meth:`DataFrame.infer_objects`. Both engines go through here, so they give the
-    same table."""
-    if h >= len(rows):
-        return pd.DataFrame()
-    names = unique_names(_cell_name(c) if _filled(c) else f"Unnamed: {i}"
-                         for i, c in enumerate(rows[h]))
-    body = pd.DataFrame(rows[h + 1:], columns=range(len(rows[h])))
-    body = body.iloc[:, :len(names)]
-    for c in body.columns:
-        col = body[c]
-        if col.dtype == object or pd.api.types.is_string_dtype(col):
-            blank = col.map(lambda v: isinstance(v, str) and v == "").to_numpy(dtype=bool)
-            if blank.any():
-                body[c] = col.mask(blank)
-        elif pd.api.types.is_float_dtype(col):
-            v = col.to_numpy()
-            if v.size and np.isfinite(v).all() and (v == np.round(v)).all() \
-                    and np.abs(v).max() < 2 ** 53:
-                body[c] = v.astype(np.int64)
-    body.columns = names
-    return body.infer_objects()
-
-
-def _sheet_rows(path: Path, engine: str, index: int) -> list[list]:
-    """Every cell of sheet ``index`` as rows of Python values (calamine read directly: the
-    per-cell conversion of pandas' reader costs as much as the parse)."""
-    if engine == "calamine":
-        from python_calamine import CalamineWorkbook
-
-        return CalamineWorkbook.from_path(str(path)).get_sheet_by_index(index).to_python()
-    raw = pd.read_excel(path, sheet_name=index, header=None, engine=engine)
-    return raw.astype(object).where(raw.notna(), None).to_numpy().tolist()
-
-
-def _cell_name(c) -> str:
-    if isinstance(c, float) and c.is_integer():
-        return str(int(c))
-    return str(c)
-
-
-def _sheet_exists(sheet, names) -> bool:
-    return (0 <= sheet < len(names)) if isinstance(sheet, int) else sheet in names
-
-
-def _sheet_names(path: Path, engine: str) -> list[str]:
-    if engine == "calamine":
-        from python_calamine import CalamineWorkbook
-
-        return list(CalamineWorkbook.from_path(str(path)).sheet_names)
-    with pd.ExcelFile(path, engine=engine) as book:
-        return [str(n) for n in book.sheet_names]
-
-
 def _sheet_with_keys(path: Path, engine: str, names, keys: set[str]) -> str | None:
     """The first sheet after the first whose top rows name a key column."""
     for i, name in enumerate(names[1:], start=1):
-        head = _sheet_rows(path, engine, i)[:SNIFF_LINES]
+        head = sheet_rows(path, engine, i)[:SNIFF_LINES]
         if any(_fold(c) in keys for r in head for c in r if _filled(c)):
             return name
     return None

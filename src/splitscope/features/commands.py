@@ -137,15 +137,12 @@ def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, en
     a summary."""
     from splitscope.features.executor import executor_for
     from splitscope.features.scanning import scan
-    from splitscope.manifest.roots import refuse_inside_release, release_roots
 
     list_opts = with_image_column(list_options(path_column, label_column, split_column,
                                                source_column, group_column, list_root,
                                                constant_split), image_column)
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be at least 1; got {workers}")
-    if out_dir is not None:  # refused before anything is created
-        refuse_inside_release(out_dir, release_roots(list(inputs), **list_opts))
     executor = executor_for(engine, workers, scheduler)
     with contextlib.closing(executor) if executor is not None else contextlib.nullcontext():
         result = scan(

@@ -47,7 +47,9 @@ header fields). Reason codes:
                           grayscale conversion, DICOM without the ``[dicom]`` extra or without
                           pixel data)
 ``truncated``             decoding failed part-way and the data ends early (Pillow's
-                          ``LOAD_TRUNCATED_IMAGES`` is off, so missing data is never padded)
+                          ``LOAD_TRUNCATED_IMAGES`` is off, so missing data is never padded),
+                          or a Huffman-coded JPEG is too short to code the 8×8 blocks its
+                          frame header declares (:func:`jpeg_data_too_short`; not decoded)
 ``corrupt``               decoding failed although the data is complete (a JPEG with its end
                           marker, a PNG with its ``IEND`` chunk): damaged image data
 ``decompression_bomb``    width × height exceeds ``FeatureParams.max_pixels``; not decoded
@@ -124,7 +126,7 @@ __all__ = [
     "extract_files",
 ]
 
-EXTRACT_VERSION = "3"
+EXTRACT_VERSION = "4"
 """Version of the extraction code; part of every cache key. Bump when any feature changes."""
 
 DEFAULT_MAX_PIXELS = 2**27
@@ -480,6 +482,52 @@ def _unidentified(header: dict[str, Any]) -> _Failure:
                                    f"this variant{detail}")
 
 
+def _bomb(w: Any, h: Any, params: FeatureParams) -> _Failure:
+    """The decompression-bomb failure, naming the one bound that applies (``max_pixels``;
+    Pillow's own message would name its own limit, twice as large)."""
+    if not isinstance(w, int) or not isinstance(h, int):
+        size = "more pixels than"
+    else:
+        size = f"{int(w)}x{int(h)} = {int(w) * int(h):,} pixels, more than"
+    return _Failure("decompression_bomb",
+                    f"{size} max_pixels = {params.max_pixels:,}; not decoded")
+
+
+_HUFFMAN_SOF = {"SOF0", "SOF1", "SOF2"}  # arithmetic coding can spend less than a bit a block
+
+
+def jpeg_data_too_short(data: bytes, w: int, h: int, header: dict[str, Any]) -> str | None:
+    """Why a Huffman-coded JPEG cannot hold the image its frame header declares (``w`` ×
+    ``h``), or None.
+
+    Every 8×8 block of every component is coded with at least one bit (a Huffman code is at
+    least one bit long, and each block's DC difference has one), so when fewer than blocks / 8
+    bytes follow the first scan header (``FF DA``; an earlier one inside an embedded thumbnail
+    only loosens the bound) the file lacks image data. libjpeg fills such missing blocks with grey and goes
+    on: it warns, but Pillow discards decoder warnings, so neither ``LOAD_TRUNCATED_IMAGES``
+    nor an error tells. Checked from the header alone, before any pixel is allocated, it
+    bounds the memory a lying header can claim by the file's own size."""
+    if header.get("jpeg_sof") not in _HUFFMAN_SOF:
+        return None
+    try:
+        factors = [tuple(int(x) for x in f.split("x"))
+                   for f in str(header.get("jpeg_sampling") or "").split(",") if f]
+    except ValueError:
+        return None
+    if not factors:
+        return None
+    hmax = max(f[0] for f in factors) or 1
+    vmax = max(f[1] for f in factors) or 1
+    # blocks of a component: ⌈w·H/(8·Hmax)⌉ × ⌈h·V/(8·Vmax)⌉ (ceiling by negated floor)
+    blocks = sum(-(-w * hi // (8 * hmax)) * -(-h * vi // (8 * vmax)) for hi, vi in factors)
+    coded = len(data) - max(0, data.find(b"\xff\xda"))
+    if coded * 8 >= blocks:
+        return None
+    return (f"the frame header declares {w}x{h} pixels ({blocks:,} 8x8 blocks, at least "
+            f"{-(-blocks // 8):,} bytes of coded data) but {coded:,} bytes follow the scan "
+            f"header; not decoded, as missing blocks would be filled with grey")
+
+
 def _decode_pillow(
     data: bytes, params: FeatureParams, header: dict[str, Any], luma: bool = True
 ) -> tuple[Image.Image | np.ndarray, str, str | None, str, Image.Image | None, bool | None,
@@ -498,18 +546,17 @@ def _decode_pillow(
         img = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
         raise _unidentified(header) from None
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise _Failure(
-            "decompression_bomb", f"{exc} (bound: max_pixels = {params.max_pixels}); not decoded"
-        ) from None
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise _bomb(header.get("width"), header.get("height"), params) from None
     except Exception as exc:  # noqa: BLE001 - a malformed header may raise anything
         raise _decode_failure(exc, data) from None
     w, h = img.size
     if w * h > params.max_pixels:
-        raise _Failure(
-            "decompression_bomb",
-            f"{w}x{h} = {w * h} pixels exceeds max_pixels = {params.max_pixels}; not decoded",
-        )
+        raise _bomb(w, h, params)
+    if img.format == "JPEG":
+        short = jpeg_data_too_short(data, w, h, header)
+        if short:
+            raise _Failure("truncated", short)
     reduced = False
     if params.mode == "fast" and img.format == "JPEG":
         need = 2 * max(params.thumb_size, 32)

@@ -311,32 +311,12 @@ def _batch_bounds(n: int, step: int, workers: int, taper: bool) -> list[tuple[in
 
 
 def _check_not_inside_dataset(workspace: Path, manifest: pd.DataFrame, inputs: list) -> None:
-    """The dataset is never written to: refuse a workspace inside an input folder or above
-    any listed file."""
-    ws = os.path.normcase(str(workspace))
-    for item in inputs:
-        if isinstance(item, (str, os.PathLike)) and Path(item).is_dir():
-            folder = os.path.normcase(str(Path(item).resolve()))
-            if ws == folder or ws.startswith(folder + os.sep):
-                raise InputError(
-                    f"workspace {workspace} lies inside the dataset folder {item}; splitscope "
-                    f"never writes into a dataset: pass --workspace outside it"
-                )
-    files = manifest["file"].dropna().astype("string")
-    if "content" in manifest.columns:  # in-memory arrays are kept in the workspace by design
-        own = str(workspace / "arrays") + os.sep
-        kept = manifest["content"].astype("string").eq("array") & \
-            manifest["file"].astype("string").str.startswith(own)
-        files = manifest.loc[~kept.fillna(False), "file"].dropna().astype("string")
-    if os.path.normcase("A") != "A":  # case-insensitive file systems (Windows)
-        inside = files.str.lower().str.startswith(ws + os.sep)
-    else:
-        inside = files.str.startswith(ws + os.sep)
-    if inside.any():
-        raise InputError(
-            f"{int(inside.sum())} listed file(s) lie inside the workspace {workspace} (e.g. "
-            f"{files[inside].iloc[0]}); pass a --workspace outside the dataset"
-        )
+    """The dataset is never written to: the workspace is refused where an output may not go
+    (:mod:`splitscope.manifest.roots`; in-memory arrays are kept in it by design)."""
+    from splitscope.manifest.roots import manifest_roots, refuse_inside_release
+
+    roots = manifest_roots(manifest, inputs, keep=workspace / "arrays")
+    refuse_inside_release(workspace, roots, "workspace")
 
 
 def _progress_enabled(progress: bool | None) -> bool:

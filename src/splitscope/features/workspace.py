@@ -227,28 +227,46 @@ def workspace_lock(workspace: str | Path) -> Iterator[None]:
     """Hold an exclusive advisory lock on ``workspace/.lock`` (released by the OS when the
     process dies, so a killed scan never leaves it locked). A second concurrent scan of the
     same workspace gets an :class:`InputError` instead of corrupting the cache."""
-    workspace = Path(workspace)
-    workspace.mkdir(parents=True, exist_ok=True)
+    with _folder_lock(Path(workspace), ".lock", f"workspace {workspace} is in use by another "
+                                               f"scan; wait for it or pass another --workspace"):
+        yield
+
+
+OUT_LOCK = ".splitscope-out.lock"
+"""The lock file a run holds in its ``--out`` folder while it writes there."""
+
+
+@contextlib.contextmanager
+def output_lock(out_dir: str | Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``out_dir/.splitscope-out.lock`` for a whole run
+    (released by the OS when the process dies): a second run writing to the same ``--out`` at
+    once gets an :class:`InputError` instead of mixing its files with the first's."""
+    with _folder_lock(Path(out_dir), OUT_LOCK, f"--out {out_dir} is in use by another run "
+                                               f"writing there; wait for it or pass another "
+                                               f"--out"):
+        yield
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path, name: str, busy: str) -> Iterator[None]:
+    folder.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
     except ImportError:  # pragma: no cover - no advisory locks on this platform
         yield
         return
-    with open(workspace / ".lock", "a+") as fh:
+    with open(folder / name, "a+") as fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            raise InputError(
-                f"workspace {workspace} is in use by another scan; wait for it or pass "
-                f"another --workspace"
-            ) from exc
+            raise InputError(busy) from exc
         try:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-_WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM,
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,
                  getattr(errno, "EDQUOT", errno.ENOSPC)}
 
 
@@ -360,9 +378,9 @@ class FeatureStore:
         """Why the result that ``meta`` names does not match its commit record (``None`` when
         it does, or when there is no result; a result written before commit records existed
         is trusted)."""
-        folder = self.result_dir(meta)
-        if folder is None:
+        if not meta or not meta.get("result"):
             return None
+        folder = self.results / meta["result"]  # a file of it deleted is a problem too
         records = meta.get("checksums")
         if records is None:
             return None
@@ -404,9 +422,11 @@ class FeatureStore:
             meta = None
         problem = self.check_result(meta) if meta else None
         if problem:
-            folder = self.result_dir(meta)
-            repairs.append(self._quarantine(folder, problem))
-            repairs.append(self._quarantine(self.meta_path, "names a damaged result"))
+            folder = self.results / meta["result"]
+            if folder.exists():
+                repairs.append(self._quarantine(folder, problem))
+            repairs.append(self._quarantine(self.meta_path, f"names a damaged result "
+                                                            f"({problem})"))
         for name in self.committed_shards():
             problem = self.check_shard(name)
             if problem:

@@ -18,8 +18,6 @@ from splitscope.manifest.rows import (  # noqa: F401 - re-exported: they lived h
     EMBEDDED_COLUMNS,
     INVALID_UTF8,
     MANIFEST_COLUMNS,
-    MAX_WORKBOOK_BYTES,
-    MAX_WORKBOOK_RATIO,
     OUTSIDE_ROOT,
     _Containment,
     _finish,
@@ -27,14 +25,15 @@ from splitscope.manifest.rows import (  # noqa: F401 - re-exported: they lived h
     _locate,
     _pick_column,
     _valid_text,
-    check_workbook_size,
     content_of,
     embedded_key,
     finish_rows,
     list_rows,
     manifest_columns,
     normalize_split,
+    os_name,
     read_table,
+    refuse_undecodable,
     with_manifest_columns,
 )
 
@@ -143,21 +142,26 @@ def read_folder(root: str | Path, corpus: str | None = None, *,
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"not a folder: {root}")
-    found, excluded = _walk(str(root), follow_links)
-    found.sort()
+    refuse_undecodable(root, "release folder")
+    walked, excluded = _walk(str(root), follow_links)
+    # a name that is not valid UTF-8 is a row shown with \xNN escapes, marked and never read
+    found = sorted((shown, inside, bad) for (rel, inside) in walked
+                   for shown, bad in [os_name(rel)])
+    for entry in excluded:
+        entry["path"] = os_name(entry["path"])[0]
     if not found:
         raise InputError(f"folder {root} holds no files")
-    parts = [rel.split("/") for rel, _ in found]
+    parts = [rel.split("/") for rel, _, _ in found]
     top = {p[0] for p in parts if len(p) > 1}
     split_layout = bool(top) and all(name.lower() in _SPLIT_ALIASES for name in top)
     if top:  # files beside the split/class folders (README, answer keys) are not released rows
         excluded += [{"path": rel, "reason": EXCLUDED_ROOT_FILE}
-                     for (rel, _), p in zip(found, parts) if len(p) == 1]
+                     for (rel, _, _), p in zip(found, parts) if len(p) == 1]
         kept = [i for i, p in enumerate(parts) if len(p) > 1]
         found, parts = [found[i] for i in kept], [parts[i] for i in kept]
     base = os.path.abspath(root) + os.sep
     rows = []
-    for (rel, inside), p in zip(found, parts):
+    for (rel, inside, bad), p in zip(found, parts):
         split = label = pd.NA
         if split_layout:
             split = p[0]
@@ -165,8 +169,8 @@ def read_folder(root: str | Path, corpus: str | None = None, *,
         elif len(p) > 1:
             label = p[0]
         rows.append({"path": rel, "split_released": split, "label": label,
-                     "file": base + rel.replace("/", os.sep),
-                     "path_issue": pd.NA if inside else OUTSIDE_ROOT})
+                     "file": pd.NA if bad else base + rel.replace("/", os.sep),
+                     "path_issue": INVALID_UTF8 if bad else pd.NA if inside else OUTSIDE_ROOT})
     manifest = _finish(pd.DataFrame(rows), corpus or root.name)
     manifest.attrs = {
         "inputs": [{"kind": "folder", "path": str(root), "root": str(root.resolve()),
@@ -211,6 +215,7 @@ def read_list(
         XLSX sheet.
     """
     path = Path(path)
+    refuse_undecodable(path, "list file")
     table = read_table(path, sheet=sheet)
     return list_rows(table, path, root=root, corpus=corpus, split=split, columns=columns)
 
@@ -252,6 +257,7 @@ def read_input(item, *, follow_links: bool = False, image_column: str | None = N
                          f"a list or table file, an .npz, a DataFrame manifest, "
                          f"splitscope.Arrays or a datasets.Dataset")
     path = Path(item)
+    refuse_undecodable(path, "input")
     if not path.exists():
         raise InputError(f"input not found: {item}")
     if path.is_file() and path.suffix.lower() == ".npz":

@@ -94,43 +94,6 @@ def normalize_split(name: object) -> object:
     return _SPLIT_ALIASES.get(key, key)
 
 
-MAX_WORKBOOK_BYTES = 1 << 30
-"""Largest total uncompressed size (1 GiB) that a workbook's zip directory may declare."""
-
-
-MAX_WORKBOOK_RATIO = 200
-"""Largest uncompressed/compressed ratio of a workbook member above 64 MiB uncompressed:
-spreadsheet XML compresses about 5-30 times; a zip bomb by thousands."""
-
-
-def check_workbook_size(path: Path, what: str = "list file") -> None:
-    """Refuse an XLSX whose zip directory declares an absurd uncompressed size or ratio,
-    before any XML is parsed (the zip reader never inflates a member past its declared size,
-    so the declared sizes bound the work). Limits: :data:`MAX_WORKBOOK_BYTES`,
-    :data:`MAX_WORKBOOK_RATIO`."""
-    import zipfile
-
-    try:
-        with zipfile.ZipFile(path) as archive:
-            members = archive.infolist()
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise InputError(f"cannot read {what} {path}: not a valid XLSX (zip) file: {exc}") from exc
-    total = sum(m.file_size for m in members)
-    if total > MAX_WORKBOOK_BYTES:
-        raise InputError(
-            f"{what} {path} declares {total:,} bytes of uncompressed content, more than the "
-            f"limit of {MAX_WORKBOOK_BYTES:,}; export it as CSV or Parquet"
-        )
-    for m in members:
-        ratio = m.file_size / max(m.compress_size, 1)
-        if m.file_size > (64 << 20) and ratio > MAX_WORKBOOK_RATIO:
-            raise InputError(
-                f"{what} {path}: member {m.filename} expands {ratio:,.0f}-fold to "
-                f"{m.file_size:,} bytes (limit: {MAX_WORKBOOK_RATIO}-fold above 64 MiB); "
-                f"not read, as a zip bomb would not be"
-            )
-
-
 def _read_csv(path: Path, sep: str, text: bool) -> pd.DataFrame:
     """CSV/TSV as strings (``text``) or typed; bytes that are not UTF-8 are kept as lone
     surrogates (``surrogateescape``), for :func:`_valid_text` to escape and mark."""
@@ -161,9 +124,9 @@ def read_table(path: Path, sheet: str | int | None = None, *, text: bool = True,
         elif suffix in {".parquet", ".pq"}:
             table = pd.read_parquet(path)
         elif suffix in {".xlsx", ".xlsm"}:
-            check_workbook_size(path, what)
-            table = pd.read_excel(path, sheet_name=sheet if sheet is not None else 0,
-                                  engine="openpyxl")
+            from splitscope.manifest.workbook import read_workbook_frame
+
+            table = read_workbook_frame(path, sheet, what=what)
         else:
             raise InputError(
                 f"unsupported format {suffix!r} for {what} {path}; use CSV, TSV, Parquet or XLSX"
@@ -185,6 +148,26 @@ def _escape_bytes(raw: bytes) -> tuple[str, bool]:
         return raw.decode("utf-8"), False
     except UnicodeDecodeError:
         return raw.decode("utf-8", "backslashreplace"), True
+
+
+def os_name(name: str) -> tuple[str, bool]:
+    """A name as the operating system returned it, as valid text: a name that is not valid
+    UTF-8 (Python holds its bytes as lone surrogates) is written with ``\\xNN`` escapes, as
+    an invalid list path is; and whether it had to be."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return _escape_bytes(os.fsencode(name))[0], True
+    return name, False
+
+
+def refuse_undecodable(path: str | Path, what: str) -> None:
+    """Raise :class:`InputError` when ``path`` itself is not valid UTF-8: its rows' ``file``
+    could not be stored or shown. Names below it are rows marked ``invalid_utf8``."""
+    shown, bad = os_name(str(path))
+    if bad:
+        raise InputError(f"the {what} path {shown} is not valid UTF-8; rename it (or link it "
+                         f"under a UTF-8 name) and rerun")
 
 
 def _valid_text(values: pd.Series) -> tuple[pd.Series, np.ndarray]:

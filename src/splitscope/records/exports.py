@@ -10,11 +10,17 @@ CSV cells that a spreadsheet would run as a formula (text beginning with ``=``, 
 ``@``, a tab or a carriage return) are written with a leading ``'``, as OWASP recommends for
 CSV injection; a cell that is a plain number (``-0.5``, ``+3``) is left as it is. Parquet keeps
 every value raw, so a program reading the lists gets the released text unchanged.
+
+Every file is written under a temporary name beside its place and renamed onto it when
+complete (:func:`replacing`), so a full disk or a file-size limit never leaves a half-written
+output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -30,6 +36,7 @@ __all__ = [
     "export_frame",
     "file_stem",
     "neutralise_formulas",
+    "replacing",
     "write_artifacts_manifest",
     "write_csv",
     "write_json",
@@ -91,12 +98,29 @@ def neutralise_formulas(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+@contextlib.contextmanager
+def replacing(path: str | Path):
+    """Yield a temporary path beside ``path`` (its folder created) and rename it onto
+    ``path`` once the block completes; on an error the temporary file is removed and ``path``
+    is left as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def write_csv(table: pd.DataFrame, path: str | Path) -> Path:
     """Write ``table`` as CSV (no index) with formula-leading cells neutralised
     (:func:`neutralise_formulas`); returns the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    neutralise_formulas(export_frame(table)).to_csv(path, index=False)
+    with replacing(path) as tmp:
+        neutralise_formulas(export_frame(table)).to_csv(tmp, index=False)
     return path
 
 
@@ -119,12 +143,16 @@ def write_table(table: pd.DataFrame, stem: Path, *, parquet: bool = True,
     stem.parent.mkdir(parents=True, exist_ok=True)
     frame = export_frame(table)
     csv = stem.with_name(stem.name + ".csv")
-    neutralise_formulas(frame).to_csv(csv, index=False)
+    with replacing(csv) as tmp:
+        neutralise_formulas(frame).to_csv(tmp, index=False)
     written = [csv]
     if parquet:
         pq = stem.with_name(stem.name + ".parquet")
         try:
-            frame.to_parquet(pq, index=False)
+            with replacing(pq) as tmp:
+                frame.to_parquet(tmp, index=False)
+        except OSError:
+            raise  # a full disk is no table problem
         except Exception as exc:  # a column pyarrow cannot store: CSV only
             if problems is None:
                 raise
@@ -157,9 +185,9 @@ def write_tables(tables: Mapping[str, Any], out_dir: str | Path, *, parquet: boo
 def write_json(data: Any, path: str | Path) -> Path:
     """UTF-8 JSON, one-space indent, non-JSON values as strings; returns the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n",
-                    encoding="utf-8")
+    text = json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n"
+    with replacing(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return path
 
 

@@ -402,8 +402,10 @@ def render_report(audit: Mapping[str, Any], path: str | Path, *, max_pairs: int 
     pathlib.Path
         The written file.
     """
+    from splitscope.records.exports import replacing
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(audit, max_pairs=max_pairs, thumb_px=thumb_px, opener=opener),
-                    encoding="utf-8")
+    page = render_html(audit, max_pairs=max_pairs, thumb_px=thumb_px, opener=opener)
+    with replacing(path) as tmp:
+        tmp.write_text(page, encoding="utf-8")
     return path
