@@ -63,7 +63,7 @@ def test_the_first_figure_is_the_test_split_composition(demo):
     ("pixel_identical_rate", "has a pixel-identical copy in train"),
     ("byte_identical_rate", "has a byte-identical copy in train"),
     ("ncc_rate", "has a near-twin in train"),
-    ("label_conflict_rate", "LABEL CONFLICT"),
+    ("label_conflict_rate", "LABEL CONFLICT:"),
 ])
 def test_each_summary_figure_is_the_gate_of_the_same_name(demo, metric, words):
     import re
@@ -77,3 +77,22 @@ def test_each_summary_figure_is_the_gate_of_the_same_name(demo, metric, words):
     (out,) = evaluate_conditions([parse_condition(f"{metric}>0")], doc["records"],
                                  doc["layers"], [b["name"] for b in doc["boundaries"]])
     assert out["value"] == pytest.approx(num / den) and out["held"]
+
+
+def test_the_summary_opens_with_the_findings_largest_first(demo):
+    import re
+
+    from splitscope.audit.conditions import evaluate_conditions, parse_condition
+
+    doc = demo.document
+    first = next(v for v in doc["summary"]["verdicts"] if not v.startswith("WARNING"))
+    assert first.startswith("Findings on test against train, largest first: ")
+    found = re.findall(r"([\d.]+)% \(([\d,]+) of ([\d,]+), (\w+)\)", first)
+    assert len(found) >= 4 and any(m == "label_conflict_rate" for *_, m in found)
+    shares = [int(n.replace(",", "")) / int(d.replace(",", "")) for _, n, d, _ in found]
+    assert shares == sorted(shares, reverse=True)
+    for share, (_, _, _, metric) in zip(shares, found):
+        (gate,) = evaluate_conditions([parse_condition(f"{metric}>0")], doc["records"],
+                                      doc["layers"], ["test → train"])
+        assert gate["value"] == pytest.approx(share)
+    assert "LABEL CONFLICT" in first  # flagged, but ranked by its size

@@ -120,18 +120,22 @@ def test_apply_label_maps_refusals():
         apply_label_maps(m, "q=r")
 
 
-def test_identical_images_under_two_labels_inside_one_split(tmp_path):
-    """A byte copy filed under another class inside the test split is a label conflict of
-    its own; byte copies inside the test split are a summary line; rows without a label are
-    <NA> in the issue table's label_conflict column, assessed rows True or False."""
-    root = tmp_path / "rel"
-    seed = 100
-    for split, n in (("train", 6), ("test", 4)):
+def _two_class_release(root: Path, seed: int, *, train: int, test: int) -> Path:
+    """Classes a and b, ``train`` and ``test`` distinct noise images each per split."""
+    for split, n in (("train", train), ("test", test)):
         for label in ("a", "b"):
             (root / split / label).mkdir(parents=True)
             for i in range(n):
                 seed += 1
                 _noise(seed).save(root / split / label / f"{i}.png")
+    return root
+
+
+def test_identical_images_under_two_labels_inside_one_split(tmp_path):
+    """A byte copy filed under another class inside the test split is a label conflict of
+    its own; byte copies inside the test split are a summary line; rows without a label are
+    <NA> in the issue table's label_conflict column, assessed rows True or False."""
+    root = _two_class_release(tmp_path / "rel", 100, train=6, test=4)
     (root / "test" / "b" / "dup_of_a0.png").write_bytes((root / "test" / "a" / "0.png")
                                                         .read_bytes())
     (root / "test" / "a" / "dup_of_a1.png").write_bytes((root / "test" / "a" / "1.png")
@@ -158,14 +162,7 @@ def test_identical_images_under_two_labels_inside_one_split(tmp_path):
 def test_within_split_copies_and_conflicts_have_gates(tmp_path):
     from splitscope.audit.conditions import evaluate_conditions, parse_condition
 
-    root = tmp_path / "rel"
-    seed = 300
-    for split, n in (("train", 5), ("test", 4)):
-        for label in ("a", "b"):
-            (root / split / label).mkdir(parents=True)
-            for i in range(n):
-                seed += 1
-                _noise(seed).save(root / split / label / f"{i}.png")
+    root = _two_class_release(tmp_path / "rel", 300, train=5, test=4)
     (root / "test" / "b" / "again.png").write_bytes((root / "test" / "a" / "0.png").read_bytes())
     res = audit(root, out_dir=tmp_path / "out", workers=1, progress=False,
                 layers=["duplicates"], transforms=0,

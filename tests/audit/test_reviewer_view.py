@@ -79,8 +79,10 @@ def test_label_conflicting_twin_is_a_record_a_verdict_and_first(audited):
     assert (rec["numerator"], rec["denominator"]) == (1, 26)  # twin.png, under b vs a
     assert rec["details"]["examples"][0]["path"] == "test/b/twin.png"
     assert _records(doc, "label_conflict_sha256")[0]["numerator"] == 0  # copy.png keeps a
-    assert doc["summary"]["verdicts"][0].startswith("LABEL CONFLICT: 3.85% of the test split "
-                                                    "(1 of 26 rows)")
+    first, second = doc["summary"]["verdicts"][:2]  # the ranking, then the conflict itself
+    assert first.startswith("Findings on test against train, largest first: ")
+    assert "LABEL CONFLICT 3.85% (1 of 26, label_conflict_rate)" in first
+    assert second.startswith("LABEL CONFLICT: 3.85% of the test split (1 of 26 rows)")
     conflicts = pd.read_csv(Path(audited[0].out_dir) / "lists" / "label_conflicts.csv")
     assert set(conflicts["path"]) == {"test/b/twin.png"}
     assert html.index('data-section="conflicts"') < html.index('data-section="census"')
@@ -414,7 +416,7 @@ def test_hash_only_label_conflicts_are_not_called_label_noise():
          "reference": {"name": "train", "rows": 20}}
     hashed = {"id": "near_duplicate.label_conflict_hash_joint.test--train", "layer":
               "near_duplicate", "status": "completed", "boundary": {"name": b["name"]},
-              "numerator": 3, "denominator": 10,
+              "numerator": 3, "denominator": 10, "estimate": 0.3, "unit": "affected query row",
               "predicate": {"name": "label_conflict_hash_joint"},
               "details": {"calibration": "uncalibrated", "trusted": False}}
     doc = {"records": [hashed], "boundaries": [b], "params": {"tau": 0.98}}
@@ -423,7 +425,9 @@ def test_hash_only_label_conflicts_are_not_called_label_noise():
     assert any(line.startswith("Hash rules alone link 3 of 10 test rows") for line in lines)
     assert not any("label noise that no model" in line for line in meaning(doc))
     trusted = {**hashed, "details": {"calibration": "reliable", "trusted": True}}
-    assert verdicts({**doc, "records": [trusted]})[0].startswith("LABEL CONFLICT: 30%")
+    ranked, conflict = verdicts({**doc, "records": [trusted]})[:2]
+    assert ranked.endswith("LABEL CONFLICT 30% (3 of 10, label_conflict_rate).")
+    assert conflict.startswith("LABEL CONFLICT: 30%")
 
 
 def test_an_untrusted_conflict_record_does_not_claim_the_same_image():

@@ -94,7 +94,7 @@ def test_layer_records_state_rate_unit_and_denominator(planted):
     by_id = {r.id: r for r in res.records}
     dark = by_id["quality.dark"]
     assert (dark.numerator, dark.denominator, dark.unit) == (1, len(sc.manifest), "row")
-    assert "5.6% of test/A (1 of 18 rows)" in dark.conclusion
+    assert "5.56% of test/A (1 of 18 rows)" in dark.conclusion
     assert "0.0% of train/B (0 of 13 rows)" in dark.conclusion
     assert dark.predicate["params"]["dark_mean"] == 40.0
     cells = dark.details["by_split_class"]
@@ -123,7 +123,7 @@ def test_a_flag_that_follows_the_class_is_called_a_shortcut_hint(tmp_path):
     rec = {r.id: r for r in audit_quality(sc).records}["quality.flag_label_association"]
     assert rec.estimate > 0.6
     assert "large_border differs strongly between classes" in rec.conclusion
-    assert "66.7% of B" in rec.conclusion and "0.0% of A" in rec.conclusion
+    assert "66.7% of B" in rec.conclusion and "0% of A" in rec.conclusion
     assoc = flag_label_association(audit_quality(sc).tables["quality"])
     v = assoc.set_index("flag")["cramers_v"]
     assert v["large_border"] == pytest.approx(rec.estimate)
@@ -263,7 +263,7 @@ def test_report_shows_the_quality_table(planted):
     view = quality_view(records)
     assert view["columns"] == ["test/A", "test/B", "train/A", "train/B"]
     dark = next(r for r in view["rows"] if r["id"] == "quality.dark")
-    assert dark["cells"][0] == "5.6% (1 of 18)"
+    assert dark["cells"][0] == "5.56% (1 of 18)"
     assert [r["id"] for r in view["others"]] == ["quality.flag_label_association"]
     html = render_html({"records": records, "boundaries": [], "inputs": [], "software": {}})
-    assert 'data-section="quality-table"' in html and "5.6% (1 of 18)" in html
+    assert 'data-section="quality-table"' in html and "5.56% (1 of 18)" in html

@@ -49,7 +49,7 @@ def test_quality_layer_runs_in_the_audit_on_kermany(kermany_audit):
     listed = (res.out_dir / "lists" / "quality.csv").read_text().splitlines()
     assert len(listed) == 5841
     html = res.report.read_text()
-    assert 'data-section="quality-table"' in html and "100.0% (390 of 390)" in html
+    assert 'data-section="quality-table"' in html and "100% (390 of 390)" in html
 
 
 def test_image_statistics_predict_pneumonia_within_pool_and_across_split(kermany_audit):

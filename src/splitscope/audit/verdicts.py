@@ -14,6 +14,7 @@ from splitscope.evaluation.reading import VERDICTS as EVALUATION_VERDICTS
 from splitscope.groups.reading import VERDICTS as GROUP_VERDICTS
 from splitscope.provenance.reading import VERDICTS as PROVENANCE_VERDICTS
 from splitscope.records.format import count as fmt_int
+from splitscope.records.format import percent_of
 from splitscope.records.metrics import Verdict
 from splitscope.relations.reading import EXTERNAL_VERDICTS
 from splitscope.relations.reading import VERDICTS as RELATIONS_VERDICTS
@@ -49,10 +50,46 @@ def verdicts(doc: Mapping[str, Any], sections: Sequence[Verdict] | None = None) 
     the order of ``sections`` (default :func:`layer_verdicts`): label conflicts, near-twin
     rates with numerator, denominator and predicate, byte and pixel copies, the deduplicated
     split, group overlap, containment, balanced accuracy, header probes, attribution."""
-    lines: list[str] = warnings(doc)
+    lines: list[str] = warnings(doc) + largest_first(doc)
     for section in sections if sections is not None else layer_verdicts():
         lines.extend(section.lines(doc))
     return lines
+
+
+#: the findings the opening line ranks: what each is called and the --fail-on metric whose
+#: value (the same figure as its summary line) measures it on a boundary
+FINDINGS = (("near twins (NCC ≥ τ)", "ncc_rate"), ("byte copies", "byte_identical_rate"),
+            ("pixel-identical copies", "pixel_identical_rate"),
+            ("copies inside the split", "within_split_copy_rate"),
+            ("shared groups", "group_overlap_rate"), ("LABEL CONFLICT", "label_conflict_rate"))
+
+
+def largest_first(doc: Mapping[str, Any]) -> list[str]:
+    """One line per audited boundary ranking its findings by their share of the evaluated
+    split, largest first (a label conflict is flagged in capitals but ranked by size like the
+    rest); each share is the value of the ``--fail-on`` metric named beside it."""
+    from splitscope.audit.conditions import METRICS
+    from splitscope.records.metrics import metric_records
+
+    records = doc.get("records") or []
+    out = []
+    for b in doc.get("boundaries") or []:
+        found = []
+        for what, name in FINDINGS:
+            hits = [r for r in metric_records(METRICS[name], records, [b["name"]])
+                    if r.get("numerator") and r.get("denominator")]
+            if hits:
+                worst = max(hits, key=lambda r: r["numerator"] / r["denominator"])
+                found.append((worst["numerator"] / worst["denominator"], what, worst, name))
+        if not found:
+            continue
+        found.sort(key=lambda f: -f[0])
+        each = "; ".join(f"{what} {percent_of(r['numerator'], r['denominator'])} "
+                         f"({fmt_int(r['numerator'])} of {fmt_int(r['denominator'])}, {name})"
+                         for _, what, r, name in found)
+        out.append(f"Findings on {b['query']['name']} against {b['reference']['name']}, largest "
+                   f"first: {each}.")
+    return out
 
 
 def warnings(doc: Mapping[str, Any]) -> list[str]:

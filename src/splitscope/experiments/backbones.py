@@ -24,8 +24,10 @@ from pathlib import Path
 
 from splitscope.errors import InputError
 
-TORCH_HINT = ("this verb needs PyTorch: pip install 'splitscope[torch]' (install a torch "
-              "build of your choice first, >= 2.1; a CPU build is enough)")
+TORCH_HINT = ("this verb needs PyTorch: install a torch build first (a CPU build is enough: "
+              "pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu; "
+              "a bare 'pip install torch' may fetch several GB of CUDA wheels), then "
+              "pip install \".[torch]\" from the splitscope folder")
 
 # published checkpoints of common pretrained names: the file a user supplies with --weights
 KNOWN_CHECKPOINTS = {

@@ -22,6 +22,7 @@ from splitscope.groups.predicates import METRICS as GROUP_METRICS
 from splitscope.groups.reading import RULES as GROUP_RULES
 from splitscope.groups.reading import VERDICTS as GROUP_VERDICTS
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
+from splitscope.records.format import percent
 from splitscope.records.ids import slug
 from splitscope.records.inputs import release_inputs
 
@@ -43,7 +44,7 @@ def _no_groups_reason(manifest: pd.DataFrame, key: dict) -> str:
 
 
 def _pct(x: float | None) -> str:
-    return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
+    return "n/a" if x is None or not np.isfinite(x) else percent(x)
 
 
 def audit_groups(

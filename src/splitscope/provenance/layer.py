@@ -26,6 +26,7 @@ from splitscope.provenance.reading import RULES as PROVENANCE_RULES
 from splitscope.provenance.reading import VERDICTS as PROVENANCE_VERDICTS
 from splitscope.provenance.stats import Together, run_steps, single_threaded
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
+from splitscope.records.format import percent
 from splitscope.records.ids import slug
 from splitscope.records.inputs import release_inputs
 
@@ -36,7 +37,7 @@ Steps = Generator[Any, Any, LayerResult]
 
 
 def _pct(x: float | None) -> str:
-    return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
+    return "n/a" if x is None or not np.isfinite(x) else percent(x)
 
 
 def _scan_rows(scan: Any) -> tuple[pd.DataFrame, Any]:
@@ -671,7 +672,7 @@ def audit_quality(scan: Any, params: Any = None) -> LayerResult:
         rule = rules[f.name]["rule"]
         cells = rates[rates["flag"] == f.name]
         said = "; ".join(
-            f"{100 * c.rate:.1f}% of {c.split}/{c.label} ({c.flagged:,} of {c.assessed:,} rows)"
+            f"{percent(c.rate)} of {c.split}/{c.label} ({c.flagged:,} of {c.assessed:,} rows)"
             if c.assessed else f"{c.split}/{c.label}: no row assessed"
             for c in cells.itertuples())
         rid = f"quality.{f.name}"
@@ -729,7 +730,7 @@ def _quality_association_record(table, params, inputs, association) -> AuditReco
         else:
             conclusion = "; ".join(
                 f"{r.flag} differs strongly between classes (Cramér's V {r.cramers_v:.3f}: "
-                + ", ".join(f"{100 * x:.1f}% of {lab}" for lab, x in r.rate_by_label.items())
+                + ", ".join(f"{percent(x)} of {lab}" for lab, x in r.rate_by_label.items())
                 + ")" for r in strong.itertuples()) + (
                 "; a model can use such a flag as a shortcut: check whether the class "
                 "difference is the finding or how the images were made")

@@ -41,10 +41,13 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            "(pixel arrays: pixel-identical copies) of another row of the same split",
            (IDENTITY,), (SHA256_WITHIN, PIXEL_WITHIN), unit="affected row", within=True),
     Metric("label_conflict_rate", "share of query rows with a twin under another label "
-           "(byte, decoded-pixel or trusted NCC twins across the boundary, or identical "
-           "images inside the split; the summary's LABEL CONFLICT lines)",
+           "(byte or decoded-pixel twins, or NCC and hash-rule twins of a predicate not shown "
+           "unreliable, across the boundary; or identical images inside the split; the "
+           "summary's LABEL CONFLICT lines)",
            (IDENTITY, NEAR_DUPLICATE),
-           tuple(f"{LABEL_CONFLICT_PREFIX}{p}" for p in (SHA256, PIXEL_XXH128, "ncc", "within")),
+           tuple(f"{LABEL_CONFLICT_PREFIX}{p}" for p in (SHA256, PIXEL_XXH128, "ncc", "within",
+                                                         "hash_joint", "hash_sum",
+                                                         "hash_exact_phash")),
            unit=None, within=True, trusted_only=True),
     Metric("basename_rate", "share of query rows whose basename occurs on the reference side",
            (IDENTITY,), (BASENAME,)),

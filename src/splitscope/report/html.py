@@ -20,6 +20,7 @@ from typing import Any
 
 import jinja2
 
+from splitscope.records.format import percent
 from splitscope.report import figures
 
 TEMPLATE_DIR = Path(__file__).with_name("templates")
@@ -273,7 +274,7 @@ def quality_view(records: list[Mapping[str, Any]]) -> dict[str, Any]:
     for r in flags:
         cells = {(str(c["split"]), str(c["label"])): c for c in r["details"]["by_split_class"]}
         rows.append({"title": r.get("title") or r["id"], "id": r["id"], "cells": [
-            (f"{100 * cells[k]['rate']:.1f}% ({cells[k]['flagged']:,} of "
+            (f"{percent(cells[k]['rate'])} ({cells[k]['flagged']:,} of "
              f"{cells[k]['assessed']:,})" if cells.get(k) and cells[k].get("assessed")
              else "—") for k in columns]})
     return {"records": found, "columns": [f"{s}/{lab}" for s, lab in columns], "rows": rows,
