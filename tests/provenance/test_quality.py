@@ -95,7 +95,7 @@ def test_layer_records_state_rate_unit_and_denominator(planted):
     dark = by_id["quality.dark"]
     assert (dark.numerator, dark.denominator, dark.unit) == (1, len(sc.manifest), "row")
     assert "5.56% of test/A (1 of 18 rows)" in dark.conclusion
-    assert "0.0% of train/B (0 of 13 rows)" in dark.conclusion
+    assert "0% of train/B (0 of 13 rows)" in dark.conclusion
     assert dark.predicate["params"]["dark_mean"] == 40.0
     cells = dark.details["by_split_class"]
     assert {(c["split"], c["label"]) for c in cells} == {
