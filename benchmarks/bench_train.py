@@ -155,11 +155,10 @@ def main() -> None:
     if not args.kermany.is_dir():
         raise SystemExit(f"Kermany set not found at {args.kermany} (--kermany PATH)")
     if args.throughput_only:
-        from splitscope.features.scanning import scan
-
         import torch
 
         from splitscope.features.executor import default_workers
+        from splitscope.features.scanning import scan
         torch.set_num_threads(default_workers())
         ws = args.workspace or Path(tempfile.mkdtemp(prefix="bench-train-")) / "ws"
         scan_s = scan(args.kermany, ws, thumb_size=args.image_size, workers=args.workers,

@@ -4,20 +4,17 @@ splitscope.audit."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
+from toy_layer import LargeFilesLayer, large_rows
 
 from splitscope.audit import audit
 from splitscope.audit.conditions import parse_condition
 from splitscope.audit.protocol import register, unregister
 from splitscope.errors import InputError
-
-sys.path.insert(0, str(Path(__file__).parent))
-from toy_layer import LargeFilesLayer, large_rows  # noqa: E402
 
 
 def _release(root: Path) -> Path:

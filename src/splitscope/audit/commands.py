@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from splitscope.audit.options import SCORE_KINDS, EvaluationOptions
 from splitscope.cli_options import (
     EXECUTOR_OPTIONS,
     IMAGE_COLUMN_OPTION,
@@ -24,7 +25,6 @@ from splitscope.cli_options import (
     with_image_column,
     with_options,
 )
-from splitscope.audit.options import SCORE_KINDS, EvaluationOptions
 from splitscope.errors import InputError
 from splitscope.features.extract import FeatureParams
 from splitscope.options import RunOptions, SearchOptions

@@ -23,10 +23,10 @@ from splitscope.records.metrics import (  # noqa: F401 - re-exported: they lived
     evaluate,
     is_control,
     label_conflicts_found,
-    records_on,
     metric_records,
     parse,
     record_text,
+    records_on,
 )
 from splitscope.records.metrics import find_record as _find_record
 from splitscope.records.metrics import metric_table as _metric_table

@@ -11,7 +11,6 @@ was not planted for that predicate (an unplanted finding would be a false alarm)
 from __future__ import annotations
 
 import shlex
-
 from pathlib import Path
 from typing import Any
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from splitscope.errors import InputError
 from splitscope.evaluation.readers import ReadOptions, sheet_arg
-from splitscope.options import InputOptions, ProvenanceOptions, RunOptions, SearchOptions
 from splitscope.features.extract import DEFAULT_MAX_FILE_BYTES, FeatureParams
+from splitscope.options import InputOptions, ProvenanceOptions, RunOptions, SearchOptions
 from splitscope.provenance.quality import QualityParams
 
 __all__ = ["SCORE_KINDS", "AuditOptions", "EvaluationOptions", "InputOptions",

@@ -187,8 +187,8 @@ class CaseBootstrap:
 
     def add(self, paired: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
         """``paired`` with ``case_low``/``case_high`` and ``case_interval`` (its kind)."""
-        from splitscope.experiments.retraining import run_id
         from splitscope.evaluation.uncertainty import mean_difference_interval
+        from splitscope.experiments.retraining import run_id
 
         out = paired.copy()
         out["case_low"], out["case_high"], out["case_interval"] = np.nan, np.nan, None

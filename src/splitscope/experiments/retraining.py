@@ -139,9 +139,8 @@ def flagged_from_scan(scan, removal, view) -> tuple[np.ndarray, np.ndarray, dict
     duplicates layer run on the workspace scan (no SSIM, no transform sample). The layer's
     per-row flags are kept in the workspace, keyed by the scan result, and reused by the next
     call on the same scan."""
-    from splitscope.relations.layer import audit_duplicates
-
     import splitscope
+    from splitscope.relations.layer import audit_duplicates
 
     result = str(scan.meta.get("result", scan.meta.get("generation", "")))
     key = f"{scan.params.key()}-{_slug(result)}-n{len(scan.manifest)}-v{splitscope.__version__}"
@@ -505,7 +504,7 @@ def pool_signature(pool, m: pd.DataFrame, definition: dict) -> dict:
                                   sort_keys=True, default=str).encode())
     h.update(pd.util.hash_pandas_object(rows[cols].astype("string").fillna("<NA>"),
                                         index=False).to_numpy().tobytes())
-    return {"sha256": h.hexdigest(), "rows": int(len(rows)), "covers":
+    return {"sha256": h.hexdigest(), "rows": len(rows), "covers":
             "pool rows (path, label, group), pool rule and parameters, removal predicates, "
             "flagged-row source, pool seed, label map"}
 
@@ -513,7 +512,7 @@ def pool_signature(pool, m: pd.DataFrame, definition: dict) -> dict:
 def _missing_classes(labels: pd.Series, classes: list[str]) -> dict:
     """Rows of a view and the training classes it has no row of."""
     present = set(labels)
-    return {"rows": int(len(labels)), "missing_classes": [c for c in classes
+    return {"rows": len(labels), "missing_classes": [c for c in classes
                                                           if c not in present]}
 
 
@@ -651,7 +650,6 @@ def score_run(pred_path: Path, out: Path, classes: list[str], names=VIEWS) -> di
     (METHODS §5.13): AUCs are scikit-learn's one-vs-rest AUCs on probabilities; the argmax,
     ECE, Brier score and NLL are those of the logits."""
     from splitscope.evaluation.metrics import softmax
-
     from splitscope.evaluation.predictions import read_predictions, read_truth
     from splitscope.evaluation.scoreability import check_scoreability
     from splitscope.evaluation.views import official_view, score_view, view_from_list

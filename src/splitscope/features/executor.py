@@ -35,7 +35,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from splitscope.errors import InputError
-from splitscope.features.executors import (  # noqa: F401 - re-exported: they lived here
+from splitscope.features.executors import (
     BLAS_THREAD_VARIABLES,
     ChunkFailed,
     Executor,

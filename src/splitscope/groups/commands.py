@@ -10,11 +10,11 @@ import pandas as pd
 
 from splitscope.cli_common import (
     COMMON_OPTIONS,
-    gate,
-    parse_fail_on,
     emit,
     fmt,
+    gate,
     load_manifest,
+    parse_fail_on,
     resolve_boundaries,
     rich_console,
 )

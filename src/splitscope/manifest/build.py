@@ -37,7 +37,6 @@ from splitscope.manifest.rows import (  # noqa: F401 - re-exported: they lived h
     with_manifest_columns,
 )
 
-
 # Reasons of the excluded table (``manifest.attrs["excluded"]``): entries found on disk under a
 # folder release that are not manifest rows. Every entry is in exactly one of the two.
 EXCLUDED_HIDDEN_FILE = "hidden file"

@@ -16,7 +16,6 @@ import pandas as pd
 from splitscope.errors import InputError
 from splitscope.manifest.sources import is_url, join_url, local_path, normalize_url, url_inside
 
-
 MANIFEST_COLUMNS = [
     "row",  # 0..n-1, release order; the row identity every export is keyed by
     "corpus",  # which release the row belongs to (several corpora may share one manifest)

@@ -11,8 +11,23 @@ from typing import Any
 
 from splitscope.errors import InputError
 
-__all__ = ["Condition", "Metric", "Rule", "Verdict", "above_chance", "done", "record_by_id", "completed_record", "control_status", "evaluate", "is_control", "metric_records",
-           "metric_table", "parse", "record_text"]
+__all__ = [
+    "Condition",
+    "Metric",
+    "Rule",
+    "Verdict",
+    "above_chance",
+    "completed_record",
+    "control_status",
+    "done",
+    "evaluate",
+    "is_control",
+    "metric_records",
+    "metric_table",
+    "parse",
+    "record_by_id",
+    "record_text",
+]
 
 
 @dataclass(frozen=True)

@@ -102,8 +102,7 @@ def cross_corpus_vocabulary(rows: pd.DataFrame, boundary) -> dict | None:
     qc, rc = (set(x["corpus"].dropna().astype(str)) for x in (q, r))
     if not qc or not rc or qc & rc:
         return None
-    return vocabulary_overlap(q["label"] if "label" in q else [],
-                              r["label"] if "label" in r else [])
+    return vocabulary_overlap(q.get("label", []), r.get("label", []))
 
 
 def _vocabulary_reason(vocab: dict) -> str:

@@ -31,6 +31,7 @@ from splitscope.errors import InputError
 from splitscope.records import AuditRecord, LayerResult
 from splitscope.records.ids import boundary_slug
 from splitscope.relations import predicates, reading
+from splitscope.relations.ann import check_index, search_params
 from splitscope.relations.controls import DEFAULT_CONTROL_BOUND, control_rate
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.identity import (
@@ -47,10 +48,9 @@ from splitscope.relations.identity import (
 from splitscope.relations.label_conflicts import (
     conflict_records,
     label_conflicts,
-    within_conflict_record,
     union_record,
+    within_conflict_record,
 )
-from splitscope.relations.ann import check_index, search_params
 from splitscope.relations.ncc import (
     DEFAULT_EMBEDDING_TAU,
     DEFAULT_TAU,

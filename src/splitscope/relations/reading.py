@@ -204,8 +204,9 @@ def _label_conflict_lines(doc) -> list[str]:
 
 
 _WITHIN_WHAT = {
-    LABEL_CONFLICT_WITHIN: ("LABEL CONFLICT within {split}: ", "identical to another {pop} "
-                            "row under another label (bytes or decoded pixels)"),
+    LABEL_CONFLICT_WITHIN: ("LABEL CONFLICT within {split}: ",
+                            ("identical to another {pop} row under another label (bytes or "
+                             "decoded pixels)")),
     SHA256_WITHIN: ("Within {split}: ", "byte-identical copies of another {pop} row"),
     PIXEL_WITHIN: ("Within {split}: ", "pixel-identical copies of another {pop} row"),
 }
