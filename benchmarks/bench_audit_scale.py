@@ -344,7 +344,7 @@ class StageMeter:
 def instrument(meter: StageMeter) -> None:
     """Wrap the audit's stages (module attributes the run looks up when called)."""
     from splitscope.audit import run as run_mod
-    from splitscope.provenance import layer as prov
+    from splitscope.provenance import checks as prov
 
     def wrap(module, attr, name_of):
         fn = getattr(module, attr)
@@ -359,10 +359,10 @@ def instrument(meter: StageMeter) -> None:
     wrap(run_mod, "run_layer", lambda layer, *a, **k: f"layer {layer.name}")
     wrap(run_mod, "_document", lambda *a, **k: "document: records, lists")
     wrap(run_mod, "_write", lambda *a, **k: "write: audit.json, report.html")
-    wrap(prov, "_header_records", lambda *a, **k: "provenance: header probe")
-    wrap(prov, "_image_stats_records", lambda *a, **k: "provenance: image-statistics probe")
-    wrap(prov, "_association_record", lambda *a, **k: "provenance: source-label")
-    wrap(prov, "_partition_records", lambda *a, **k: "provenance: partition classifier")
+    wrap(prov, "header_records", lambda *a, **k: "provenance: header probe")
+    wrap(prov, "image_stats_records", lambda *a, **k: "provenance: image-statistics probe")
+    wrap(prov, "association_record", lambda *a, **k: "provenance: source-label")
+    wrap(prov, "partition_records", lambda *a, **k: "provenance: partition classifier")
 
 
 def child(n: int, cache: str, workers: int, layers: str = "") -> None:

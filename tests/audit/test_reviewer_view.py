@@ -226,7 +226,7 @@ def test_a_label_map_naming_no_label_is_an_input_error(release, tmp_path):
 
 
 def test_shortcut_carried_by_size_alone_is_not_called_a_construction_shortcut():
-    from splitscope.provenance.layer import _carried_by
+    from splitscope.provenance.probe_records import carried_by as _carried_by
 
     class R:
         features: ClassVar[list[str]] = ["file_size", "bytes_per_pixel"]

@@ -24,6 +24,15 @@ LABEL_CONFLICT_PREFIX = "label_conflict_"
 #: hash-rule records are named ``hash_<rule>``
 HASH_PREFIX = "hash_"
 
+#: the identity census' predicates (METHODS §1)
+IDENTITY_PREDICATES = (SHA256, BASENAME, PIXEL_XXH128)
+#: predicates that need file bytes or a file name: not applicable to rows given as pixel arrays
+NEEDS_BYTES = (SHA256, BASENAME)
+#: measured only when embeddings are supplied (METHODS §2.4)
+EMBEDDING_PREDICATE = "embedding_cosine"
+#: predicates whose query rows a deduplicated split removes by default
+DEDUP_PREDICATES = (SHA256, PIXEL_XXH128, NCC_NEAREST, NCC_NEAREST_DIHEDRAL)
+
 #: record ``layer`` values of the duplicates layer's records
 IDENTITY, NEAR_DUPLICATE = "identity", "near_duplicate"
 

@@ -1,0 +1,126 @@
+"""The provenance checks over a scan (METHODS §4): :func:`audit_provenance` runs the
+header-only probe, the image-statistics probe, the source–label association and the partition
+classifier, and returns their records and row tables (keyed by the manifest's ``row``). A check
+that cannot run on the input becomes a record with status ``not applicable`` (or ``not
+assessed``) and the reason."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from splitscope.boundary import Boundary, boundaries_or_default
+from splitscope.errors import InputError
+from splitscope.provenance.distinct import distinct_content, expand_to_rows
+from splitscope.provenance.header_probe import FIT_MAX_ROWS
+from splitscope.provenance.partition_records import partition_records
+from splitscope.provenance.probe_records import (
+    association_record,
+    header_records,
+    image_stats_records,
+)
+from splitscope.provenance.stats import run_steps, single_threaded
+from splitscope.records import LayerResult
+from splitscope.records.inputs import release_inputs
+
+
+def scan_rows(scan: Any) -> tuple[pd.DataFrame, Any]:
+    if isinstance(scan, pd.DataFrame):
+        return scan, None
+    if hasattr(scan, "rows"):
+        return scan.rows(), scan
+    raise InputError("audit_provenance needs a Scan (splitscope.features.scanning) or a row table")
+
+
+def audit_provenance(
+    scan: Any,
+    boundaries: Sequence[Boundary] | None = None,
+    *,
+    seed: int = 0,
+    n_resamples: int = 2000,
+    folds: int = 5,
+    header: bool = True,
+    image_stats: bool = True,
+    association: bool = True,
+    partition: bool = True,
+    embeddings: Any = None,
+    classifier: str = "logistic",
+    internal_share: float = 0.2,
+    max_partition_rows: int | None = None,
+    importance_repeats: int = 5,
+    include_name_fields: bool = False,
+    fit_max_rows: int | None = FIT_MAX_ROWS,
+) -> LayerResult:
+    """Provenance-layer records and tables (METHODS §4).
+
+    Parameters
+    ----------
+    scan : Scan or DataFrame
+        A finished scan (header columns and thumbnails); a row table with header columns
+        works for the header probe and the association (the partition classifier then needs
+        ``embeddings``).
+    boundaries : list of Boundary, optional
+        Default: the release's test → train and val → train. The within-pool probe pools the
+        rows of all boundaries (every labelled row when there is none).
+    max_partition_rows : int, optional
+        Seeded subsample of each boundary's rows for the partition classifier (stratified by
+        side), recorded in the record; default all rows.
+    fit_max_rows : int, optional
+        Rows each model of the header and image-statistics probes and of the partition
+        classifier is fit on at most (a seeded sample stratified by class, or by side, and
+        spread over groups; every held-out row is still scored; recorded as ``fit_max_rows``
+        and ``fit_rows``); ``None`` fits on all rows.
+    embeddings : ndarray or path, optional
+        Vectors for the partition classifier instead of the thumbnail features.
+    """
+    rows, sc = scan_rows(scan)
+    bounds = boundaries_or_default(rows, boundaries)
+    inputs = release_inputs(rows)
+    result = LayerResult()
+    has_label = "label" in rows.columns and rows["label"].notna().any()
+    if bounds:
+        pool_ids = np.unique(np.concatenate([np.r_[b.query.rows, b.reference.rows]
+                                             for b in bounds]))
+        pool = rows[rows["row"].isin(pool_ids)]
+    else:
+        pool = rows
+    # rows that name one file (with one label, on one side) count once (METHODS §4.7): the
+    # probes and the partition classifier run on one row per file and side, and their
+    # row tables are expanded to every row at the end
+    distinct = distinct_content(rows, pool, bounds) if embeddings is None else None
+    census_pool = pool
+    if distinct is not None:
+        rows, pool = distinct["rows"], distinct["pool"]
+    # the probes and the partition classifier are step generators run together, so that all
+    # their fits share the worker processes (run_steps); records keep the order below
+    steps: dict[str, Any] = {}
+    if header:
+        steps["header"] = header_records(rows, pool, bounds, has_label, seed=seed,
+                                          n_resamples=n_resamples, folds=folds,
+                                          repeats=importance_repeats,
+                                          include_name_fields=include_name_fields,
+                                          inputs=inputs, fit_max_rows=fit_max_rows)
+    if image_stats:
+        steps["image_stats"] = image_stats_records(rows, pool, bounds, has_label, seed=seed,
+                                                    n_resamples=n_resamples, folds=folds,
+                                                    repeats=importance_repeats, inputs=inputs,
+                                                    fit_max_rows=fit_max_rows)
+    if partition:
+        steps["partition"] = partition_records(
+            rows, sc, bounds, embeddings, seed=seed, n_resamples=n_resamples, folds=folds,
+            classifier=classifier, internal_share=internal_share, max_rows=max_partition_rows,
+            inputs=inputs, fit_max_rows=fit_max_rows,
+            distinct=None if distinct is None else distinct["side_ids"])
+    with single_threaded(1):
+        done = dict(zip(steps, run_steps(list(steps.values()))))
+    if association:  # a census of the rows, not a fit
+        done["association"] = association_record(census_pool, inputs)
+    for part in ("header", "image_stats", "association", "partition"):
+        if part in done:
+            result.extend(done[part])
+    if distinct is not None:
+        expand_to_rows(result, distinct)
+    return result

@@ -1,0 +1,293 @@
+"""The identity and near-duplicate audit (METHODS §1, §2): one entry point over a scan.
+
+:func:`audit_duplicates` runs, for every boundary, the identity census (bytes, names, decoded
+pixels) and every near-duplicate predicate (hash rules, NCC with its counterpart rules,
+optionally the dihedral variants), attaches a negative control where one is given, and returns
+one :class:`~splitscope.records.AuditRecord` per predicate × boundary plus the row-keyed tables
+(contaminated rows per predicate, pair table, deduplicated splits, identity groups).
+With user-supplied embeddings (METHODS §2.4) one more predicate, ``embedding_cosine`` (nearest
+reference by cosine similarity reaches the embedding threshold), is measured per boundary;
+without them it is not measured and has no record (like the optional dihedral predicates).
+:func:`audit_external` runs it on the cross-corpus boundary (METHODS §2.9).
+
+Counting unit of every rate: *affected query row*; denominator: all query rows of the boundary.
+Query rows whose file could not be read (no digest, hash or thumbnail) are in the denominator
+and counted as not assessed (status ``partial``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from splitscope.boundary import Boundary, Population
+from splitscope.errors import InputError
+from splitscope.records import AuditRecord, LayerResult
+from splitscope.records.ids import boundary_slug
+from splitscope.relations.ann import check_index
+from splitscope.relations.boundary_relations import (
+    boundary_relations,
+    geometry_of,
+    resolve_boundaries,
+)
+from splitscope.relations.controls import DEFAULT_CONTROL_BOUND, control_rate
+from splitscope.relations.duplicate_records import (
+    comparison_records,
+    dedup_record,
+    predicate_records,
+    transform_records,
+    within_record,
+)
+from splitscope.relations.embedding import embedding_source
+from splitscope.relations.hashes import DEFAULT_RADIUS
+from splitscope.relations.identity import no_bytes, within_copies
+from splitscope.relations.label_conflicts import (
+    conflict_records,
+    label_conflicts,
+    union_record,
+    within_conflict_record,
+)
+from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU, DEFAULT_TAU
+from splitscope.relations.predicates import DEDUP_PREDICATES
+
+
+def _control_boundary(control, scan) -> tuple[object, Boundary] | None:
+    """(scan, boundary) of a control given as a Scan, a Boundary on ``scan``, or a pair."""
+    if control is None:
+        return None
+    if isinstance(control, Boundary):
+        return scan, control
+    if isinstance(control, tuple) and len(control) == 2:
+        cscan, cb = control
+        return cscan, resolve_boundaries(cscan.manifest, cb)[0]
+    if hasattr(control, "rows") and hasattr(control, "manifest"):
+        return control, resolve_boundaries(control.manifest, None)[0]
+    raise InputError("control must be a Scan, a Boundary on the audited scan, or (scan, "
+                     "boundary)")
+
+
+def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAULT_TAU,
+                     radius: int = DEFAULT_RADIUS, dihedral: bool = False,
+                     out_dir: str | Path | None = None,
+                     control_bound: float = DEFAULT_CONTROL_BOUND, confirm: bool = True,
+                     ssim: bool = True, workers: int | None = None,
+                     dedup_predicates=DEDUP_PREDICATES, transform_sample: int = 0,
+                     seed: int = 0, embeddings=None,
+                     embedding_tau: float = DEFAULT_EMBEDDING_TAU,
+                     artifacts_manifest: bool = True, executor=None,
+                     embedding_index: str = "exact") -> LayerResult:
+    """Identity and near-duplicate audit of a scan (METHODS §1, §2).
+
+    Parameters
+    ----------
+    scan : Scan
+        From :func:`splitscope.features.scanning.scan` (``rows()``, ``thumbs()``, ``params``).
+    boundaries : list, optional
+        ``Boundary`` objects, ``(query, reference)`` selector pairs or ``"test->train"``
+        strings (see :func:`resolve_boundaries`; default test → train, val → train).
+    control : Scan, Boundary or (Scan, boundary), optional
+        Negative control (METHODS §2.5): each predicate also runs on the control boundary and
+        its flag rate is recorded beside the audited one; ``unreliable`` when it exceeds
+        ``control_bound``.
+    tau : float
+        NCC threshold (the sweep 0.90 … 0.999 is always reported).
+    radius : int
+        Hash radius k.
+    dihedral : bool
+        Also match against the eight dihedral variants (METHODS §2.8).
+    out_dir : path-like, optional
+        Write the exports (see :func:`splitscope.relations.exports.write_exports`).
+    artifacts_manifest : bool
+        With ``out_dir``: also write ``artifacts.json`` there (default; the full audit writes
+        one for its whole folder instead).
+    control_bound : float
+        Control flag rate above which a predicate is marked unreliable (default 1%).
+    confirm : bool
+        Confirm every crossing SHA-256 group byte for byte.
+    dedup_predicates : sequence of str
+        Predicates whose flagged query rows the deduplicated splits remove.
+    transform_sample : int
+        When > 0, transform sensitivity (METHODS §2.7) on this many reference-side images
+        drawn with ``seed``.
+    embeddings : path-like, ndarray or DataFrame, optional
+        User-supplied embeddings (METHODS §2.4; see :func:`embedding_source`): adds the
+        ``embedding_cosine`` predicate on every boundary (and on a control on the same scan).
+    embedding_tau : float
+        Cosine threshold of ``embedding_cosine``; model-dependent, always reported with the
+        sweep 0.80 … 0.999.
+    embedding_index : {"exact", "faiss-ivf"}
+        How the embedding search finds candidates: the exact blocked search (default), or a
+        FAISS IVF-Flat index (``[scale]`` extra) whose candidates are re-checked exactly
+        (:mod:`splitscope.relations.ann`); recorded with the predicate's parameters.
+    executor : Executor, optional
+        With a :class:`~splitscope.features.dask_executor.DaskExecutor`, the NCC search of
+        every boundary (and of the control) is partitioned over its cluster
+        (:func:`splitscope.relations.partitioned.scan_searcher`; same result); the tasks read
+        the thumbnails from the workspace, which every worker must see. Otherwise local.
+
+    Returns
+    -------
+    LayerResult
+        Records (layer ``identity`` or ``near_duplicate``) and tables ``contaminated``,
+        ``pairs``, ``dedup_splits``, ``identity_groups``, ``within_copies``, ``query_flags``
+        (and ``control_query_flags`` with a control);
+        ``containment`` (cross-corpus boundaries: every query row, ``kept`` = in the cleaned
+        external set), ``comparison_pairs`` and ``transform_sensitivity`` when measured;
+        ``embedding_pairs`` (pairs with cosine >= ``embedding_tau``) with embeddings.
+    """
+    rows = scan.rows()
+    geometry = geometry_of(scan)
+    bounds = resolve_boundaries(scan.manifest, boundaries)
+    if not 0 < float(tau) <= 1:
+        raise InputError(f"tau must be in (0, 1]; got {tau}")
+    emb: dict = {}
+    if embeddings is not None:
+        if not 0 < float(embedding_tau) <= 1:
+            raise InputError(f"embedding_tau must be in (0, 1]; got {embedding_tau}")
+        matrix, emb_params = embedding_source(embeddings, rows)
+        emb_params["index"] = check_index(embedding_index)
+        emb = {"embeddings": matrix, "embedding_tau": float(embedding_tau),
+               "embedding_params": emb_params}
+    relations = [boundary_relations(rows, scan.thumbs, b, tau=tau, radius=radius,
+                                    geometry=geometry, dihedral=dihedral, confirm=confirm,
+                                    ssim=ssim, workers=workers, searcher=_searcher(executor, scan),
+                                    **emb) for b in bounds]
+    control_info = crel = None
+    cb = _control_boundary(control, scan)
+    if cb is not None:
+        cscan, cbound = cb
+        # the embeddings describe the audited scan's rows: a control on it uses them too
+        crel = boundary_relations(cscan.rows(), cscan.thumbs, cbound, tau=tau, radius=radius,
+                                  geometry=geometry_of(cscan), dihedral=dihedral,
+                                  confirm=confirm, ssim=False, workers=workers,
+                                  searcher=_searcher(executor, cscan),
+                                  **(emb if cscan is scan else {}))
+        control_info = {"boundary": cbound.to_dict(),
+                        "corpus": sorted(set(cscan.manifest["corpus"].dropna().astype(str))),
+                        "geometry": geometry_of(cscan),
+                        "rates": {p: control_rate(crel.flags[p], bound=control_bound)
+                                  for p in crel.predicates()}}
+    records: list[AuditRecord] = []
+    conflict_tables = []
+    for rel in relations:
+        records.extend(predicate_records(rel, rows, tau, radius, geometry, control_info))
+        slug = boundary_slug(rel.boundary)
+        records.append(union_record(rel, rows, slug))
+        rates = control_info["rates"] if control_info is not None else None
+        conflicts = label_conflicts(rows, rel.boundary, rel.near.pairs, rates)
+        conflict_tables.append(conflicts)
+        records.extend(conflict_records(rel, rows, conflicts, tau=tau, radius=radius,
+                                        geometry=geometry, slug=slug, control_rates=rates))
+    within_tables = []
+    for split in _splits(rows):
+        pop = Population(split, np.sort(rows.loc[rows["split"].astype("string") == split, "row"]
+                                        .to_numpy(np.int64))) if split != "*" else \
+            Population("*", np.sort(rows["row"].to_numpy(np.int64)))
+        arrays = bool(len(pop.rows)) and bool(no_bytes(rows[rows["row"].isin(pop.rows)]).all())
+        # pixel arrays have no bytes: their copies are equal decoded pixels
+        copies = within_copies(rows, pop, key="pixel_xxh128" if arrays else "sha256")
+        copies.insert(0, "population", split)
+        within_tables.append(copies)
+        records.append(within_record(copies, pop, arrays))
+        inside = Boundary(pop, pop)
+        conflicts = label_conflicts(rows, inside, None)
+        conflict_tables.append(conflicts)
+        records.append(within_conflict_record(inside, rows, conflicts, boundary_slug(inside)))
+    within_all = pd.concat(within_tables, ignore_index=True) if within_tables else pd.DataFrame()
+    comparison_tables = []
+    for rel in relations:
+        recs, table = comparison_records(rel, rows, scan.thumbs, tau, geometry, seed)
+        records.extend(recs)
+        if table is not None:
+            comparison_tables.append(table)
+    transform_table = None
+    if transform_sample and transform_sample > 0:
+        recs, transform_table = transform_records(rows, bounds, transform_sample, seed, tau,
+                                                   radius, geometry)
+        records.extend(recs)
+    from splitscope.relations.containment import cleaned_external, containment_records
+    containment_tables = []
+    for rel in relations:
+        recs = containment_records(rel, rows, tau)
+        records.extend(recs)
+        if recs:
+            containment_tables.append(cleaned_external(rel, rows))
+    from splitscope.relations.exports import (
+        contaminated_table,
+        dedup_splits,
+        identity_group_table,
+        pair_table,
+        query_flags_table,
+    )
+    tables = {
+        "contaminated": contaminated_table(relations, rows),
+        "pairs": pair_table(relations),
+        "dedup_splits": dedup_splits(rows, relations, within_all, dedup_predicates),
+        "identity_groups": identity_group_table(relations),
+        "within_copies": within_all,
+        "query_flags": query_flags_table(relations, rows),
+    }
+    tables["label_conflicts"] = pd.concat(conflict_tables, ignore_index=True)
+    records.extend(dedup_record(b, tables["dedup_splits"], dedup_predicates, rows)
+                   for b in bounds)
+    if crel is not None:  # per control query row, e.g. for the control's ρ distribution
+        tables["control_query_flags"] = query_flags_table([crel], cscan.rows())
+    if containment_tables:
+        tables["containment"] = pd.concat(containment_tables, ignore_index=True)
+    if comparison_tables:
+        tables["comparison_pairs"] = pd.concat(comparison_tables, ignore_index=True)
+    if transform_table is not None:
+        tables["transform_sensitivity"] = transform_table
+    if emb:
+        tables["embedding_pairs"] = pd.concat([rel.embedding["pairs"] for rel in relations],
+                                              ignore_index=True)
+    result = LayerResult(records, tables)
+    if out_dir is not None:
+        from splitscope.relations.exports import write_exports
+        write_exports(result, out_dir, artifacts_manifest=artifacts_manifest)
+    return result
+
+
+def _searcher(executor, scan):
+    """The partitioned NCC search over the executor's Dask cluster, or None (local)."""
+    client = getattr(executor, "search_client", None)
+    if client is None:
+        return None
+    from splitscope.relations.partitioned import scan_searcher
+
+    return scan_searcher(client, scan)
+
+
+def _splits(rows: pd.DataFrame) -> list[str]:
+    splits = sorted(rows["split"].dropna().astype(str).unique().tolist())
+    return splits or ["*"]
+
+
+def audit_external(audited, external, external_root: str | Path, out_dir: Path, **options):
+    """Identity and near-duplicate findings of the cross-corpus boundary only.
+
+    Returns ``(result, combined, boundary)``. Copies inside each split are the within-corpus
+    audit's, so only the cross-corpus boundary's completed records are kept (marked ``kind:
+    cross-corpus``); the tables are named ``external/<table>`` and their row ids are those of
+    ``out_dir/manifest.csv`` (audited rows first, then the external corpus).
+    """
+    from splitscope.relations.external import combine_scans, external_boundary
+
+    name = f"external:{Path(external_root).name}"
+    combined = combine_scans(audited, external, other_corpus=name)
+    boundary = external_boundary(audited.manifest, combined, name)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from splitscope.records.exports import write_csv
+
+    write_csv(combined.manifest, out_dir / "manifest.csv")
+    found = audit_duplicates(combined, [boundary], control=None, out_dir=out_dir,
+                             artifacts_manifest=False, **options)
+    kept = [r for r in found.records
+            if (r.boundary or {}).get("name") == boundary.name or r.status != "completed"]
+    for rec in kept:
+        if rec.boundary is not None:
+            rec.boundary = {**rec.boundary, "kind": "cross-corpus"}
+    result = LayerResult(kept, {f"external/{k}": v for k, v in found.tables.items()})
+    return result, combined, boundary
