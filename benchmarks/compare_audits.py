@@ -4,7 +4,13 @@ an audit folder): ``audit.json`` key by key and every file under ``lists/`` by S
 What differs between any two runs is left out: the run's times, durations, host and
 command-independent timings, software versions, the output folders' own paths, and the
 checksums of ``audit.json``/``report.html`` (they hold the times). Prints each difference;
-exit code 1 when there is one outside ``--allow KEY`` (a top-level key, repeatable)."""
+exit code 1 when there is one outside ``--allow KEY`` (a top-level key, repeatable).
+
+``--renamed-layers`` allows one more change, to compare audits across the change that made a
+record's ``layer`` the name of the layer that wrote it: a record (same id, same place) whose
+``layer`` became the name of one of the new audit's layers, with a ``section`` equal to its
+old ``layer`` or none. Each such rename is counted and printed; anything else in the record
+still counts as a difference."""
 
 from __future__ import annotations
 
@@ -50,6 +56,22 @@ def _differences(a, b, path: str = "") -> list[str]:
     return [] if a == b else [f"~ {path}: {str(a)[:100]} -> {str(b)[:100]}"]
 
 
+def _renamed_layers(old: dict, new: dict) -> dict[tuple[str, str], int]:
+    """Undo in ``new`` the renames ``--renamed-layers`` allows (see the module docstring) and
+    count them by (old layer, new layer)."""
+    names = {layer["layer"] for layer in new.get("layers", [])}
+    counts: dict[tuple[str, str], int] = {}
+    for a, b in zip(old.get("records", []), new.get("records", [])):
+        if a.get("id") != b.get("id") or a.get("layer") == b.get("layer"):
+            continue
+        if b.get("layer") in names and b.get("section", a.get("layer")) == a.get("layer"):
+            key = (a["layer"], b["layer"])
+            counts[key] = counts.get(key, 0) + 1
+            b["layer"] = a["layer"]
+            b.pop("section", None)
+    return counts
+
+
 def _lists(folder: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted((folder / "lists").rglob("*")) if p.is_file()}
@@ -61,9 +83,14 @@ def main(argv=None) -> int:
     ap.add_argument("new", type=Path)
     ap.add_argument("--allow", action="append", default=[],
                     help="top-level key of audit.json allowed to differ (e.g. options)")
+    ap.add_argument("--renamed-layers", action="store_true",
+                    help="allow a record's layer to become its writing layer's name (with the "
+                         "old value as its section)")
     args = ap.parse_args(argv)
     roots = sorted({p.resolve().parent for p in (args.old, args.new)}, key=lambda p: -len(str(p)))
-    found = _differences(_normalised(args.old, roots), _normalised(args.new, roots))
+    old, new = _normalised(args.old, roots), _normalised(args.new, roots)
+    renamed = _renamed_layers(old, new) if args.renamed_layers else {}
+    found = _differences(old, new)
     old_lists, new_lists = _lists(args.old), _lists(args.new)
     found += [f"~ {name}: file differs" for name in sorted(set(old_lists) | set(new_lists))
               if old_lists.get(name) != new_lists.get(name)]
@@ -71,6 +98,8 @@ def main(argv=None) -> int:
                 or not d.split()[1].startswith("/")]
     print(f"{args.old} vs {args.new}: audit.json and {len(new_lists)} list files compared; "
           f"{len(found)} difference(s), {len(blocking)} outside {args.allow or 'nothing'}")
+    for (was, now), n in sorted(renamed.items()):
+        print(f"   allowed: record layer {was} -> {now} ({n} records)")
     for line in found[:50]:
         print("  ", line)
     return 1 if blocking else 0

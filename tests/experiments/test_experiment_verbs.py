@@ -165,7 +165,7 @@ def test_experiment_explains_and_audits_in_one_report(tiny_release, tmp_path, ca
     # the external corpus: its containment in train (the audit's external layer) and the
     # re-trained models' transfer cost, both in the one report
     assert layers["external"] == "completed"
-    byte = next(r for r in doc["records"] if r["layer"] == "identity"
+    byte = next(r for r in doc["records"] if r["layer"] == "external"
                 and (r.get("boundary") or {}).get("kind") == "cross-corpus"
                 and r["predicate"]["name"] == "sha256")
     assert byte["numerator"] == EXTERNAL_CONTAINED
@@ -175,7 +175,7 @@ def test_experiment_explains_and_audits_in_one_report(tiny_release, tmp_path, ca
     assert len(costs) == 4
     assert all(r["denominator"] == 2 and r["status"] == "completed" for r in costs)
     assert layers["evaluation"] in ("completed", "partial")
-    ids = [r["id"] for r in doc["records"] if r["layer"] == "protocol"
+    ids = [r["id"] for r in doc["records"] if r["layer"] == "experiments"
            and r["id"].startswith("experiments.")]
     assert "experiments.protocol" in ids
     assert any(i.startswith("experiments.contrast.removal_full.balanced_accuracy.deduplicated")

@@ -7,6 +7,7 @@ import numpy as np
 from splitscope.audit.conditions import evaluate_conditions, parse_condition
 from splitscope.boundary import Boundary, Population
 from splitscope.records import AuditRecord, Uncertainty
+from splitscope.audit.protocol import scorecard_measures
 from splitscope.records.scorecard import score_card
 from splitscope.relations.rho_figures import distribution, sweep
 
@@ -21,17 +22,18 @@ def records(b: Boundary | None = None, label: str = "NORMAL") -> list[AuditRecor
     b = b or boundary()
     bd = b.to_dict()
     return [
-        AuditRecord(id="identity.test_train.byte", layer="identity",
+        AuditRecord(id="identity.test_train.byte", layer="duplicates", section="identity",
                     title="byte-identical copies", boundary=bd,
                     predicate={"name": "sha256 byte identity", "params": {"confirm": True}},
                     unit="affected query row", numerator=3, denominator=200,
                     class_support={label: 2, "PNEUMONIA": 1},
                     conclusion="3 test rows are byte copies of training rows"),
-        AuditRecord(id="near_duplicate.test_train.ncc_nearest", layer="near_duplicate",
+        AuditRecord(id="near_duplicate.test_train.ncc_nearest", layer="duplicates",
+                    section="near_duplicate",
                     title="near-twins (NCC, nearest rule)", boundary=bd,
                     predicate={"name": "ncc nearest", "params": {"tau": 0.98, "thumb_size": 96}},
                     unit="affected query row", numerator=25, denominator=200),
-        AuditRecord(id="group.test_train.overlap", layer="group", title="patient overlap",
+        AuditRecord(id="group.test_train.overlap", layer="groups", title="patient overlap",
                     boundary=bd, predicate={"name": "group overlap", "params": {}},
                     unit="affected query row", numerator=10, denominator=150,
                     coverage={"traceable": 150, "total": 200}),
@@ -74,7 +76,7 @@ def document(recs=None, b: Boundary | None = None, gallery=None, fail_on=()) -> 
         "boundaries": [{**b.to_dict(), "kind": "released split"}],
         "layers": layers,
         "records": rd,
-        "scorecard": score_card(rd),
+        "scorecard": score_card(rd, scorecard_measures()),
         "figures": {b.name: {"tau": 0.98,
                              "distribution": [distribution(rho, "audited", "audited"),
                                               distribution(ctl, "control", "control")],

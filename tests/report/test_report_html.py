@@ -20,7 +20,7 @@ from splitscope.report.html import (
 def _evil_doc(tmp_path):
     b = boundary(q=f"test{EVIL}", r="train")
     recs = records(b, label=EVIL)
-    recs.append(AuditRecord(id=f"identity.{EVIL}", layer="identity", title=EVIL,
+    recs.append(AuditRecord(id=f"identity.{EVIL}", layer="duplicates", section="identity", title=EVIL,
                             status="not assessed", reason=f"file {EVIL} unreadable"))
     img = tmp_path / "a.png"
     Image.fromarray(np.full((40, 30), 120, np.uint8)).save(img)
@@ -118,7 +118,7 @@ def test_transform_sensitivity_table():
     from splitscope.report.html import report_context
 
     def rec(pred, rates):
-        return {"id": f"near_duplicate.transform_sensitivity.{pred}", "layer": "near_duplicate",
+        return {"id": f"near_duplicate.transform_sensitivity.{pred}", "layer": "duplicates", "section": "near_duplicate",
                 "title": f"Transform sensitivity of {pred}", "status": "completed",
                 "predicate": {"name": pred, "params": {}},
                 "details": {"pass_rates": {t: {"passed": p, "assessed": 50, "pass_rate": p / 50}

@@ -118,6 +118,9 @@ class Layer(Protocol):
         (:class:`~splitscope.records.metrics.Metric`), verdict sections
         (:class:`~splitscope.records.metrics.Verdict`) and "what this means" rules
         (:class:`~splitscope.records.metrics.Rule`); the audit orders and renders them.
+    scorecard : mapping of str to tuple of str, optional
+        The score-card details its records measure (:mod:`splitscope.records.scorecard`):
+        detail key → the predicate names of those records (see :func:`scorecard_measures`).
     title : str, optional
         What the layer measures, in words; the record left when it does not run is titled
         ``<title> <status>`` (default ``<name> layer <status>``).
@@ -208,6 +211,14 @@ def registered_layers() -> list[Layer]:
     for module, error in sorted(_IMPORT_ERRORS.items()):
         layers.append(_Unavailable(module.split(".")[1], f"{module} not available: {error}"))
     return layers
+
+
+def scorecard_measures() -> dict[str, dict[str, tuple[str, ...]]]:
+    """Per registered layer that declares one, its ``scorecard``: detail key → the predicate
+    names of its records that measure the detail (read by
+    :func:`splitscope.records.scorecard.score_card`)."""
+    return {layer.name: dict(layer.scorecard) for layer in registered_layers()
+            if getattr(layer, "scorecard", None)}
 
 
 def layer_names() -> tuple[str, ...]:

@@ -45,6 +45,7 @@ from splitscope.audit.protocol import (
     not_run,
     registered_layers,
     run_layer,
+    scorecard_measures,
 )
 from splitscope.audit.verdicts import summary_notes, verdicts
 from splitscope.boundary import release_boundaries
@@ -503,7 +504,7 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
                        for b in all_boundaries],
         "layers": [o.summary() for o in outcomes],
         "records": record_dicts,
-        "scorecard": score_card(record_dicts),
+        "scorecard": score_card(record_dicts, scorecard_measures()),
         "figures": figures,
         "gallery": gallery_items,
         "fail_on": [],

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.evaluation.predicates import ATTRIBUTION_LAYER, ATTRIBUTION_OUTSIDE
 from splitscope.evaluation.uncertainty import (
     DEFAULT_BOOT,
     bootstrap_weights,
@@ -475,12 +476,12 @@ def attribution_record(
                            + (f"{exposed_name} rows put {where} attribution outside anatomy"
                               if excl else "the interval covers 0: no difference shown"))
     return AuditRecord(
-        id=record_id, layer="attribution",
+        id=record_id, layer=ATTRIBUTION_LAYER,
         title=f"Attribution outside anatomy: {exposed_name} versus clean rows",
         boundary={"name": f"{exposed_name} versus clean rows",
                   "query": {"name": exposed_name, "rows": c["exposed"]["rows"]},
                   "reference": {"name": "clean", "rows": c["clean"]["rows"]}},
-        predicate={"name": "attribution outside anatomy", "params": {
+        predicate={"name": ATTRIBUTION_OUTSIDE, "params": {
             "share": "sum(|a| * (1 - mask)) / sum(|a|) per row",
             "contrast": "mean share exposed - mean share clean",
             "mask_resize": "nearest neighbour to the map's shape, pixel-centre alignment",

@@ -21,6 +21,15 @@ from splitscope.errors import InputError
 from splitscope.evaluation import metrics as M
 from splitscope.evaluation import reading
 from splitscope.evaluation.calibration import summarize_temperature, temperature_transfer
+from splitscope.evaluation.predicates import (
+    BALANCED_ACCURACY,
+    LAYER,
+    RESCORING,
+    SCORECARD,
+    SCOREABILITY,
+    TEMPERATURE_SCALING,
+    THRESHOLD_TRANSFER,
+)
 from splitscope.evaluation.predictions import Predictions, Truth, read_truth
 from splitscope.evaluation.rescore import RescoreResult, load_entries, rescore
 from splitscope.evaluation.thresholds import threshold_transfer_multiclass
@@ -173,9 +182,9 @@ def audit_predictions(
     records: list[AuditRecord] = []
     v = res.verdicts
     records.append(AuditRecord(
-        id="evaluation.scoreability", layer="evaluation",
+        id="evaluation.scoreability", layer=LAYER,
         title="Scoreability of prediction files against the truth list",
-        predicate={"name": "scoreability", "params": {
+        predicate={"name": SCOREABILITY, "params": {
             "path_mode": path_mode, "rules": ["full-path alignment (backslash → slash only)"
                                               if path_mode == "exact" else
                                               f"alignment by {path_mode} (opt-in repair)",
@@ -229,10 +238,10 @@ def audit_predictions(
                 detail["intervals"] = {k: b[k] for k in ("macro_auc", "organizer_score")}
                 detail["interval_kind"] = b["kind"]
             records.append(AuditRecord(
-                id=f"evaluation.metrics.{name}.{view.name}", layer="evaluation",
+                id=f"evaluation.metrics.{name}.{view.name}", layer=LAYER,
                 title=f"{name}: balanced accuracy on the {view.name} view",
                 boundary=_boundary(view, truth),
-                predicate={"name": "balanced accuracy", "params": {
+                predicate={"name": BALANCED_ACCURACY, "params": {
                     "required_classes": truth.classes, "argmax": "first maximum",
                     "score_kind": pred.score_kind, "path_mode": path_mode,
                     "view": view.to_dict()}},
@@ -249,9 +258,9 @@ def audit_predictions(
         est = (float(sp["rho_final"].iloc[0]) if "rho_final" in sp.columns and len(sp)
                else None)
         records.append(AuditRecord(
-            id="evaluation.rescoring", layer="evaluation",
+            id="evaluation.rescoring", layer=LAYER,
             title="Re-scoring of entries on evaluation views: ranks and rank correlations",
-            predicate={"name": "rescoring", "params": res.params},
+            predicate={"name": RESCORING, "params": res.params},
             unit="entry", denominator=int(res.scores["entry"].nunique()),
             estimate=est if est is not None and np.isfinite(est) else None,
             scope="scoreable, not excluded entries",
@@ -283,7 +292,7 @@ def _transfer_records(truth: Truth, aligned_by_entry: dict, fit: str | None,
     if fit is None or evaluate is None:
         reason = ("needs two populations (fit and evaluate selectors, or a truth holding both "
                   "val and test rows)")
-        return [AuditRecord(id=f"evaluation.{k}", layer="evaluation", title=t,
+        return [AuditRecord(id=f"evaluation.{k}", layer=LAYER, title=t,
                             status="not assessed", reason=reason)
                 for k, t in (("threshold_transfer", "Threshold transfer gap"),
                              ("temperature_scaling", "Temperature scaling transfer"))]
@@ -301,9 +310,9 @@ def _transfer_records(truth: Truth, aligned_by_entry: dict, fit: str | None,
         you = table[table["rule"] == "youden"]
         gap = float(you["oracle_gap"].mean()) if len(you) else float("nan")
         out.append(AuditRecord(
-            id=f"evaluation.threshold_transfer.{name}", layer="evaluation",
+            id=f"evaluation.threshold_transfer.{name}", layer=LAYER,
             title=f"{name}: threshold fitted on {fit}, evaluated on {evaluate}",
-            boundary=boundary, predicate={"name": "threshold transfer", "params": {
+            boundary=boundary, predicate={"name": THRESHOLD_TRANSFER, "params": {
                 "rules": ["default", "youden", "prevalence", "oracle"],
                 "per_class": "one versus rest"}},
             unit="class", denominator=len(you),
@@ -326,9 +335,9 @@ def _transfer_records(truth: Truth, aligned_by_entry: dict, fit: str | None,
         tt = pd.DataFrame(temps)
         summ = summarize_temperature(tt)
         out.append(AuditRecord(
-            id="evaluation.temperature_scaling", layer="evaluation",
+            id="evaluation.temperature_scaling", layer=LAYER,
             title=f"Temperature scaling fitted on {fit}, evaluated on {evaluate}",
-            boundary=boundary, predicate={"name": "temperature scaling", "params": {
+            boundary=boundary, predicate={"name": TEMPERATURE_SCALING, "params": {
                 "objective": "NLL", "ece_bins": 15, "ece": "top-label"}},
             unit="run", numerator=summ["ece_worse"], denominator=summ["runs"],
             scope="entries with probabilities or logits",
@@ -336,7 +345,7 @@ def _transfer_records(truth: Truth, aligned_by_entry: dict, fit: str | None,
                        f"{summ['runs']} runs",
             details={"runs": tt.to_dict(orient="records"), **summ}))
     else:
-        out.append(AuditRecord(id="evaluation.temperature_scaling", layer="evaluation",
+        out.append(AuditRecord(id="evaluation.temperature_scaling", layer=LAYER,
                                title="Temperature scaling transfer", status="not assessed",
                                reason="no entry declared probabilities or logits"))
     return out
@@ -367,9 +376,10 @@ class EvaluationLayer:
     """Metrics with intervals on the official view and, when the duplicates layer wrote one,
     the deduplicated test split; thresholds and calibration (METHODS §5)."""
 
-    name = "evaluation"
+    name = LAYER
     order = 40
     verdicts = reading.VERDICTS  # verdict lines (splitscope.audit.verdicts)
+    scorecard = SCORECARD  # score-card details (splitscope.records.scorecard)
     needs: ClassVar[dict[str, str]] = {"predictions": "no saved predictions given (--predictions DIR)"}
     uses: ClassVar[dict[str, str]] = {"duplicates": "its deduplicated test split (the view is "
                                       "left out when that layer did not complete)"}

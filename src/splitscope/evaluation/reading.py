@@ -4,6 +4,7 @@ from the finished document that the layers declare (``verdicts``) and the audit 
 
 from __future__ import annotations
 
+from splitscope.evaluation.predicates import ATTRIBUTION_LAYER, BALANCED_ACCURACY, LAYER
 from splitscope.records.format import count
 from splitscope.records.metrics import Verdict
 
@@ -13,9 +14,9 @@ SHOWN = 6
 
 def _balanced_accuracy_lines(doc) -> list[str]:
     records = doc.get("records") or []
-    evals = [r for r in records if str(r.get("layer", "")).startswith("evaluation")
+    evals = [r for r in records if r.get("layer") == LAYER
              and r.get("status") in ("completed", "partial") and r.get("estimate") is not None
-             and "balanced accuracy" in str((r.get("predicate") or {}).get("name", "")).lower()]
+             and (r.get("predicate") or {}).get("name") == BALANCED_ACCURACY]
     lines = []
     for r in evals[:SHOWN]:
         unc = r.get("uncertainty") or {}
@@ -31,7 +32,7 @@ def _balanced_accuracy_lines(doc) -> list[str]:
 def _attribution_lines(doc) -> list[str]:
     lines = []
     for r in doc.get("records") or []:
-        if r.get("layer") != "attribution" or r.get("status") not in ("completed", "partial") \
+        if r.get("layer") != ATTRIBUTION_LAYER or r.get("status") not in ("completed", "partial") \
                 or r.get("estimate") is None:
             continue
         det, unc = r.get("details") or {}, r.get("uncertainty") or {}

@@ -26,6 +26,15 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
+from splitscope.experiments.predicates import (
+    CONTROLLED_RETRAINING,
+    HOLDOUT_TEMPERATURE,
+    HOLDOUT_THRESHOLD,
+    LAYER,
+    PAIRED_CONTRAST,
+    SCORECARD,
+    VIEW_CONTRAST,
+)
 from splitscope.records import AuditRecord, LayerResult, Uncertainty
 from splitscope.records.ids import slug
 
@@ -66,12 +75,12 @@ def audit_experiment(folder: Path, inputs=None, n_boot: int = 2000, seed: int = 
     done = len(info.get("runs", {}))
     b = info["backbone"]
     protocol_record = AuditRecord(
-        id="experiments.protocol", layer="protocol",
+        id="experiments.protocol", layer=LAYER,
         title=f"Controlled re-training: {b['name']} "
               f"({info.get('start_weights') or b['init']}), "
               f"{', '.join(info['policies'])} × {', '.join(info['pools'])} × "
               f"{len(info['seeds'])} seeds",
-        predicate={"name": "controlled re-training", "params": {
+        predicate={"name": CONTROLLED_RETRAINING, "params": {
             "protocol": info["protocol"], "backbone": b, "pools": info["pools"],
             "seeds": info["seeds"], "flagged": info["flagged"]}},
         unit="training run", numerator=done, denominator=planned,
@@ -296,10 +305,10 @@ def _view_record(c, first, second, name, m, where, lacking, inputs, label) -> Au
     what = "BA over present classes" if m == PRESENT else m
     return AuditRecord(
         id=f"experiments.view_contrast.{slug(second)}.{slug(m)}."
-           + ".".join(slug(v) for v in where.values()), layer="protocol",
+           + ".".join(slug(v) for v in where.values()), layer=LAYER,
         title=f"{name[0].upper()}{name[1:]} under re-training: {what} on the {first} "
               f"view − on the {second} view ({label})",
-        predicate={"name": "view contrast", "params": {
+        predicate={"name": VIEW_CONTRAST, "params": {
             "contrast": name, "first": first, "second": second, "metric": m, **where,
             "matched_on": "seed (one backbone, policy and pool)"}},
         unit="training run", denominator=int(c["runs"]),
@@ -325,6 +334,11 @@ _HOLDOUT = (
      "over classes)"), "threshold_youden_ba", "threshold_default_ba",
      "balanced accuracy at Youden − at 0.5"),
 )
+
+
+#: each holdout record's predicate
+_HOLDOUT_PREDICATES = {"experiments.temperature_scaling": HOLDOUT_TEMPERATURE,
+                       "experiments.threshold_youden": HOLDOUT_THRESHOLD}
 
 
 def _holdout_records(runs: pd.DataFrame, inputs, random: bool = False) -> list[AuditRecord]:
@@ -359,9 +373,9 @@ def _holdout_record(official, key, rid, title, after, before, what, where, input
     worse = int((d > 0).sum()) if rid.endswith("temperature_scaling") else int((d < 0).sum())
     interval = paired_t_interval(d, unit="seeds") if d.size >= 2 else None
     return [AuditRecord(
-        id=f"{rid}." + ".".join(slug(v) for v in where.values()), layer="protocol",
+        id=f"{rid}." + ".".join(slug(v) for v in where.values()), layer=LAYER,
         title=f"{title} ({label})",
-        predicate={"name": rid.split(".")[-1].replace("_", " "),
+        predicate={"name": _HOLDOUT_PREDICATES[rid],
                    "params": {"fitted_on": "each run's validation holdout",
                               "evaluated_on": "official test view", "difference": what,
                               **where}},
@@ -409,10 +423,10 @@ def _contrast_record(row: dict, inputs, undefined=None, controls=(), backbone=No
             conclusion += (f"; beside {c['contrast']} {c['mean']:+.4f} "
                            f"[{c['t_low']}, {c['t_high']}]" if c["mean"] is not None else "")
     return AuditRecord(
-        id="experiments.contrast." + ".".join(slug(p) for p in parts), layer="protocol",
+        id="experiments.contrast." + ".".join(slug(p) for p in parts), layer=LAYER,
         title=f"{row['contrast']}: Δ {metric} on the {row['view']} view"
               + (f" ({where})" if where else ""),
-        predicate={"name": "paired contrast", "params": {
+        predicate={"name": PAIRED_CONTRAST, "params": {
             "condition": row["condition"], "paired_on": row.get("paired_on"),
             "metric": row["metric"], "view": row["view"], **rest}},
         unit="seed pair", denominator=int(row["pairs"]),
@@ -437,7 +451,8 @@ def _num(v):
 class ExperimentsLayer:
     """Controlled re-training records (METHODS §5.11), read from an experiment folder."""
 
-    name = "experiments"
+    name = LAYER
+    scorecard = SCORECARD  # score-card details (splitscope.records.scorecard)
     order = 38  # before the evaluation layer: its policy contrast leads the score card
     title = "Controlled re-training (training pools × policies × seeds)"
     needs: ClassVar[dict[str, str]] = {"predictions": "no predictions given: run `splitscope experiment` or audit with "

@@ -20,6 +20,7 @@ from splitscope.cli_common import (
 )
 from splitscope.cli_options import LIST_FILE_OPTIONS, fail_on_option, list_options, with_options
 from splitscope.errors import InputError
+from splitscope.groups.predicates import GROUP_OVERLAP
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
 
 
@@ -29,7 +30,8 @@ def _print_groups(result) -> None:
 
     console = rich_console()
     for r in result.records:
-        if not (r.id.startswith("group.overlap[") and r.status in ("completed", "partial")):
+        if not (r.predicate.get("name") == GROUP_OVERLAP and r.boundary is not None
+                and r.status in ("completed", "partial")):
             continue
         s = r.details["summary"]
         u = r.uncertainty

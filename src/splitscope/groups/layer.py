@@ -18,6 +18,13 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, boundaries_or_default
 from splitscope.errors import InputError
+from splitscope.groups.predicates import (
+    FRAME_GAP,
+    GROUP_OVERLAP,
+    LAYER,
+    RECOVERY,
+    RESPLIT,
+)
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
 from splitscope.groups.reading import RULES as GROUP_RULES
 from splitscope.groups.reading import VERDICTS as GROUP_VERDICTS
@@ -108,11 +115,12 @@ def audit_groups(
     bounds = boundaries_or_default(manifest, boundaries)
     if not has_groups:
         result.records.append(not_run_record(
-            "group", "not applicable", _no_groups_reason(manifest, key), id="group.overlap",
-            title="Shared groups across boundaries", inputs=inputs))
+            LAYER, "not applicable", _no_groups_reason(manifest, key), id="group.overlap",
+            title="Shared groups across boundaries", inputs=inputs, predicate=GROUP_OVERLAP))
     elif not bounds:
-        result.records.append(not_run_record("group", "not applicable", "no boundary: the release has no train/test or train/val split; name one with "
-            "--query/--reference", id="group.overlap", title="Shared groups across boundaries", inputs=inputs))
+        result.records.append(not_run_record(LAYER, "not applicable", "no boundary: the release has no train/test or train/val split; name one with "
+            "--query/--reference", id="group.overlap", title="Shared groups across boundaries", inputs=inputs,
+            predicate=GROUP_OVERLAP))
     for b in bounds if has_groups else []:
         s = slug(b.name)
         o = group_overlap(manifest, b)
@@ -128,9 +136,9 @@ def audit_groups(
                          "share groups with the reference side is unknown")
         if n_t == 0:
             result.records.append(AuditRecord(
-                id=f"group.overlap[{s}]", layer="group",
+                id=f"group.overlap[{s}]", layer=LAYER,
                 title=f"Shared groups across {b.name}", boundary=b.to_dict(),
-                predicate={"name": "group overlap", "params": {"group_key": key}},
+                predicate={"name": GROUP_OVERLAP, "params": {"group_key": key}},
                 unit="affected query row", numerator=0, denominator=0,
                 coverage={"traceable": 0, "total": n_q, "share": 0.0},
                 status="not assessed", reason="no query row has a group key",
@@ -146,9 +154,9 @@ def audit_groups(
             f"{sm['affected_reference_rows']} of {sm['traceable_reference_rows']} reference rows "
             "share a group with the query side.")
         rec = AuditRecord(
-            id=f"group.overlap[{s}]", layer="group", title=f"Shared groups across {b.name}",
+            id=f"group.overlap[{s}]", layer=LAYER, title=f"Shared groups across {b.name}",
             boundary=b.to_dict(),
-            predicate={"name": "group overlap", "params": {"group_key": key}},
+            predicate={"name": GROUP_OVERLAP, "params": {"group_key": key}},
             unit="affected query row", numerator=n_a, denominator=n_t,
             coverage={"traceable": n_t, "total": n_q, "share": sm["coverage"]},
             class_support={str(k): int(v) for k, v in support.items()},
@@ -182,25 +190,25 @@ def audit_groups(
 
         has_frames = ("frame" in manifest.columns and manifest["frame"].notna().any())
         if not has_frames:
-            result.records.append(not_run_record("group", "not applicable", "no frame index in the release (a group regex with a (?P<frame>…) group "
+            result.records.append(not_run_record(LAYER, "not applicable", "no frame index in the release (a group regex with a (?P<frame>…) group "
                 "provides one)", id=f"group.frame_gap[{s}]", title=f"Frame-index gap across {b.name}", inputs=inputs))
             continue
         gaps = frame_gaps(manifest, b)
         gs = frame_gap_summary(gaps)
         if gs["rows_with_gap"] == 0:
             result.records.append(AuditRecord(
-                id=f"group.frame_gap[{s}]", layer="group",
+                id=f"group.frame_gap[{s}]", layer=LAYER,
                 title=f"Frame-index gap across {b.name}", boundary=b.to_dict(),
-                predicate={"name": "nearest same-group reference frame", "params": {}},
+                predicate={"name": FRAME_GAP, "params": {}},
                 unit="affected query row", numerator=0, denominator=n_a,
                 status="not applicable",
                 reason="no query row has a same-group reference row with a frame index",
                 inputs=inputs))
             continue
         result.records.append(AuditRecord(
-            id=f"group.frame_gap[{s}]", layer="group", title=f"Frame-index gap across {b.name}",
+            id=f"group.frame_gap[{s}]", layer=LAYER, title=f"Frame-index gap across {b.name}",
             boundary=b.to_dict(),
-            predicate={"name": "nearest same-group reference frame",
+            predicate={"name": FRAME_GAP,
                        "params": {"distance": "|frame index difference|"}},
             unit="affected query row", numerator=gs["rows_with_gap"], denominator=n_a,
             coverage={"traceable": gs["rows_with_gap"], "total": n_q,
@@ -239,13 +247,13 @@ def _resplit(manifest, bounds, fractions, k, seed, inputs) -> LayerResult:
         pool = manifest
     labelled = pool[pool["label"].notna()] if "label" in pool.columns else pool.iloc[:0]
     if len(labelled) == 0:
-        out.records.append(not_run_record("group", "not applicable", "no labelled rows to stratify", id="group.resplit", title="Group-disjoint re-split", inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not applicable", "no labelled rows to stratify", id="group.resplit", title="Group-disjoint re-split", inputs=inputs))
         return out
     try:
         parts = group_disjoint_split(labelled, fractions, seed=seed)
         folds = group_kfold(labelled, k, seed=seed)
     except InputError as exc:
-        out.records.append(not_run_record("group", "not applicable", str(exc), id="group.resplit", title="Group-disjoint re-split", inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not applicable", str(exc), id="group.resplit", title="Group-disjoint re-split", inputs=inputs))
         return out
     bal = class_balance(parts, "part")
     fbal = class_balance(folds, "fold")
@@ -254,8 +262,8 @@ def _resplit(manifest, bounds, fractions, k, seed, inputs) -> LayerResult:
         .reindex(columns=list(names)).fillna(0.0)
     spread = (shares - np.asarray(fractions, dtype=float)[None, :]).abs().max(axis=1)
     out.records.append(AuditRecord(
-        id="group.resplit", layer="group", title="Group-disjoint re-split",
-        predicate={"name": "stratified group-disjoint split",
+        id="group.resplit", layer=LAYER, title="Group-disjoint re-split",
+        predicate={"name": RESPLIT,
                    "params": {"fractions": list(fractions), "k_folds": k, "seed": seed,
                               "parts_method": parts.attrs["method"],
                               "folds_method": folds.attrs["method"]}},
@@ -300,8 +308,8 @@ def _recovery_record(rec, inputs) -> LayerResult:
     check = sm["matcher_check"]
     out = LayerResult()
     out.records.append(AuditRecord(
-        id="group.recovery", layer="group", title="Identity recovery from an upstream corpus",
-        predicate={"name": "identity recovery", "params": {"rules": sm["rules"],
+        id="group.recovery", layer=LAYER, title="Identity recovery from an upstream corpus",
+        predicate={"name": RECOVERY, "params": {"rules": sm["rules"],
                                                           "tau": sm["tau"]}},
         unit="row", numerator=sm["matched"], denominator=sm["query_rows"],
         coverage={"traceable": sm["matched"], "total": sm["query_rows"],

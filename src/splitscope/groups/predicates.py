@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from splitscope.records.metrics import Metric
 
-GROUP_OVERLAP = "group_overlap"
+#: the layer whose records these predicates name (record ``layer``)
+LAYER = "groups"
+
+GROUP_OVERLAP = "group overlap"
+FRAME_GAP = "nearest same-group reference frame"
+RESPLIT = "stratified group-disjoint split"
+RECOVERY = "identity recovery"
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("group_overlap_rate", "share of traceable query rows whose group also occurs on "
-           "the reference side", ("group",), (GROUP_OVERLAP, "group overlap"), (("overlap",),)),
+           "the reference side", (LAYER,), (GROUP_OVERLAP,)),
 )}

@@ -5,14 +5,13 @@ document). The layer declares them (``rules``, ``verdicts``); the audit orders t
 
 from __future__ import annotations
 
-from splitscope.groups.predicates import METRICS
+from splitscope.groups.predicates import GROUP_OVERLAP, LAYER, METRICS
 from splitscope.records.format import count, percent, percent_of
-from splitscope.records.metrics import Rule, Verdict, done, find_record, record_text
+from splitscope.records.metrics import Rule, Verdict, completed_record, done, find_record
 
 
 def _patients_straddle(b, records) -> str | None:
-    g = next((r for r in records if str(r.get("id", "")).startswith("group.overlap[")
-              and done(r) and (r.get("boundary") or {}).get("name") == b["name"]), None)
+    g = completed_record(records, GROUP_OVERLAP, b["name"], LAYER)
     if g is None or not g.get("numerator"):
         return None
     return (f"{percent(g['numerator'] / g['denominator'])} of traceable {b['query']['name']} rows "
@@ -54,8 +53,8 @@ def _not_run_lines(doc) -> list[str]:
            for b in doc.get("boundaries") or []):
         return []
     for r in records:
-        if str(r.get("layer", "")).startswith("group") and "overlap" in record_text(r) \
-                and r.get("status") not in ("completed", "partial"):
+        if r.get("layer") == LAYER and (r.get("predicate") or {}).get("name") == GROUP_OVERLAP \
+                and not done(r):
             return [f"Group overlap: {r.get('status')} — {r.get('reason')}"]
     return []
 

@@ -21,6 +21,13 @@ from splitscope.cli_options import (
     with_options,
 )
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
+from splitscope.provenance.predicates import (
+    HEADER_PROBE_WITHIN,
+    HEADER_PROBES,
+    IMAGE_STATS_PROBES,
+    PARTITION,
+    SOURCE_LABEL,
+)
 
 
 def _scan_for(inputs, workspace, group_regex, split_per_list, list_options, label_map=None):
@@ -44,11 +51,11 @@ def _print_probe(result) -> None:
     for c in ("probe", "evaluation", "rows", "BA", "95% CI", "chance", "top fields"):
         t.add_column(c, justify="right" if c in ("rows", "BA", "95% CI", "chance") else "left",
                      no_wrap=c == "probe")
-    probes = (("provenance.header_probe", "Header-only probe: ", "header"),
-              ("provenance.image_stats_probe", "Image-statistics probe: ", "image stats"))
-    for prefix, title, name in probes:
+    probes = ((HEADER_PROBES, "Header-only probe: ", "header"),
+              (IMAGE_STATS_PROBES, "Image-statistics probe: ", "image stats"))
+    for predicates, title, name in probes:
         for r in result.records:
-            if r.id.startswith(prefix) and r.status == "completed":
+            if r.predicate.get("name") in predicates and r.status == "completed":
                 u = r.uncertainty
                 t.add_row(name, escape(r.title.replace(title, "")), f"{r.denominator:,}",
                           fmt(r.estimate), f"{fmt(u.low)}–{fmt(u.high)}",
@@ -57,13 +64,13 @@ def _print_probe(result) -> None:
     if t.row_count:
         console.print(t)
     for r in result.records:
-        if r.id == "provenance.header_probe.within_pool" and r.status == "completed" \
+        if r.predicate.get("name") == HEADER_PROBE_WITHIN and r.status == "completed" \
                 and r.details.get("single_field"):
             console.print("header fields alone (held-out BA, 8-leaf tree): " + ", ".join(
                 f"{escape(str(x['feature']))} {x['balanced_accuracy']:.3f}"
                 for x in r.details["single_field"][:5]))
     for r in result.records:
-        if r.id == "provenance.source_label" and r.status == "completed":
+        if r.predicate.get("name") == SOURCE_LABEL and r.status == "completed":
             table = pd.DataFrame(r.details["table"]).fillna(0).astype(int)  # label × source
             dom = pd.DataFrame(r.details["dominant"]).set_index("label")
             st = Table(title=f"Label × source (rows); Cramér's V = {r.estimate:.3f}",
@@ -89,7 +96,7 @@ def _print_shift(result) -> None:
     for c in ("comparison", "test/train rows", "AUC", "95% CI", "shuffled AUC", "d_A"):
         t.add_column(c, justify="left" if c == "comparison" else "right")
     for r in result.records:
-        if r.id.startswith("provenance.partition") and r.status in ("completed", "partial"):
+        if r.predicate.get("name") == PARTITION and r.status in ("completed", "partial"):
             u = r.uncertainty
             ctl = (r.details.get("shuffled_control") or {}).get("auc", {})
             t.add_row(escape(r.title.replace("Partition classifier ", "")),
@@ -100,7 +107,7 @@ def _print_shift(result) -> None:
         console = rich_console()
         console.print(t)
         for r in result.records:
-            if r.id.startswith("provenance.partition") and r.status in ("completed", "partial"):
+            if r.predicate.get("name") == PARTITION and r.status in ("completed", "partial"):
                 per = r.details.get("auc_by_class") or []
                 console.print(escape(r.title.replace("Partition classifier ", "")) + ", per class: "
                               + "; ".join(f"{escape(str(x['label']))} {fmt(x['auc'])} "
@@ -159,7 +166,7 @@ def probe_command(inputs, group_regex, query, reference, both_directions, split_
     emit(result, as_json, out_dir, _print_probe)
     if fail_above_chance:
         for r in result.records:
-            if (r.id == "provenance.header_probe.within_pool" and r.status == "completed"
+            if (r.predicate.get("name") == HEADER_PROBE_WITHIN and r.status == "completed"
                     and r.uncertainty.low > r.details["chance"]):
                 raise SystemExit(1)
 

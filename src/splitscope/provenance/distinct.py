@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from splitscope.provenance.predicates import LAYER, SOURCE_LABEL
 from splitscope.records import LayerResult
 
 
@@ -88,6 +89,6 @@ def expand_to_rows(result: LayerResult, distinct: dict) -> None:
                     "boundary's side) count once: fitted and scored on the file's first row; "
                     "the row tables list every row", **distinct["counts"]}
     for record in result.records:
-        if record.layer == "provenance" and record.id != "provenance.source_label" \
+        if record.layer == LAYER and record.predicate.get("name") != SOURCE_LABEL \
                 and record.status in ("completed", "partial"):
             record.details = {**(record.details or {}), "distinct_files": note}

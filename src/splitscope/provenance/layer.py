@@ -8,6 +8,7 @@ from __future__ import annotations
 from splitscope.provenance.checks import audit_provenance
 from splitscope.provenance.predicates import METRICS as PROVENANCE_METRICS
 from splitscope.provenance.predicates import QUALITY_METRICS
+from splitscope.provenance.predicates import SCORECARD as PROVENANCE_SCORECARD
 from splitscope.provenance.quality_records import audit_quality
 from splitscope.provenance.reading import RULES as PROVENANCE_RULES
 from splitscope.provenance.reading import VERDICTS as PROVENANCE_VERDICTS
@@ -38,6 +39,7 @@ class ProvenanceLayer:
     metrics = tuple(PROVENANCE_METRICS.values())  # --fail-on (splitscope.audit.conditions)
     rules = PROVENANCE_RULES  # "what this means" (splitscope.audit.meaning)
     verdicts = PROVENANCE_VERDICTS  # verdict lines (splitscope.audit.verdicts)
+    scorecard = PROVENANCE_SCORECARD  # score-card details (splitscope.records.scorecard)
 
     def run(self, context) -> LayerResult:
         run = context.options.run

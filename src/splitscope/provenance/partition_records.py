@@ -8,6 +8,7 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
+from splitscope.provenance.predicates import LAYER, PARTITION
 from splitscope.provenance.probe_records import Steps, caught
 from splitscope.provenance.stats import Together
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
@@ -31,10 +32,10 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
     out = LayerResult()
     title = "Partition classifier"
     if not bounds:
-        out.records.append(not_run_record("provenance", "not applicable", "no boundary (train/test split) to classify", id="provenance.partition", title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not applicable", "no boundary (train/test split) to classify", id="provenance.partition", title=title, inputs=inputs))
         return _ready(out)
     if sc is None and embeddings is None:
-        out.records.append(not_run_record("provenance", "not assessed", "no thumbnails (pass a scan) and no embeddings", id="provenance.partition", title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not assessed", "no thumbnails (pass a scan) and no embeddings", id="provenance.partition", title=title, inputs=inputs))
         return _ready(out)
     rng = np.random.default_rng(seed)
     emb = None
@@ -95,9 +96,9 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
             f"image content; shuffled-partition control AUC "
             f"{ctl['estimate']:.3f}; proxy A-distance {r.d_a:.3f}")
         out.records.append(AuditRecord(
-            id=rid, layer="provenance", title=name,
+            id=rid, layer=LAYER, title=name,
             boundary=b.to_dict() if b is not None else None,
-            predicate={"name": "partition classifier", "params": {
+            predicate={"name": PARTITION, "params": {
                 **r.params, "features": ("supplied embeddings" if emb is not None else
                                          "16×16 area-mean thumbnail + 32-bin histogram"),
                 "subsample": sub, "internal_share": internal_share if internal else None}},
@@ -144,7 +145,7 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
         for (r, failed), (_, about) in zip(done, runs):
             if failed is not None:
                 rid, name = about[:2]
-                out.records.append(not_run_record("provenance", "not applicable", str(failed), id=rid, title=name, inputs=inputs))
+                out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=rid, title=name, inputs=inputs))
             else:
                 record(r, *about)
         return out

@@ -12,6 +12,7 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
+from splitscope.provenance.predicates import HEADER_PROBE, IMAGE_STATS_PROBE, LAYER, SOURCE_LABEL
 from splitscope.provenance.stats import Together
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.format import percent
@@ -66,14 +67,14 @@ def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: st
         in_query = rows["row"].isin(b.query.rows) & labelled
         te = rows[in_query & ok]
         if one_side_reason is not None and (tr.empty or te.empty):
-            plan.append(not_run_record("provenance", "not applicable", one_side_reason(b), id=rid, title=f"{title}: cross split", inputs=inputs))
+            plan.append(not_run_record(LAYER, "not applicable", one_side_reason(b), id=rid, title=f"{title}: cross split", inputs=inputs))
         else:
             plan.append((b, rid, int((in_query & ~ok).sum()), tr, te))
     runs = [p for p in plan if isinstance(p, tuple)]
     (wp, failed), *crossed = yield Together(
         [caught(within(within_rows)), *[caught(cross(tr, te)) for *_, tr, te in runs]])
     if failed is not None:
-        out.records.append(not_run_record("provenance", "not applicable", str(failed), id=wid, title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=wid, title=title, inputs=inputs))
         return out
     out.records.append(_probe_record(wp, wid, f"{title}: within pool", None, inputs,
                                      probe=probe, unscored=unscored))
@@ -89,7 +90,7 @@ def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: st
         b, rid, unscored_b, _, _ = p
         cs, failed = next(results)
         if failed is not None:
-            out.records.append(not_run_record("provenance", "not applicable", str(failed), id=rid, title=f"{title}: cross split", inputs=inputs))
+            out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=rid, title=f"{title}: cross split", inputs=inputs))
             continue
         out.records.append(_probe_record(cs, rid, f"{title}: fit on {b.reference.name}, "
                                          f"score {b.query.name}", b, inputs, within=wp,
@@ -111,14 +112,14 @@ def header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, r
     title = "Header-only probe"
     wid = "provenance.header_probe.within_pool"
     if not has_label:
-        out.records.append(not_run_record("provenance", "not applicable", "no labels in the release", id=wid, title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not applicable", "no labels in the release", id=wid, title=title, inputs=inputs))
         return out
     if not any(c in rows.columns for c in header_columns()):
-        out.records.append(not_run_record("provenance", "not assessed", "no header features: scan the release first (splitscope scan)", id=wid, title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not assessed", "no header features: scan the release first (splitscope scan)", id=wid, title=title, inputs=inputs))
         return out
     arrays = content_of(rows).eq(CONTENT_ARRAY).to_numpy(bool)
     if arrays.all():
-        out.records.append(not_run_record("provenance", "not applicable", "no file headers: the rows are pixel arrays (an .npz or in-memory arrays), which carry no encoded file to probe", id=wid, title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not applicable", "no file headers: the rows are pixel arrays (an .npz or in-memory arrays), which carry no encoded file to probe", id=wid, title=title, inputs=inputs))
         return out
     if arrays.any():  # only rows with file bytes have header fields
         rows = rows[~arrays]
@@ -148,10 +149,10 @@ def image_stats_records(rows, pool, bounds, has_label, *, seed, n_resamples, fol
     title = "Image-statistics probe"
     wid = "provenance.image_stats_probe.within_pool"
     if not has_label:
-        out.records.append(not_run_record("provenance", "not applicable", "no labels in the release", id=wid, title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not applicable", "no labels in the release", id=wid, title=title, inputs=inputs))
         return out
     if not all(c in rows.columns for c in IMAGE_STATS_FEATURES):
-        out.records.append(not_run_record("provenance", "not assessed", "no image statistics: scan the release with this version (splitscope scan)", id=wid, title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not assessed", "no image statistics: scan the release with this version (splitscope scan)", id=wid, title=title, inputs=inputs))
         return out
     opts = {"seed": seed, "n_resamples": n_resamples, "importance_repeats": repeats,
             "fit_max_rows": fit_max_rows}
@@ -223,10 +224,9 @@ def _probe_record(r, rid, title, b, inputs, within=None, probe="header",
                          "shortcut)" if w is not None else ""))
     total = r.n_rows + unscored
     return AuditRecord(
-        id=rid, layer="provenance", title=title,
+        id=rid, layer=LAYER, title=title,
         boundary=b.to_dict() if b is not None else None,
-        predicate={"name": f"{'header-only' if header else 'image-statistics'} probe "
-                           f"({r.kind})",
+        predicate={"name": f"{HEADER_PROBE if header else IMAGE_STATS_PROBE} ({r.kind})",
                    "params": {**r.params, "features": len(r.features),
                               "dropped": r.dropped,
                               **({} if header else {"statistics": r.params.get("features")})}},
@@ -264,16 +264,16 @@ def association_record(pool, inputs) -> LayerResult:
     out = LayerResult()
     rid, title = "provenance.source_label", "Source–label association"
     if "source" not in pool.columns or pool["source"].nunique() < 2:
-        out.records.append(not_run_record("provenance", "not applicable", "fewer than two sources in the release", id=rid, title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not applicable", "fewer than two sources in the release", id=rid, title=title, inputs=inputs))
         return out
     if "label" not in pool.columns or pool["label"].nunique() < 2:
-        out.records.append(not_run_record("provenance", "not applicable", "fewer than two labels in the release", id=rid, title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not applicable", "fewer than two labels in the release", id=rid, title=title, inputs=inputs))
         return out
     a = source_label_association(pool)
     dom = a.dominant.sort_values("dominant_share", ascending=False)
     out.records.append(AuditRecord(
-        id=rid, layer="provenance", title=title,
-        predicate={"name": "Cramér's V", "params": {"chi2": "Pearson, no continuity correction"}},
+        id=rid, layer=LAYER, title=title,
+        predicate={"name": SOURCE_LABEL, "params": {"chi2": "Pearson, no continuity correction"}},
         unit="row", numerator=a.n, denominator=a.n + a.rows_missing,
         coverage={"traceable": a.n, "total": a.n + a.rows_missing,
                   "share": a.n / (a.n + a.rows_missing)},

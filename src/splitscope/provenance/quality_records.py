@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from splitscope.provenance.checks import scan_rows
+from splitscope.provenance.predicates import QUALITY_ASSOCIATION, QUALITY_LAYER, QUALITY_PREFIX
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.format import percent
 from splitscope.records.inputs import release_inputs
@@ -38,7 +39,7 @@ def audit_quality(scan: Any, params: Any = None) -> LayerResult:
     params = params or QualityParams()
     out = LayerResult()
     if "intensity_mean" not in rows.columns:
-        out.records.append(not_run_record("quality", "not assessed", "no image statistics: scan the release with this version (splitscope scan)", id="quality.flags", title="Image quality flags", inputs=inputs))
+        out.records.append(not_run_record(QUALITY_LAYER, "not assessed", "no image statistics: scan the release with this version (splitscope scan)", id="quality.flags", title="Image quality flags", inputs=inputs))
         return out
     table, rules = quality_table(rows, params)
     rates = quality_rates(table)
@@ -57,11 +58,11 @@ def audit_quality(scan: Any, params: Any = None) -> LayerResult:
         rid = f"quality.{f.name}"
         status = "completed" if assessed == len(table) else "partial"
         if not assessed:
-            out.records.append(not_run_record("quality", "not applicable", f"no row has the score of this flag ({f.score})", id=rid, title=f"Image quality: {f.name.replace('_', ' ')}", inputs=inputs))
+            out.records.append(not_run_record(QUALITY_LAYER, "not applicable", f"no row has the score of this flag ({f.score})", id=rid, title=f"Image quality: {f.name.replace('_', ' ')}", inputs=inputs))
             continue
         out.records.append(AuditRecord(
-            id=rid, layer="quality", title=f"Image quality: {f.name.replace('_', ' ')} ({rule})",
-            predicate={"name": f"quality_{f.name}",
+            id=rid, layer=QUALITY_LAYER, title=f"Image quality: {f.name.replace('_', ' ')} ({rule})",
+            predicate={"name": f"{QUALITY_PREFIX}{f.name}",
                        "params": {**params.to_dict(), **{k: v for k, v in rules[f.name].items()
                                                         if k != "rule"}, "rule": rule}},
             unit="row", numerator=flagged, denominator=assessed,
@@ -89,7 +90,7 @@ def audit_quality(scan: Any, params: Any = None) -> LayerResult:
 def _quality_association_record(table, params, inputs, association) -> AuditRecord:
     rid, title = "quality.flag_label_association", "Image quality flags × label (Cramér's V)"
     if table["label"].dropna().nunique() < 2:
-        return not_run_record("quality", "not applicable", "fewer than two labels in the release", id=rid, title=title, inputs=inputs)
+        return not_run_record(QUALITY_LAYER, "not applicable", "fewer than two labels in the release", id=rid, title=title, inputs=inputs)
     assoc = association(table)
     v = assoc["cramers_v"].astype(float)
     measured = assoc[np.isfinite(v)]
@@ -114,8 +115,8 @@ def _quality_association_record(table, params, inputs, association) -> AuditReco
                 "; a model can use such a flag as a shortcut: check whether the class "
                 "difference is the finding or how the images were made")
     return AuditRecord(
-        id=rid, layer="quality", title=title,
-        predicate={"name": "quality_flag_label_association",
+        id=rid, layer=QUALITY_LAYER, title=title,
+        predicate={"name": QUALITY_ASSOCIATION,
                    "params": {"statistic": "Cramér's V, Pearson χ² without continuity "
                               "correction", "association_v": params.association_v}},
         unit="row", denominator=rows,

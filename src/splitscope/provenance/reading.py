@@ -5,20 +5,22 @@ finished document). The layer declares them (``rules``, ``verdicts``); the audit
 
 from __future__ import annotations
 
-from splitscope.records.metrics import (
-    Rule,
-    Verdict,
-    above_chance,
-    is_control,
-    record_by_id,
-    record_text,
+from splitscope.provenance.predicates import (
+    HEADER_PROBE_CROSS,
+    HEADER_PROBE_WITHIN,
+    HEADER_PROBES,
+    IMAGE_STATS_CROSS,
+    IMAGE_STATS_WITHIN,
+    LAYER,
+    PARTITION,
 )
+from splitscope.records.metrics import Rule, Verdict, above_chance, completed_record, is_control
 
 
 def _encoded_differently(b, records) -> str | None:
-    within = record_by_id(records, "provenance.header_probe.within_pool", None)
-    cross = record_by_id(records, "provenance.header_probe.cross_split", b["name"])
-    part = record_by_id(records, "provenance.partition[", b["name"])
+    within = completed_record(records, HEADER_PROBE_WITHIN, None, LAYER)
+    cross = completed_record(records, HEADER_PROBE_CROSS, b["name"], LAYER)
+    part = completed_record(records, PARTITION, b["name"], LAYER)
     if not (above_chance(within) and above_chance(cross) is False and above_chance(part, 0.5)):
         return None
     return (f"header fields predict the label inside the pool (balanced accuracy "
@@ -30,8 +32,8 @@ def _encoded_differently(b, records) -> str | None:
 
 
 def _shortcut_transfers(b, records) -> str | None:
-    within = record_by_id(records, "provenance.header_probe.within_pool", None)
-    cross = record_by_id(records, "provenance.header_probe.cross_split", b["name"])
+    within = completed_record(records, HEADER_PROBE_WITHIN, None, LAYER)
+    cross = completed_record(records, HEADER_PROBE_CROSS, b["name"], LAYER)
     if not (above_chance(within) and above_chance(cross)):
         return None
     return (f"file headers alone predict the label across the split (balanced accuracy "
@@ -41,8 +43,8 @@ def _shortcut_transfers(b, records) -> str | None:
 
 
 def _acquisition_shortcut(b, records) -> str | None:
-    within = record_by_id(records, "provenance.image_stats_probe.within_pool", None)
-    cross = record_by_id(records, "provenance.image_stats_probe.cross_split", b["name"])
+    within = completed_record(records, IMAGE_STATS_WITHIN, None, LAYER)
+    cross = completed_record(records, IMAGE_STATS_CROSS, b["name"], LAYER)
     if not (above_chance(within) and above_chance(cross)):
         return None
     top = ", ".join((within.get("details") or {}).get("top_fields") or []) or "no single one"
@@ -68,9 +70,9 @@ def _header_probe_lines(doc) -> list[str]:
     records, lines = doc.get("records") or [], []
     names = {b["name"] for b in doc.get("boundaries") or []}
     for r in records:
-        if not str(r.get("layer", "")).startswith(("provenance", "probe")) or is_control(r):
+        if r.get("layer") != LAYER or is_control(r):
             continue
-        if "header" not in record_text(r) or r.get("estimate") is None:
+        if (r.get("predicate") or {}).get("name") not in HEADER_PROBES or r.get("estimate") is None:
             continue
         if r.get("status") not in ("completed", "partial"):
             continue

@@ -25,7 +25,6 @@ __all__ = [
     "metric_records",
     "metric_table",
     "parse",
-    "record_by_id",
     "record_text",
 ]
 
@@ -34,10 +33,9 @@ __all__ = [
 class Metric:
     """A quantity ``--fail-on`` can gate on: which records it reads and how.
 
-    A record is read when it is completed (or partial), not a negative control, in one of
-    ``layers`` (prefix), and its predicate name is one of ``predicates`` (exact) or, when no
-    record matches exactly, its id/predicate name contains every word of one ``words``
-    alternative. ``field`` is the record field read (``estimate`` or ``numerator``); the value
+    A record is read when it is completed (or partial), not a negative control, written by
+    one of ``layers`` (the record's ``layer``, a layer's name), and its predicate name is one
+    of ``predicates`` (names from the writing package's ``predicates.py``). ``field`` is the record field read (``estimate`` or ``numerator``); the value
     is the largest over the audited boundaries (the worst boundary) and, when ``pool_wide``,
     the records that describe the whole pool (no boundary, e.g. the within-pool probe).
     ``control`` marks a pixel predicate whose reliability a negative control measures: the
@@ -51,7 +49,6 @@ class Metric:
     description: str
     layers: tuple[str, ...]
     predicates: tuple[str, ...] = ()
-    words: tuple[tuple[str, ...], ...] = ()
     field: str = "estimate"
     unit: str | None = "affected query row"
     pool_wide: bool = False
@@ -63,7 +60,7 @@ class Metric:
         """What the metric reads and how it aggregates, in words (for ``--help``)."""
         if self.field == "layers":
             return "count of layers 'not assessed'"
-        which = ", ".join(self.predicates) or " or ".join(" ".join(w) for w in self.words)
+        which = ", ".join(self.predicates)
         where = "the boundaries and the whole pool" if self.pool_wide else "the boundaries"
         return f"{self.field} of the {which} records, largest over {where}"
 
@@ -108,7 +105,7 @@ def metric_records(metric: Metric, records: Iterable[Mapping[str, Any]],
     queried = {str(b).split(" → ")[0] for b in boundaries or ()}
     pool = [r for r in records
             if r.get("status") in ("completed", "partial")
-            and str(r.get("layer", "")).lower().startswith(metric.layers)
+            and r.get("layer") in metric.layers
             and not is_control(r)
             and r.get(metric.field) is not None
             and (boundaries is None or (r.get("boundary") or {}).get("name") in boundaries
@@ -130,16 +127,8 @@ def _inside(boundary: Mapping[str, Any] | None, queried: set[str]) -> bool:
 
 
 def _matching(metric: Metric, pool: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The records of ``pool`` a metric names: those of its predicates, else those of the
-    first word alternative that any record's id or predicate name contains."""
-    exact = [r for r in pool if (r.get("predicate") or {}).get("name") in metric.predicates]
-    if exact:
-        return exact
-    for words in metric.words:
-        hits = [r for r in pool if all(w in record_text(r) for w in words)]
-        if hits:
-            return hits
-    return []
+    """The records of ``pool`` a metric names: those of its predicates."""
+    return [r for r in pool if (r.get("predicate") or {}).get("name") in metric.predicates]
 
 
 def control_status(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -222,30 +211,34 @@ def find_record(records, metric: Metric | str, boundary: str,
     *not assessed* instead of staying silent)."""
     m = metric if isinstance(metric, Metric) else metrics[metric]
     mine = [r for r in records if (r.get("boundary") or {}).get("name") == boundary
-            and str(r.get("layer", "")).lower().startswith(m.layers) and not is_control(r)]
+            and r.get("layer") in m.layers and not is_control(r)]
     return next(iter(_matching(m, mine)), None)
 
 
-def records_on(records, boundary: str | None, *, predicate: str | None = None,
-               prefix: str = "", done: bool = False) -> list[Mapping[str, Any]]:
+def records_on(records, boundary: str | None, *, predicate: str | Sequence[str],
+               layer: str | Sequence[str] | None = None,
+               done: bool = False) -> list[Mapping[str, Any]]:
     """The records of one boundary (``None``: the pool-wide ones) whose predicate name is
-    ``predicate``, or starts with ``prefix``, in document order; with ``done``, only the
-    completed or partial ones."""
+    ``predicate`` (or one of them), written by ``layer`` (a layer's name, or one of them;
+    ``None``: any), in document order; with ``done``, only the completed or partial ones."""
+    names = (predicate,) if isinstance(predicate, str) else tuple(predicate)
+    layers = (layer,) if isinstance(layer, str) else layer
     out = []
     for r in records:
-        name = str((r.get("predicate") or {}).get("name", ""))
         if ((r.get("boundary") or {}).get("name") == boundary
-                and (name == predicate if predicate is not None else name.startswith(prefix))
+                and (r.get("predicate") or {}).get("name") in names
+                and (layers is None or r.get("layer") in layers)
                 and (not done or r.get("status") in ("completed", "partial"))):
             out.append(r)
     return out
 
 
-def label_conflicts_found(records, boundary: str, *, trusted_only: bool
-                          ) -> list[Mapping[str, Any]]:
-    """The completed label-conflict records of a boundary that count at least one row; with
-    ``trusted_only``, only those of a predicate that may be counted (``details.trusted``)."""
-    return [r for r in records_on(records, boundary, prefix="label_conflict_", done=True)
+def label_conflicts_found(records, boundary: str, predicates: Sequence[str], *,
+                          trusted_only: bool) -> list[Mapping[str, Any]]:
+    """The completed label-conflict records (of ``predicates``) of a boundary that count at
+    least one row; with ``trusted_only``, only those of a predicate that may be counted
+    (``details.trusted``)."""
+    return [r for r in records_on(records, boundary, predicate=predicates, done=True)
             if r.get("numerator")
             and (not trusted_only or (r.get("details") or {}).get("trusted", True))]
 
@@ -268,19 +261,12 @@ def done(record: Mapping[str, Any] | None) -> bool:
     return record is not None and record.get("status") in ("completed", "partial")
 
 
-def completed_record(records: Records, predicate: str,
-                     boundary: str | None) -> Mapping[str, Any] | None:
-    """The completed record of ``predicate`` on ``boundary`` (None: pool-wide)."""
-    return next(iter(records_on(records, boundary, predicate=predicate, done=True)), None)
-
-
-def record_by_id(records: Records, prefix: str, boundary: str | None) -> Mapping[str, Any] | None:
-    """The first completed record whose id starts with ``prefix`` on ``boundary``."""
-    for r in records:
-        if (str(r.get("id", "")).startswith(prefix) and done(r)
-                and (r.get("boundary") or {}).get("name") == boundary):
-            return r
-    return None
+def completed_record(records: Records, predicate: str | Sequence[str], boundary: str | None,
+                     layer: str | Sequence[str] | None = None) -> Mapping[str, Any] | None:
+    """The first completed record of ``predicate`` (of ``layer``) on ``boundary`` (None:
+    pool-wide)."""
+    return next(iter(records_on(records, boundary, predicate=predicate, layer=layer,
+                                done=True)), None)
 
 
 def above_chance(r: Mapping[str, Any] | None, chance: float | None = None) -> bool | None:

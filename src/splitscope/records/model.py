@@ -36,7 +36,7 @@ class AuditRecord:
     :data:`STATUSES` and ``reason`` says why when it is not ``completed``."""
 
     id: str
-    layer: str  # identity | near_duplicate | group | provenance | evaluation | protocol
+    layer: str  # the name of the layer that wrote it (duplicates, groups, provenance, ...)
     title: str
     boundary: dict[str, Any] | None = None  # Boundary.to_dict()
     predicate: dict[str, Any] = field(default_factory=dict)  # {"name": ..., "params": {...}}
@@ -56,6 +56,9 @@ class AuditRecord:
     outputs: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)  # breakdowns, sweeps, small tables
     software: dict[str, str] = field(default_factory=lambda: dict(software_versions()))
+    #: the part of its layer's method (the duplicates layer: ``identity`` or
+    #: ``near_duplicate``); left out of the document when None
+    section: str | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -66,8 +69,12 @@ class AuditRecord:
             self.estimate = self.numerator / self.denominator
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict (NaN and infinities become ``None``)."""
-        return _clean(asdict(self))
+        """Plain JSON-ready dict (NaN and infinities become ``None``; no ``section`` key when
+        the record has none)."""
+        out = asdict(self)
+        if out["section"] is None:
+            del out["section"]
+        return _clean(out)
 
 
 def _clean(value: Any) -> Any:
@@ -136,10 +143,11 @@ class LayerResult:
 
 def not_run_record(layer: str, status: str, reason: str, *, id: str | None = None,
                    title: str | None = None, boundary: Any = None,
-                   inputs: list | None = None) -> AuditRecord:
+                   inputs: list | None = None, predicate: str | None = None) -> AuditRecord:
     """The record a check or a layer leaves when it did not run: ``not assessed`` (it could
-    not run) or ``not applicable`` (nothing to measure on this input), with the reason. The
-    default id is ``<layer>[.<boundary>].<status>``."""
+    not run) or ``not applicable`` (nothing to measure on this input), with the reason and,
+    when given, the name of the predicate it would have measured. The default id is
+    ``<layer>[.<boundary>].<status>``."""
     if id is None:
         from splitscope.records.ids import slug
 
@@ -149,4 +157,5 @@ def not_run_record(layer: str, status: str, reason: str, *, id: str | None = Non
         id=id, layer=layer, title=title or f"{layer.replace('_', ' ')} layer {status}",
         boundary=boundary.to_dict() if boundary is not None else None,
         status=status, reason=reason, inputs=list(inputs or []),
+        predicate={"name": predicate, "params": {}} if predicate is not None else {},
     )

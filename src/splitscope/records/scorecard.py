@@ -1,13 +1,13 @@
 """The score card (METHODS §6.2): the seven details that travel with a headline score.
 
-Each detail is filled from the audit records that measured it (named by id) or marked
-``not reported``. The card never invents a value: a detail is ``measured`` only when a
+Each detail is filled from the audit records that measured it (named by the layer that wrote
+them and their predicate) or marked ``not reported``. The card never invents a value: a detail is ``measured`` only when a
 ``completed`` or ``partial`` record supports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,52 +16,37 @@ NOT_REPORTED = "not reported"
 
 @dataclass(frozen=True)
 class Detail:
-    """One score-card detail: its key, its wording, and the words that identify the records
-    measuring it (matched against record id, layer and predicate name, lower-cased)."""
+    """One score-card detail: its key and its wording. The records that measure it are named
+    by the layers that write them (a layer's ``scorecard``: detail key → predicate names, in
+    its package's ``predicates.py``); with ``interval``, any record of a layer that names the
+    detail also measures it when it has an interval."""
 
     key: str
     detail: str
-    layers: tuple[str, ...]
-    words: tuple[str, ...]
-    interval: bool = False  # also matched by any record of the layers that has an interval
+    interval: bool = False
 
 
 DETAILS: tuple[Detail, ...] = (
-    Detail("evaluation_split", "Evaluation split (official, deduplicated, external)",
-           ("evaluation", "near_duplicate", "identity"),
-           ("dedup", "view", "external", "ncc", "byte")),
-    Detail("training_policy", "Backbone training policy (frozen or fine-tuned)",
-           ("evaluation", "protocol"), ("policy", "frozen", "fine", "arch")),
-    Detail("threshold", "Threshold and how it was chosen",
-           ("evaluation", "protocol"), ("threshold", "youden", "prevalence", "oracle")),
-    Detail("imbalance_metric", "An imbalance-aware metric (e.g. balanced accuracy)",
-           ("evaluation",), ("balanced", "_ba", "ba_", "macro", "auroc", "auprc", "f1")),
-    Detail("calibration", "Where calibration was fitted and evaluated",
-           ("evaluation", "protocol"), ("calibration", "temperature", "ece", "brier", "nll")),
-    Detail("uncertainty", "Uncertainty or a paired comparison",
-           ("evaluation", "protocol"), ("bootstrap", "delong", "paired", "interval", "seed"),
-           interval=True),
-    Detail("shift_check", "A train-to-test shift check",
-           ("provenance", "probe", "shift"), ("partition", "shift", "header", "probe")),
+    Detail("evaluation_split", "Evaluation split (official, deduplicated, external)"),
+    Detail("training_policy", "Backbone training policy (frozen or fine-tuned)"),
+    Detail("threshold", "Threshold and how it was chosen"),
+    Detail("imbalance_metric", "An imbalance-aware metric (e.g. balanced accuracy)"),
+    Detail("calibration", "Where calibration was fitted and evaluated"),
+    Detail("uncertainty", "Uncertainty or a paired comparison", interval=True),
+    Detail("shift_check", "A train-to-test shift check"),
 )
 
-
-def _text(record: Mapping[str, Any]) -> str:
-    pred = record.get("predicate") or {}
-    return " ".join(
-        str(x) for x in (record.get("id"), record.get("layer"), pred.get("name"),
-                         record.get("title")) if x
-    ).lower()
+#: layer name → detail key → the predicate names of its records that measure the detail
+Measures = Mapping[str, Mapping[str, Sequence[str]]]
 
 
-def _matches(record: Mapping[str, Any], detail: Detail) -> bool:
+def _matches(record: Mapping[str, Any], detail: Detail, measures: Measures) -> bool:
     if record.get("status") not in ("completed", "partial"):
         return False
-    layer = str(record.get("layer") or "").lower()
-    if not any(layer.startswith(x) for x in detail.layers):
+    named = (measures.get(str(record.get("layer"))) or {}).get(detail.key)
+    if named is None:
         return False
-    text = _text(record)
-    if any(w in text for w in detail.words):
+    if (record.get("predicate") or {}).get("name") in named:
         return True
     unc = record.get("uncertainty") or {}
     return detail.interval and unc.get("low") is not None and unc.get("high") is not None
@@ -98,16 +83,17 @@ def describe(record: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
-def dedup_effect(records: list[Mapping[str, Any]]) -> str | None:
+def dedup_effect(records: list[Mapping[str, Any]], predicates: Sequence[str]) -> str | None:
     """Deduplication sensitivity BA(official) − BA(deduplicated) per prediction entry
-    (METHODS §5.8), from balanced-accuracy records of the evaluation layer whose view is
-    ``official`` and ``deduplicated``; ``None`` when there is no such pair."""
+    (METHODS §5.8), from the balanced-accuracy records (of ``predicates``, those the layers
+    name for the imbalance-aware metric) whose view is ``official`` and ``deduplicated``;
+    ``None`` when there is no such pair."""
     by_entry: dict[str, dict[str, float]] = {}
     for r in records:
         if r.get("status") not in ("completed", "partial") or r.get("estimate") is None:
             continue
         pred = r.get("predicate") or {}
-        if "balanced accuracy" not in str(pred.get("name", "")).lower():
+        if pred.get("name") not in predicates:
             continue
         view = ((pred.get("params") or {}).get("view") or {}).get("name")
         entry = str(r.get("title", "")).split(":", 1)[0]
@@ -120,13 +106,18 @@ def dedup_effect(records: list[Mapping[str, Any]]) -> str | None:
     return "deduplication sensitivity BA(official) − BA(deduplicated): " + ", ".join(parts)
 
 
-def score_card(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def score_card(records: Iterable[Mapping[str, Any]],
+               measures: Measures | None = None) -> list[dict[str, Any]]:
     """The seven score-card details from audit records (dicts as in ``audit.json``).
 
     Parameters
     ----------
     records : iterable of mapping
         Record dicts (``AuditRecord.to_dict()``).
+    measures : mapping, optional
+        Per layer name, per detail key, the predicates of its records that measure the
+        detail (the layers' ``scorecard``; the audit passes those of its registered layers,
+        :func:`splitscope.audit.protocol.scorecard_measures`). None: no record measures any.
 
     Returns
     -------
@@ -137,9 +128,10 @@ def score_card(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         ``records`` (ids of the supporting records).
     """
     records = list(records)
+    measures = measures or {}
     card = []
     for detail in DETAILS:
-        hits = [r for r in records if _matches(r, detail)]
+        hits = [r for r in records if _matches(r, detail, measures)]
         if not hits:
             card.append({"key": detail.key, "detail": detail.detail, "status": NOT_REPORTED,
                          "value": NOT_REPORTED, "effect": None, "records": []})
@@ -148,7 +140,9 @@ def score_card(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         value = "; ".join(describe(r) for r in shown)
         if len(hits) > len(shown):
             value += f"; and {len(hits) - len(shown)} more record(s)"
-        effect = dedup_effect(records) if detail.key == "evaluation_split" else None
+        effect = dedup_effect(records, [p for m in measures.values()
+                                        for p in m.get("imbalance_metric", ())]) \
+            if detail.key == "evaluation_split" else None
         for r in hits:
             if effect is None and r.get("conclusion"):
                 effect = str(r["conclusion"])

@@ -12,6 +12,7 @@ import pandas as pd
 
 from splitscope.records import AuditRecord
 from splitscope.records.ids import boundary_slug
+from splitscope.relations.predicates import IDENTITY, LAYER, NEAR_DUPLICATE
 
 
 def is_cross_corpus(rel, rows: pd.DataFrame) -> bool:
@@ -50,8 +51,8 @@ def containment_records(rel, rows: pd.DataFrame, tau: float) -> list[AuditRecord
                       ("byte_or_ncc", "contained")):
         hits = int(pd.array(table[col], dtype="boolean").fillna(False).sum())
         out.append(AuditRecord(
-            id=f"near_duplicate.containment_{name}.{slug}",
-            layer="near_duplicate" if name != "byte" else "identity",
+            id=f"{NEAR_DUPLICATE}.containment_{name}.{slug}",
+            layer=LAYER, section=NEAR_DUPLICATE if name != "byte" else IDENTITY,
             title=f"Containment of {b.query.name} in {b.reference.name} ({name})",
             boundary=b.to_dict(),
             predicate={"name": f"containment_{name}", "params": {"tau": tau}},

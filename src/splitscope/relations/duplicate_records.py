@@ -12,7 +12,14 @@ from splitscope.records import AuditRecord
 from splitscope.records.ids import boundary_slug
 from splitscope.relations.boundary_relations import BoundaryRelations
 from splitscope.relations.identity import NO_BYTES_REASON, no_bytes, rate_breakdown, side
-from splitscope.relations.predicates import EMBEDDING_PREDICATE, IDENTITY_PREDICATES, NEEDS_BYTES
+from splitscope.relations.predicates import (
+    EMBEDDING_PREDICATE,
+    IDENTITY,
+    IDENTITY_PREDICATES,
+    LAYER,
+    NEAR_DUPLICATE,
+    NEEDS_BYTES,
+)
 
 TITLES = {
     "sha256": "Byte-identical copies (SHA-256, confirmed byte for byte)",
@@ -38,8 +45,8 @@ def dedup_record(b: Boundary, dedup: pd.DataFrame, predicates, rows: pd.DataFram
     arrays = bool(len(q)) and bool(no_bytes(q).all())  # copies inside: equal pixels
     within = "pixel_xxh128_within" if arrays else "sha256_within"
     return AuditRecord(
-        id=f"near_duplicate.dedup_split.{boundary_slug(b)}",
-        layer="near_duplicate",
+        id=f"{NEAR_DUPLICATE}.dedup_split.{boundary_slug(b)}",
+        layer=LAYER, section=NEAR_DUPLICATE,
         title=f"Deduplicated {b.query.name} split",
         boundary=b.to_dict(),
         predicate={"name": "dedup_split",
@@ -65,7 +72,8 @@ def within_record(copies: pd.DataFrame, pop: Population,
     conflicting = int((copies["label_relation"] == "conflicting").sum()) if len(copies) else 0
     if arrays:  # every row of the population is a pixel array: copies are equal pixels
         return AuditRecord(
-            id=f"identity.within_pixel_copies.{boundary_slug(b)}", layer="identity",
+            id=f"{IDENTITY}.within_pixel_copies.{boundary_slug(b)}", layer=LAYER,
+            section=IDENTITY,
             title=f"Pixel-identical copies within {pop.name}", boundary=b.to_dict(),
             predicate={"name": "pixel_xxh128_within", "params": {}}, unit="affected row",
             numerator=n_rows, denominator=pop.size,
@@ -79,8 +87,8 @@ def within_record(copies: pd.DataFrame, pop: Population,
                      "label_conflicting_groups": conflicting,
                      "not_applicable": {"sha256_within": NO_BYTES_REASON}})
     return AuditRecord(
-        id=f"identity.within_copies.{boundary_slug(b)}",
-        layer="identity",
+        id=f"{IDENTITY}.within_copies.{boundary_slug(b)}",
+        layer=LAYER, section=IDENTITY,
         title=f"Byte-identical copies within {pop.name}",
         boundary=b.to_dict(),
         predicate={"name": "sha256_within", "params": {}},
@@ -118,7 +126,7 @@ def predicate_records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, ra
         hit = flags.fillna(False).to_numpy(bool)
         assessed = int(flags.notna().sum())
         hit_rows = rel.flags.loc[hit, "row"].to_numpy(np.int64)
-        layer = "identity" if pred in IDENTITY_PREDICATES else "near_duplicate"
+        section = IDENTITY if pred in IDENTITY_PREDICATES else NEAR_DUPLICATE
         params = predicate_params(pred, tau, radius, geometry)
         details = breakdowns(q, hit_rows)
         details["not_assessed"] = n_query - assessed
@@ -192,8 +200,8 @@ def predicate_records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, ra
                 reason = (f"{inapplicable} query row(s) are pixel arrays without file bytes "
                           f"(not applicable); {n_query - assessed - inapplicable} not assessed")
         out.append(AuditRecord(
-            id=f"{layer}.{pred}.{boundary_slug(b)}",
-            layer=layer,
+            id=f"{section}.{pred}.{boundary_slug(b)}",
+            layer=LAYER, section=section,
             title=TITLES.get(pred, pred.replace("_", " ")),
             boundary=b.to_dict(),
             predicate={"name": pred, "params": params},
@@ -204,7 +212,7 @@ def predicate_records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, ra
             class_support=class_support,
             scope=f"query rows of {b.query.name} with a counterpart in {b.reference.name}",
             conclusion=conclusion,
-            unresolved=None if layer == "identity" else
+            unresolved=None if section == IDENTITY else
             "a near-duplicate predicate describes similarity, not the cause; see the control "
             "rate and the transform sensitivity",
             status=status,
@@ -267,8 +275,8 @@ def comparison_records(rel: BoundaryRelations, rows: pd.DataFrame, thumbs, tau: 
     main = results["ssim_adjacent"]
     status = "completed" if main["status"] == "completed" else "not assessed"
     rec = AuditRecord(
-        id=f"near_duplicate.comparison_pairs.{boundary_slug(rel.boundary)}",
-        layer="near_duplicate",
+        id=f"{NEAR_DUPLICATE}.comparison_pairs.{boundary_slug(rel.boundary)}",
+        layer=LAYER, section=NEAR_DUPLICATE,
         title="Flagged pairs vs same-group comparison pairs (adjacent and distant frames)",
         boundary=rel.boundary.to_dict(),
         predicate={"name": "comparison_pairs", "params": {"tau": tau, "distant_gap": 500,
@@ -304,8 +312,8 @@ def transform_records(rows: pd.DataFrame, bounds, n: int, seed: int, tau: float,
         rates = {r["transform"]: {"passed": int(r["passed"]), "assessed": int(r["assessed"]),
                                   "pass_rate": r["pass_rate"]} for _, r in part.iterrows()}
         recs.append(AuditRecord(
-            id=f"near_duplicate.transform_sensitivity.{pred}",
-            layer="near_duplicate",
+            id=f"{NEAR_DUPLICATE}.transform_sensitivity.{pred}",
+            layer=LAYER, section=NEAR_DUPLICATE,
             title=f"Transform sensitivity of {pred}",
             predicate={"name": pred, "params": predicate_params(pred, tau, radius, geometry)},
             unit="transformed image",

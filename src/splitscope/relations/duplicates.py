@@ -50,7 +50,7 @@ from splitscope.relations.label_conflicts import (
     within_conflict_record,
 )
 from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU, DEFAULT_TAU
-from splitscope.relations.predicates import DEDUP_PREDICATES
+from splitscope.relations.predicates import DEDUP_PREDICATES, EXTERNAL_LAYER
 
 
 def _control_boundary(control, scan) -> tuple[object, Boundary] | None:
@@ -130,7 +130,8 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
     Returns
     -------
     LayerResult
-        Records (layer ``identity`` or ``near_duplicate``) and tables ``contaminated``,
+        Records (layer ``duplicates``, section ``identity`` or ``near_duplicate``) and
+        tables ``contaminated``,
         ``pairs``, ``dedup_splits``, ``identity_groups``, ``within_copies``, ``query_flags``
         (and ``control_query_flags`` with a control);
         ``containment`` (cross-corpus boundaries: every query row, ``kept`` = in the cleaned
@@ -287,6 +288,7 @@ def audit_external(audited, external, external_root: str | Path, out_dir: Path, 
     kept = [r for r in found.records
             if (r.boundary or {}).get("name") == boundary.name or r.status != "completed"]
     for rec in kept:
+        rec.layer = EXTERNAL_LAYER
         if rec.boundary is not None:
             rec.boundary = {**rec.boundary, "kind": "cross-corpus"}
     result = LayerResult(kept, {f"external/{k}": v for k, v in found.tables.items()})

@@ -34,6 +34,7 @@ import pandas as pd
 
 from splitscope.manifest.labels import vocabulary_overlap
 from splitscope.relations.identity import NO_BYTES_REASON, no_bytes, side
+from splitscope.relations.predicates import IDENTITY, LAYER, NEAR_DUPLICATE, SHA256
 
 __all__ = ["CONFLICT_PREDICATES", "cross_corpus_vocabulary", "label_conflicts",
            "pixel_identical_union", "within_conflict_record"]
@@ -55,6 +56,11 @@ _COLUMNS = ["boundary", "predicate", "row", "path", "label", "counterpart_row",
 _CALIBRATED_BY = {"ncc": "ncc_nearest", "hash_joint": "hash_joint", "hash_sum": "hash_sum",
                   "hash_exact_phash": "hash_exact_phash"}
 
+
+
+def _section(pred: str) -> str:
+    """The section of a label-conflict record: identity for byte twins, else near duplicate."""
+    return IDENTITY if pred == SHA256 else NEAR_DUPLICATE
 
 def calibration(predicate: str, control_rates: dict | None) -> tuple[str, bool]:
     """How far a conflict predicate's pairs can be taken as the same image, and whether a
@@ -213,9 +219,8 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
         if vocab is not None and not vocab["comparable"]:
             reason = _vocabulary_reason(vocab)
             out.append(AuditRecord(
-                id=f"{'identity' if pred == 'sha256' else 'near_duplicate'}.label_conflict_"
-                   f"{pred}.{slug}",
-                layer="identity" if pred == "sha256" else "near_duplicate",
+                id=f"{_section(pred)}.label_conflict_{pred}.{slug}",
+                layer=LAYER, section=_section(pred),
                 title=_CONFLICT_TITLES[pred], boundary=b.to_dict(),
                 predicate={"name": f"label_conflict_{pred}",
                            "params": {"label_relation": "disjoint"}},
@@ -226,7 +231,7 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
             continue
         if pred == "sha256" and arrays:  # no bytes: byte identity does not apply
             out.append(AuditRecord(
-                id=f"identity.label_conflict_sha256.{slug}", layer="identity",
+                id=f"{IDENTITY}.label_conflict_sha256.{slug}", layer=LAYER, section=IDENTITY,
                 title=_CONFLICT_TITLES[pred], boundary=b.to_dict(),
                 predicate={"name": "label_conflict_sha256",
                            "params": {"label_relation": "disjoint"}},
@@ -247,9 +252,8 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
         examples = mine.head(20)[["row", "path", "label", "counterpart_row",
                                   "counterpart_path", "counterpart_label"]]
         out.append(AuditRecord(
-            id=f"{'identity' if pred == 'sha256' else 'near_duplicate'}.label_conflict_{pred}"
-               f".{slug}",
-            layer="identity" if pred == "sha256" else "near_duplicate",
+            id=f"{_section(pred)}.label_conflict_{pred}.{slug}",
+            layer=LAYER, section=_section(pred),
             title=_CONFLICT_TITLES[pred],
             boundary=b.to_dict(),
             predicate={"name": f"label_conflict_{pred}", "params": params},
@@ -302,7 +306,7 @@ def within_conflict_record(boundary, rows: pd.DataFrame, conflicts: pd.DataFrame
     pairs = conflicts.drop_duplicates(["row", "counterpart_row"])
     n_pairs = int((pairs["row"] < pairs["counterpart_row"]).sum())
     return AuditRecord(
-        id=f"identity.label_conflict_within.{slug}", layer="identity",
+        id=f"{IDENTITY}.label_conflict_within.{slug}", layer=LAYER, section=IDENTITY,
         title=f"Identical images under two labels within {pop.name}",
         boundary=boundary.to_dict(),
         predicate={"name": "label_conflict_within",
@@ -340,8 +344,8 @@ def union_record(rel, rows: pd.DataFrame, slug: str):
         not_assessed = int(rel.flags["pixel_xxh128"].isna().sum()) \
             if "pixel_xxh128" in rel.flags else n_query
     return AuditRecord(
-        id=f"identity.pixel_identical_union.{slug}",
-        layer="identity",
+        id=f"{IDENTITY}.pixel_identical_union.{slug}",
+        layer=LAYER, section=IDENTITY,
         title="Pixel-identical copies (pixel arrays: equal decoded pixels)" if arrays else
         "Pixel-identical regardless of bytes (byte copies and re-encodes)",
         boundary=b.to_dict(),

@@ -63,6 +63,7 @@ class DuplicatesLayer:
     metrics = tuple(predicates.METRICS.values())  # --fail-on (splitscope.audit.conditions)
     rules = reading.RULES  # "what this means" (splitscope.audit.meaning)
     verdicts = reading.VERDICTS  # verdict lines (splitscope.audit.verdicts)
+    scorecard = predicates.SCORECARD  # score-card details (splitscope.records.scorecard)
 
     def run(self, context) -> LayerResult:
         from splitscope.relations.rho_figures import boundary_figures
@@ -84,6 +85,7 @@ class ExternalLayer:
     order = 60
     metrics = tuple(predicates.EXTERNAL_METRICS.values())
     verdicts = reading.EXTERNAL_VERDICTS
+    scorecard = predicates.EXTERNAL_SCORECARD
     needs: ClassVar[dict[str, str]] = {"external": "no external corpus given (--external ROOT)"}
     title = "cross-corpus containment"
 

@@ -22,10 +22,12 @@ from splitscope.records.metrics import (
 )
 from splitscope.relations.predicates import (
     DEDUP_SPLIT,
+    EXTERNAL_LAYER,
     EXTERNAL_METRICS,
-    HASH_PREFIX,
-    LABEL_CONFLICT_PREFIX,
+    HASH_RULE_PREDICATES,
+    LABEL_CONFLICT_PREDICATES,
     LABEL_CONFLICT_WITHIN,
+    LAYER,
     METRICS,
     NCC_NEAREST,
     PIXEL_IDENTICAL_UNION,
@@ -35,13 +37,22 @@ from splitscope.relations.predicates import (
     SHA256_WITHIN,
 )
 
+#: the layers whose records this module reads
+_MINE = (LAYER, EXTERNAL_LAYER)
+_CONFLICTS = LABEL_CONFLICT_PREDICATES
+
+def _on(records, b, predicate, **kw):
+    """This package's records of ``predicate`` on boundary ``b``."""
+    return records_on(records, b["name"], predicate=predicate, layer=_MINE, **kw)
+
+
 #: near-twin share of the query split from which scores partly measure recall of training
 #: images (1 %: a share a reader would not shrug off as a rounding of the headline score)
 MEMORISATION_MIN_RATE = 0.01
 
 
 def _label_noise(b, records) -> str | None:
-    found = label_conflicts_found(records, b["name"], trusted_only=True)
+    found = label_conflicts_found(records, b["name"], _CONFLICTS, trusted_only=True)
     if not found:
         return None
     n = max(r["numerator"] for r in found)
@@ -51,13 +62,13 @@ def _label_noise(b, records) -> str | None:
 
 
 def _memorisation(b, records) -> str | None:
-    ncc = completed_record(records, NCC_NEAREST, b["name"])
+    ncc = completed_record(records, NCC_NEAREST, b["name"], _MINE)
     if ncc is None or not ncc.get("denominator"):
         return None
     rate = ncc["numerator"] / ncc["denominator"]
     if rate < MEMORISATION_MIN_RATE:
         return None
-    dedup = completed_record(records, DEDUP_SPLIT, b["name"])
+    dedup = completed_record(records, DEDUP_SPLIT, b["name"], _MINE)
     clean = (f"; report it beside the score on the deduplicated split ({dedup['numerator']:,} "
              f"of {dedup['denominator']:,} rows)") if dedup is not None else ""
     return (f"{percent(rate)} of {b['query']['name']} rows have a near-twin in "
@@ -66,7 +77,7 @@ def _memorisation(b, records) -> str | None:
 
 
 def _hash_unreliable(b, records) -> str | None:
-    bad = [r for r in records_on(records, b["name"], prefix=HASH_PREFIX, done=True)
+    bad = [r for r in _on(records, b, HASH_RULE_PREDICATES, done=True)
            if ((r.get("details") or {}).get("control") or {}).get("unreliable")]
     if not bad:
         return None
@@ -76,8 +87,8 @@ def _hash_unreliable(b, records) -> str | None:
 
 
 def _clean(b, records) -> str | None:
-    byte = completed_record(records, SHA256, b["name"])
-    ncc = completed_record(records, NCC_NEAREST, b["name"])
+    byte = completed_record(records, SHA256, b["name"], _MINE)
+    ncc = completed_record(records, NCC_NEAREST, b["name"], _MINE)
     if byte is None or ncc is None or byte.get("numerator") or ncc.get("numerator"):
         return None
     return (f"no byte copy and no near-twin (NCC) of a {b['reference']['name']} row was found "
@@ -159,10 +170,10 @@ _CONFLICT_NAMES = {"label_conflict_sha256": "byte copies",
 def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
     """Label-conflicting twins on one boundary (the largest count over the pixel predicates,
     each predicate's count named), or None when no predicate found one."""
-    every = label_conflicts_found(records, b["name"], trusted_only=False)
-    found = label_conflicts_found(records, b["name"], trusted_only=True)
+    every = label_conflicts_found(records, b["name"], _CONFLICTS, trusted_only=False)
+    found = label_conflicts_found(records, b["name"], _CONFLICTS, trusted_only=True)
     q, ref = _sides(b)
-    unmatched = [r for r in records_on(records, b["name"], prefix=LABEL_CONFLICT_PREFIX)
+    unmatched = [r for r in _on(records, b, LABEL_CONFLICT_PREDICATES)
                  if r.get("status") == "not assessed"
                  and (r.get("details") or {}).get("vocabulary")]
     if unmatched:  # corpora spelled differently: no label comparison is made
@@ -251,7 +262,7 @@ def _byte_copy_lines(doc) -> list[str]:
 def _pixel_copy_lines(doc) -> list[str]:
     records, lines = doc.get("records") or [], []
     for b in doc.get("boundaries") or []:
-        union = next(iter(records_on(records, b["name"], predicate=PIXEL_IDENTICAL_UNION)), None)
+        union = next(iter(_on(records, b, PIXEL_IDENTICAL_UNION)), None)
         if union is not None:
             parts = (union.get("details") or {}).get("parts") or {}
             how = ("equal decoded pixels; pixel arrays have no bytes, so none is a byte copy "
@@ -265,7 +276,7 @@ def _pixel_copy_lines(doc) -> list[str]:
 def _deduplicated_lines(doc) -> list[str]:
     records, lines = doc.get("records") or [], []
     for b in doc.get("boundaries") or []:
-        dedup = next(iter(records_on(records, b["name"], predicate=DEDUP_SPLIT)), None)
+        dedup = next(iter(_on(records, b, DEDUP_SPLIT)), None)
         if dedup is not None and dedup.get("denominator"):
             removed = (dedup.get("predicate") or {}).get("params", {}).get("removed_by") or []
             lines.append(f"Deduplicated {b['query']['name']} split: {count(dedup['numerator'])}"
@@ -282,7 +293,7 @@ def _containment_lines(doc) -> list[str]:
         if rec is None or rec.get("status") not in ("completed", "partial"):
             continue
         kept = (rec.get("details") or {}).get("cleaned_external_rows")
-        dedup = next(iter(records_on(records, b["name"], predicate=DEDUP_SPLIT)), None)
+        dedup = next(iter(_on(records, b, DEDUP_SPLIT)), None)
         gap = ""
         if kept is not None and dedup is not None and dedup.get("numerator") != kept:
             gap = (f" (only rows with a counterpart in {b['reference']['name']} leave it; the "

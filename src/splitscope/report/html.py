@@ -27,9 +27,11 @@ TEMPLATE_DIR = Path(__file__).with_name("templates")
 MAX_PAIRS = 60
 THUMB_PX = 96
 
-_PAIR_LAYERS = ("identity", "near_duplicate", "containment")
-_GROUP_LAYERS = ("group",)
-_PROVENANCE_LAYERS = ("provenance", "probe", "shift")
+#: records by the name of the layer that wrote them
+_PAIR_LAYERS = ("duplicates", "external")
+_GROUP_LAYERS = ("groups",)
+_PROVENANCE_LAYERS = ("provenance",)
+_EVALUATION_LAYERS = ("evaluation", "experiments")
 
 
 # ---------------------------------------------------------------------------- formatting
@@ -163,11 +165,11 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
                    opener=None) -> dict[str, Any]:
     name = boundary["name"]
     mine = [r for r in records if (r.get("boundary") or {}).get("name") == name]
-    census = [r for r in mine if _layer_of(r).startswith(_PAIR_LAYERS)]
-    groups = [r for r in mine if _layer_of(r).startswith(_GROUP_LAYERS)]
+    census = [r for r in mine if _layer_of(r) in _PAIR_LAYERS]
+    groups = [r for r in mine if _layer_of(r) in _GROUP_LAYERS]
     # pool-wide provenance findings (within-pool probe, internal partition control) sit
     # beside each boundary's cross-split ones, which they are compared with
-    prov = [r for r in records if _layer_of(r).startswith(_PROVENANCE_LAYERS)
+    prov = [r for r in records if _layer_of(r) in _PROVENANCE_LAYERS
             and ((r.get("boundary") or {}).get("name") == name or not r.get("boundary"))]
     header = [r for r in prov if "header" in _text(r)]
     partition = [r for r in prov if "partition" in _text(r) or "shift" in _text(r)]
@@ -220,7 +222,7 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
 def control_text(record: Mapping[str, Any]) -> str:
     """The census table's control cell: the predicate's flag rate on the negative control
     with its reliability mark, or why there is none."""
-    if _layer_of(record) == "identity":
+    if record.get("section") == "identity":
         return "— (exact identity needs no calibration)"
     if (record.get("predicate") or {}).get("name") == "dedup_split":
         return "— (rows removed by the predicates above)"
@@ -282,7 +284,7 @@ def quality_view(records: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _evaluation_view(records: list[dict], audit: Mapping[str, Any]) -> dict[str, Any]:
-    evals = [r for r in records if _layer_of(r).startswith(("evaluation", "protocol"))]
+    evals = [r for r in records if _layer_of(r) in _EVALUATION_LAYERS]
     view: dict[str, Any] = {"records": evals}
     charted = [r for r in evals if "scoreab" not in _text(r)][:40]
     items = _estimate_items(charted, label_of=lambda r: r.get("title") or r["id"])
@@ -330,9 +332,9 @@ def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
     named = {b["name"] for b in audit.get("boundaries") or []}
     unbounded = [r for r in records
                  if (r.get("boundary") or {}).get("name") not in named
-                 and not _layer_of(r).startswith(("evaluation", "protocol"))
+                 and not _layer_of(r) in _EVALUATION_LAYERS
                  and not (boundaries and not r.get("boundary")
-                          and _layer_of(r).startswith(_PROVENANCE_LAYERS))]
+                          and _layer_of(r) in _PROVENANCE_LAYERS)]
     transforms = _transform_view(records)
     quality = quality_view(records)
     unbounded = [r for r in unbounded if r not in transforms["records"]

@@ -1,0 +1,24 @@
+"""The evaluation and attribution layers' predicates (METHODS §5) by name, and the score-card
+details their records measure."""
+
+from __future__ import annotations
+
+#: the layers whose records these predicates name (record ``layer``)
+LAYER, ATTRIBUTION_LAYER = "evaluation", "attribution"
+
+SCOREABILITY = "scoreability"
+BALANCED_ACCURACY = "balanced accuracy"
+RESCORING = "rescoring"
+THRESHOLD_TRANSFER = "threshold transfer"
+TEMPERATURE_SCALING = "temperature scaling"
+ATTRIBUTION_OUTSIDE = "attribution outside anatomy"
+
+#: the score-card details (``splitscope.records.scorecard``) the evaluation layer's records
+#: measure; ``uncertainty`` is also measured by any of its records with an interval
+SCORECARD: dict[str, tuple[str, ...]] = {
+    "evaluation_split": (BALANCED_ACCURACY, RESCORING),
+    "threshold": (THRESHOLD_TRANSFER,),
+    "imbalance_metric": (BALANCED_ACCURACY,),
+    "calibration": (TEMPERATURE_SCALING,),
+    "uncertainty": (),
+}
