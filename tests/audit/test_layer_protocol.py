@@ -4,13 +4,11 @@ with its records and status, in its declared place, without any edit to the run 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
 import pytest
-from PIL import Image
+from audit_helpers import tiny_release
 
 from splitscope.audit import audit
 from splitscope.audit.protocol import NotRun, layer_names, register, unregister
@@ -18,15 +16,8 @@ from splitscope.records import AuditRecord, LayerResult
 
 
 def _release(root: Path) -> Path:
-    rng = np.random.default_rng(0)
-    for split, n in (("train", 5), ("test", 3)):
-        for label in ("a", "b"):
-            (root / split / label).mkdir(parents=True)
-            for i in range(n):
-                Image.fromarray(rng.integers(0, 256, (32, 32), dtype=np.uint8)).save(
-                    root / split / label / f"{split}_{i}.png")
-    shutil.copy(root / "train" / "a" / "train_0.png", root / "test" / "a" / "copy.png")
-    return root
+    return tiny_release(root, seed=0, sizes=(("train", 5), ("test", 3)), side=32,
+                        copy=("train/a/train_0.png", "test/a/copy.png"))
 
 
 class RowCountLayer:

@@ -4,12 +4,10 @@ audit.json; the CLI's defaults are the dataclasses' defaults."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
+from audit_helpers import tiny_release
 
 from splitscope.audit import audit
 from splitscope.audit.commands import audit_command
@@ -18,15 +16,9 @@ from splitscope.errors import InputError
 
 
 def _release(root: Path) -> Path:
-    rng = np.random.default_rng(3)
-    for split, n in (("train", 6), ("test", 4)):
-        for label in ("a", "b"):
-            (root / split / label).mkdir(parents=True)
-            for i in range(n):
-                Image.fromarray(rng.integers(0, 256, (24, 24), dtype=np.uint8)).save(
-                    root / split / label / f"p{i % 3}_{split}_{i}.png")
-    shutil.copy(root / "train" / "a" / "p0_train_0.png", root / "test" / "a" / "p0_copy.png")
-    return root
+    return tiny_release(root, seed=3, sizes=(("train", 6), ("test", 4)), side=24,
+                        name="p{patient}_{split}_{i}.png",
+                        copy=("train/a/p0_train_0.png", "test/a/p0_copy.png"))
 
 
 def test_every_option_is_listed_and_json_ready():

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
+from audit_helpers import tiny_release
 from toy_layer import LargeFilesLayer, large_rows
 
 from splitscope.audit import audit
@@ -18,15 +17,7 @@ from splitscope.errors import InputError
 
 
 def _release(root: Path) -> Path:
-    rng = np.random.default_rng(1)
-    for split, n in (("train", 6), ("test", 4)):
-        for label in ("a", "b"):
-            (root / split / label).mkdir(parents=True)
-            for i in range(n):
-                side = 16 + 8 * int(rng.integers(0, 4))  # file sizes spread around the median
-                Image.fromarray(rng.integers(0, 256, (side, side), dtype=np.uint8)).save(
-                    root / split / label / f"{split}_{i}.png")
-    return root
+    return tiny_release(root, seed=1, sizes=(("train", 6), ("test", 4)), side=None)
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from splitscope.audit.conditions import evaluate_conditions, parse_condition
+from splitscope.audit.protocol import scorecard_measures
 from splitscope.boundary import Boundary, Population
 from splitscope.records import AuditRecord, Uncertainty
-from splitscope.audit.protocol import scorecard_measures
 from splitscope.records.scorecard import score_card
 from splitscope.relations.rho_figures import distribution, sweep
 

@@ -276,15 +276,16 @@ def audit(
     AuditResult
     """
     conditions = [c if isinstance(c, Condition) else parse_condition(c) for c in fail_on]
-    keywords = dict(tau=tau, radius=radius, dihedral=dihedral, transforms=transforms,
-                    thumb_size=thumb_size, mode=mode, interpolation=interpolation,
-                    max_file_bytes=max_file_bytes, group_regex=group_regex,
-                    label_map=label_map, external_label_map=external_label_map,
-                    control_label_map=control_label_map, list_options=list_options,
-                    allow_outside_root=allow_outside_root, follow_links=follow_links,
-                    score_kind=score_kind, prediction_reading=prediction_reading, seed=seed,
-                    resamples=resamples, layers=layers, workers=workers, workspace=workspace,
-                    max_pairs=max_pairs, progress=progress, croissant=croissant)
+    keywords = {"tau": tau, "radius": radius, "dihedral": dihedral, "transforms": transforms,
+                "thumb_size": thumb_size, "mode": mode, "interpolation": interpolation,
+                "max_file_bytes": max_file_bytes, "group_regex": group_regex,
+                "label_map": label_map, "external_label_map": external_label_map,
+                "control_label_map": control_label_map, "list_options": list_options,
+                "allow_outside_root": allow_outside_root, "follow_links": follow_links,
+                "score_kind": score_kind, "prediction_reading": prediction_reading,
+                "seed": seed, "resamples": resamples, "layers": layers, "workers": workers,
+                "workspace": workspace, "max_pairs": max_pairs, "progress": progress,
+                "croissant": croissant}
     if options is None:
         options = AuditOptions.build(**keywords)
     elif AuditOptions.build(**keywords) != AuditOptions.build():

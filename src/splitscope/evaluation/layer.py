@@ -25,8 +25,8 @@ from splitscope.evaluation.predicates import (
     BALANCED_ACCURACY,
     LAYER,
     RESCORING,
-    SCORECARD,
     SCOREABILITY,
+    SCORECARD,
     TEMPERATURE_SCALING,
     THRESHOLD_TRANSFER,
 )

@@ -300,8 +300,8 @@ def _record_sets(doc: Mapping[str, Any], files: Mapping[str, Any]) -> list[dict[
                 ("label", "label", _TEXT, "label as audited (after the label map, if any)"),
                 ("source", "source", _TEXT, None),
                 ("group", "group", _TEXT, "patient, video or other group key"),
-                ("sha256", "byte_group", _TEXT, "SHA-256 of the file's bytes (empty when "
-                                                "the file could not be read)")]))
+                ("sha256", "byte_group", _TEXT, ("SHA-256 of the file's bytes (empty when "
+                                                 "the file could not be read)"))]))
     for r in doc["records"]:
         if not r["id"].startswith("near_duplicate.dedup_split.") or r["status"] != "completed":
             continue
