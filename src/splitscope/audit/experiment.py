@@ -28,6 +28,7 @@ from splitscope.experiments.commands import (
     train_from_options,
     training_options,
 )
+from splitscope.options import RunOptions
 
 
 def explained_run(summary) -> str:
@@ -41,7 +42,7 @@ def explained_run(summary) -> str:
 
 
 def run_experiment(result, release, out_dir: Path, *, workspace, group_regex, workers,
-                   n_boot: int = 2000, seed: int = 0, command: str | None = None,
+                   n_boot: int = RunOptions.resamples, seed: int = RunOptions.seed, command: str | None = None,
                    label_map=None, external=None):
     """After training (``result`` of :func:`train_experiment`): effects, explain and the
     audit. Returns ``(AuditResult, effects result, explain result)``."""
@@ -69,7 +70,7 @@ def run_experiment(result, release, out_dir: Path, *, workspace, group_regex, wo
 
 
 def trained_model_outputs(root, out_dir: Path, *, group_regex: str | None = None,
-                          workers: int | None = None, seed: int = 0, epochs: int = 6,
+                          workers: int | None = None, seed: int = RunOptions.seed, epochs: int = 6,
                           image_size: int = 64) -> dict:
     """A real small-cnn for the demo, in place of the simulated outputs: fine-tuned on the
     Full pool (one seed), its logits and Grad-CAM maps (Otsu masks). Returns what

@@ -78,20 +78,22 @@ class AuditOptions:
 
     @classmethod
     def build(cls, *, tau: float = SearchOptions.tau, radius: int = SearchOptions.radius,
-              dihedral: bool = False, transforms: int = SearchOptions.transforms,
+              dihedral: bool = SearchOptions.dihedral,
+              transforms: int = SearchOptions.transforms,
               thumb_size: int = FeatureParams.thumb_size,
-              mode: str = "exact", interpolation: str = "bicubic",
+              mode: str = FeatureParams.mode, interpolation: str = FeatureParams.interpolation,
               max_file_bytes: int | None = None, group_regex: str | None = None,
               label_map: str | Mapping[str, str] | None = None,
               external_label_map: str | Mapping[str, str] | None = None,
               control_label_map: str | Mapping[str, str] | None = None,
               list_options: Mapping[str, Any] | None = None,
-              allow_outside_root: bool = False, follow_links: bool = False,
-              score_kind: str = "score", prediction_reading: Mapping[str, Any] | None = None,
+              allow_outside_root: bool = InputOptions.allow_outside_root,
+              follow_links: bool = InputOptions.follow_links,
+              score_kind: str = EvaluationOptions.score_kind, prediction_reading: Mapping[str, Any] | None = None,
               folds: int = ProvenanceOptions.folds, seed: int = RunOptions.seed,
               resamples: int = RunOptions.resamples, layers=None, workers: int | None = None,
               workspace=None, max_pairs: int = RunOptions.max_pairs,
-              progress: bool | None = None, croissant: bool = False,
+              progress: bool | None = None, croissant: bool = RunOptions.croissant,
               quality: QualityParams | None = None) -> AuditOptions:
         """The options from flat keywords (those of :func:`splitscope.audit.audit` and of
         the CLI); ``prediction_reading`` holds ``sheet``, ``header_row``, ``sep``,

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.evaluation.uncertainty import percentile_interval
+from splitscope.options import RunOptions
 
 #: the equal-source counterpart of each rank metric (balanced accuracy over the classes
 #: present in each source, since a source need not hold every class)
@@ -27,7 +28,7 @@ EQUAL_SOURCE = {"organizer_score": "equal_source_organizer_score_present",
                 "macro_auc": "equal_source_macro_auc"}
 
 
-def entry_bootstrap(values, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+def entry_bootstrap(values, n_boot: int = RunOptions.resamples, seed: int = RunOptions.seed, level: float = 0.95) -> dict:
     """Mean and median of per-entry values with percentile bootstrap intervals over entries."""
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v)]
@@ -48,7 +49,7 @@ def entry_bootstrap(values, n_boot: int = 2000, seed: int = 0, level: float = 0.
 
 def view_aggregates(scores: pd.DataFrame, ranks: pd.DataFrame, spearman: pd.DataFrame,
                     verdicts: pd.DataFrame, views: list[str], metric: str = "organizer_score",
-                    n_boot: int = 2000, seed: int = 0) -> list[dict]:
+                    n_boot: int = RunOptions.resamples, seed: int = RunOptions.seed) -> list[dict]:
     """One dict per view (see module docstring), each figure with its n and the cohort."""
     out_of_cohort = []
     for r in verdicts.itertuples():

@@ -41,6 +41,7 @@ from splitscope.evaluation.uncertainty import (
     cluster_weights,
     percentile_interval,
 )
+from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, Uncertainty
 
 REASON_MAP_MISSING = "map missing"
@@ -328,7 +329,7 @@ def _summary(v: np.ndarray) -> dict:
 
 
 def attribution_contrast(share, exposed, *, groups=None, n_boot: int = DEFAULT_BOOT,
-                         seed: int = 0, level: float = 0.95) -> dict:
+                         seed: int = RunOptions.seed, level: float = 0.95) -> dict:
     """Outside-mask share of exposed versus clean rows, with a bootstrap interval.
 
     Parameters
@@ -523,7 +524,7 @@ def audit_attribution(
     group_column: str | None = None,
     exposed_name: str = "flagged",
     n_boot: int = DEFAULT_BOOT,
-    seed: int = 0,
+    seed: int = RunOptions.seed,
     inputs: list | None = None,
     params: dict | None = None,
 ) -> tuple:

@@ -23,6 +23,7 @@ import pandas as pd
 from splitscope.errors import InputError
 from splitscope.evaluation.runs import RunTable, replicate_columns
 from splitscope.evaluation.uncertainty import paired_t_interval, seed_bootstrap, seed_summary
+from splitscope.options import RunOptions
 
 MIN_PAIRS_BOOTSTRAP = 5
 
@@ -73,7 +74,7 @@ def find_condition(run: RunTable, a: str, b: str, condition: str | None = None) 
 
 
 def paired_contrast(run: RunTable, spec: str, *, condition: str | None = None, by=None,
-                    n_boot: int = 2000, seed: int = 0, level: float = 0.95
+                    n_boot: int = RunOptions.resamples, seed: int = RunOptions.seed, level: float = 0.95
                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Contrast ``spec`` (``A-B``) per group and metric (see module docstring).
 

@@ -34,6 +34,7 @@ from splitscope.errors import InputError
 from splitscope.evaluation.contrasts import paired_contrast
 from splitscope.evaluation.runs import RunTable, read_run_table
 from splitscope.evaluation.uncertainty import paired_t_interval, seed_summary
+from splitscope.options import RunOptions
 from splitscope.records.exports import write_csv
 
 IDENTITY_COLUMNS = ("model", "policy", "seed", "threshold", "calibration", "view")
@@ -320,7 +321,7 @@ def protocol_effects(runs, metric: str | None = None, *,
                      official: str = "official", deduplicated: str = "deduplicated",
                      external: str = "external", contrasts=(), condition: str | None = None,
                      by=None, identity=None, metrics=None, value_column: str | None = None,
-                     metric_column: str | None = None, n_boot: int = 2000, seed: int = 0
+                     metric_column: str | None = None, n_boot: int = RunOptions.resamples, seed: int = RunOptions.seed
                      ) -> EffectsResult:
     """Every effect the run records allow, for every metric (``metric``/``metrics``, default:
     all of the table's); a missing column or view is skipped and said so in

@@ -41,6 +41,7 @@ from splitscope.evaluation.views import (
     score_view,
     view_from_list,
 )
+from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, file_fingerprint
 
 
@@ -111,8 +112,8 @@ def audit_predictions(
     query: str | None = "auto",
     score_kind="score",
     path_mode: str = "exact",
-    n_boot: int = 2000,
-    seed: int = 0,
+    n_boot: int = RunOptions.resamples,
+    seed: int = RunOptions.seed,
     cluster: bool = False,
     fit: str | None = None,
     evaluate: str | None = None,

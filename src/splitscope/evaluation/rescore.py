@@ -32,6 +32,7 @@ from splitscope.evaluation.readers import ReadOptions
 from splitscope.evaluation.scoreability import Verdict, check_scoreability
 from splitscope.evaluation.uncertainty import bootstrap_metrics
 from splitscope.evaluation.views import View, official_view, score_view
+from splitscope.options import RunOptions
 from splitscope.records.exports import write_csv
 
 RANK_METRICS = ("organizer_score", "balanced_accuracy", "macro_auc")
@@ -240,7 +241,7 @@ def rescore(
     exclude=(),
     rank_metric: str = "organizer_score",
     bootstrap: int = 0,
-    seed: int = 0,
+    seed: int = RunOptions.seed,
     equal_source: bool = True,
     sheet=None,
     read: ReadOptions | None = None,

@@ -22,10 +22,11 @@ from scipy import stats
 
 from splitscope.errors import InputError
 from splitscope.evaluation.metrics import check_inputs, predict
+from splitscope.options import RunOptions
 
 BOOTSTRAP_METRICS = ("balanced_accuracy", "macro_auc", "organizer_score", "accuracy",
                      "balanced_accuracy_present")
-DEFAULT_BOOT = 2000
+DEFAULT_BOOT = RunOptions.resamples
 _CHUNK_CELLS = 4_000_000  # rows × resamples per batch (bounds memory to ~100 MB)
 
 
@@ -33,7 +34,7 @@ _CHUNK_CELLS = 4_000_000  # rows × resamples per batch (bounds memory to ~100 M
 # resampling
 
 
-def bootstrap_weights(n: int, n_boot: int = DEFAULT_BOOT, seed: int = 0, chunk: int | None = None):
+def bootstrap_weights(n: int, n_boot: int = DEFAULT_BOOT, seed: int = RunOptions.seed, chunk: int | None = None):
     """Yield resample-count matrices ``W`` (chunk, n) of a case bootstrap, in resample order.
 
     The indices are the rows of ``default_rng(seed).integers(0, n, (n_boot, n))``, drawn chunk
@@ -58,14 +59,14 @@ def _draw_counts(rng: np.random.Generator, n: int, n_boot: int, chunk: int):
         done += b
 
 
-def bootstrap_indices(n: int, n_boot: int = DEFAULT_BOOT, seed: int = 0) -> np.ndarray:
+def bootstrap_indices(n: int, n_boot: int = DEFAULT_BOOT, seed: int = RunOptions.seed) -> np.ndarray:
     """The ``(n_boot, n)`` index matrix behind :func:`bootstrap_weights` (for checks and for
     metrics that are not batched)."""
     rng = np.random.default_rng(seed)
     return rng.integers(0, n, (n_boot, n))
 
 
-def cluster_weights(groups, n_boot: int = DEFAULT_BOOT, seed: int = 0, chunk: int | None = None):
+def cluster_weights(groups, n_boot: int = DEFAULT_BOOT, seed: int = RunOptions.seed, chunk: int | None = None):
     """Yield row-weight matrices of a cluster bootstrap: groups drawn with replacement (as
     many as there are groups), each drawn group contributing all its rows."""
     codes, uniques = _group_codes(groups)
@@ -209,7 +210,7 @@ def bootstrap_metrics(
     scores,
     *,
     n_boot: int = DEFAULT_BOOT,
-    seed: int = 0,
+    seed: int = RunOptions.seed,
     level: float = 0.95,
     metrics=("balanced_accuracy", "macro_auc", "organizer_score"),
     groups=None,
@@ -272,7 +273,7 @@ def singleton_groups(groups) -> tuple[np.ndarray, int]:
 
 
 def case_replicates(y_true, scores, metrics=("balanced_accuracy",), *, groups=None,
-                    n_boot: int = DEFAULT_BOOT, seed: int = 0, required=None
+                    n_boot: int = DEFAULT_BOOT, seed: int = RunOptions.seed, required=None
                     ) -> tuple[dict[str, np.ndarray], str]:
     """Metric of every resample of the rows (``(n_boot,)`` per metric) and what the resampling
     was. The resamples depend only on the number of rows (or the groups) and ``seed``, so the
@@ -317,7 +318,7 @@ def mean_difference_interval(first: list[np.ndarray], second: list[np.ndarray],
 
 
 def paired_case_bootstrap(y_true, first, second, metric: str = "balanced_accuracy", *,
-                          groups=None, n_boot: int = DEFAULT_BOOT, seed: int = 0,
+                          groups=None, n_boot: int = DEFAULT_BOOT, seed: int = RunOptions.seed,
                           level: float = 0.95, required=None) -> dict:
     """Case-level uncertainty of a seed-mean paired difference: runs ``first[i]`` and
     ``second[i]`` (score arrays on the same evaluated rows, one pair per seed) are scored on
@@ -433,7 +434,7 @@ def paired_t_interval(a, b=None, level: float = 0.95, unit: str = "paired seeds"
             "level": level, "kind": f"paired-t {int(level * 100)}% interval over {n} {unit}"}
 
 
-def seed_bootstrap(values, n_boot: int = DEFAULT_BOOT, seed: int = 0, level: float = 0.95
+def seed_bootstrap(values, n_boot: int = DEFAULT_BOOT, seed: int = RunOptions.seed, level: float = 0.95
                    ) -> dict:
     """Percentile bootstrap interval of the mean over seeds (seeds resampled with
     replacement)."""
@@ -448,7 +449,7 @@ def seed_bootstrap(values, n_boot: int = DEFAULT_BOOT, seed: int = 0, level: flo
 
 
 def census_rate_sensitivity(numerators, denominators, m: int | None = None,
-                            n_boot: int = DEFAULT_BOOT, seed: int = 0, level: float = 0.95
+                            n_boot: int = DEFAULT_BOOT, seed: int = RunOptions.seed, level: float = 0.95
                             ) -> dict:
     """Sensitivity of a census rate to hypothetical group sampling.
 

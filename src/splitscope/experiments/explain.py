@@ -17,6 +17,7 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.experiments.backbones import BackboneSpec, require_torch
+from splitscope.options import RunOptions
 
 _BATCH = 64
 
@@ -48,7 +49,7 @@ def load_run_model(run_dir: Path):
 
 
 def explain_run(run_dir: str | Path, out_dir: str | Path | None = None, *, masks=None,
-                n_boot: int = 2000, seed: int = 0) -> dict:
+                n_boot: int = RunOptions.resamples, seed: int = RunOptions.seed) -> dict:
     """Write Grad-CAM maps (explained class: the predicted one) and masks for a run's
     evaluated rows; compare flagged with clean rows when the experiment lists flagged rows.
 

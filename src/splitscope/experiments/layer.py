@@ -35,6 +35,7 @@ from splitscope.experiments.predicates import (
     SCORECARD,
     VIEW_CONTRAST,
 )
+from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, LayerResult, Uncertainty
 from splitscope.records.ids import slug
 
@@ -64,7 +65,7 @@ def contrasts_for(runs: pd.DataFrame) -> list[str]:
     return specs
 
 
-def audit_experiment(folder: Path, inputs=None, n_boot: int = 2000, seed: int = 0
+def audit_experiment(folder: Path, inputs=None, n_boot: int = RunOptions.resamples, seed: int = RunOptions.seed
                      ) -> LayerResult:
     """Records of the experiment in ``folder`` (see the module docstring)."""
     from splitscope.evaluation.effects import protocol_effects

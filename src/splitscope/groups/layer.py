@@ -28,6 +28,7 @@ from splitscope.groups.predicates import (
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
 from splitscope.groups.reading import RULES as GROUP_RULES
 from splitscope.groups.reading import VERDICTS as GROUP_VERDICTS
+from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.format import percent
 from splitscope.records.ids import slug
@@ -59,8 +60,8 @@ def audit_groups(
     boundaries: Sequence[Boundary] | None = None,
     *,
     group_regex: str | None = None,
-    n_resamples: int = 2000,
-    seed: int = 0,
+    n_resamples: int = RunOptions.resamples,
+    seed: int = RunOptions.seed,
     resplit: bool = True,
     resplit_fractions: Sequence[float] = (0.7, 0.15, 0.15),
     k_folds: int = 5,

@@ -18,6 +18,7 @@ import pandas as pd
 
 from splitscope.boundary import Boundary
 from splitscope.errors import InputError
+from splitscope.options import RunOptions
 
 __all__ = [
     "GroupOverlap",
@@ -217,7 +218,7 @@ def group_overlap(manifest: pd.DataFrame, boundary: Boundary) -> GroupOverlap:
                         shared=shared)
 
 
-def group_resampling_interval(rows: pd.DataFrame, *, n_resamples: int = 2000, seed: int = 0,
+def group_resampling_interval(rows: pd.DataFrame, *, n_resamples: int = RunOptions.resamples, seed: int = RunOptions.seed,
                               level: float = 0.95) -> dict[str, Any]:
     """Sensitivity of a census overlap rate to hypothetical group sampling (METHODS §5.5).
 

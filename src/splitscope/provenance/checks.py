@@ -14,6 +14,7 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, boundaries_or_default
 from splitscope.errors import InputError
+from splitscope.options import ProvenanceOptions, RunOptions
 from splitscope.provenance.distinct import distinct_content, expand_to_rows
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
 from splitscope.provenance.partition_records import partition_records
@@ -39,9 +40,9 @@ def audit_provenance(
     scan: Any,
     boundaries: Sequence[Boundary] | None = None,
     *,
-    seed: int = 0,
-    n_resamples: int = 2000,
-    folds: int = 5,
+    seed: int = RunOptions.seed,
+    n_resamples: int = RunOptions.resamples,
+    folds: int = ProvenanceOptions.folds,
     header: bool = True,
     image_stats: bool = True,
     association: bool = True,

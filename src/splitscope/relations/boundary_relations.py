@@ -14,6 +14,7 @@ import pandas as pd
 from splitscope.boundary import Boundary, release_boundaries
 from splitscope.boundary import boundary as make_boundary
 from splitscope.errors import InputError
+from splitscope.features.extract import FeatureParams
 from splitscope.relations.embedding import embedding_relations
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.identity import (
@@ -54,7 +55,9 @@ def geometry_of(scan) -> dict:
     params = getattr(scan, "params", None)
     meta = getattr(scan, "meta", {}) or {}
     out = {}
-    for key, default in (("thumb_size", 96), ("interpolation", "bicubic"), ("mode", "exact")):
+    for key, default in (("thumb_size", FeatureParams.thumb_size),
+                         ("interpolation", FeatureParams.interpolation),
+                         ("mode", FeatureParams.mode)):
         value = getattr(params, key, None) if params is not None else None
         if value is None:
             value = meta.get(key, default)

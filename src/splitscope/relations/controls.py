@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.options import RunOptions
 
 DEFAULT_CONTROL_BOUND = 0.01  # a predicate flagging > 1% of a clean control is unreliable
 DISTANT_GAP = 500
@@ -118,8 +119,8 @@ def comparison_pairs(rows: pd.DataFrame, flagged: pd.DataFrame, *,
     return pd.concat(out, ignore_index=True).reset_index(drop=True)
 
 
-def median_difference(values: pd.DataFrame, *, measure: str, control: str, n_boot: int = 2000,
-                      seed: int = 0) -> dict:
+def median_difference(values: pd.DataFrame, *, measure: str, control: str, n_boot: int = RunOptions.resamples,
+                      seed: int = RunOptions.seed) -> dict:
     """Median ``measure`` of flagged pairs minus that of ``control`` pairs, with a 95%
     percentile interval from resampling groups jointly (whole groups with replacement, both
     arms from the same resampled groups).

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.boundary import Boundary, Population
+from splitscope.features.extract import FeatureParams
 from splitscope.records import AuditRecord
 from splitscope.records.ids import boundary_slug
 from splitscope.relations.boundary_relations import BoundaryRelations
@@ -304,9 +305,10 @@ def transform_records(rows: pd.DataFrame, bounds, n: int, seed: int, tau: float,
         sub = sub[sub["status"].astype("string") == "ok"]
     files = sub["file"].dropna().astype(str).tolist()
     summary, _ = transform_sensitivity(files, n=n, seed=seed, tau=tau, radius=radius,
-                                       thumb_size=int(geometry.get("thumb_size", 96)),
-                                       interpolation=str(geometry.get("interpolation",
-                                                                      "bicubic")))
+                                       thumb_size=int(geometry.get("thumb_size",
+                                                                   FeatureParams.thumb_size)),
+                                       interpolation=str(geometry.get(
+                                           "interpolation", FeatureParams.interpolation)))
     recs = []
     for pred, part in summary.groupby("predicate", sort=False):
         rates = {r["transform"]: {"passed": int(r["passed"]), "assessed": int(r["assessed"]),

@@ -24,6 +24,7 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, Population
 from splitscope.errors import InputError
+from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, LayerResult
 from splitscope.records.ids import boundary_slug
 from splitscope.relations.ann import check_index
@@ -74,7 +75,7 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
                      control_bound: float = DEFAULT_CONTROL_BOUND, confirm: bool = True,
                      ssim: bool = True, workers: int | None = None,
                      dedup_predicates=DEDUP_PREDICATES, transform_sample: int = 0,
-                     seed: int = 0, embeddings=None,
+                     seed: int = RunOptions.seed, embeddings=None,
                      embedding_tau: float = DEFAULT_EMBEDDING_TAU,
                      artifacts_manifest: bool = True, executor=None,
                      embedding_index: str = "exact") -> LayerResult:

@@ -19,6 +19,8 @@ import pandas as pd
 from PIL import Image
 
 from splitscope.errors import InputError
+from splitscope.features.extract import FeatureParams
+from splitscope.options import RunOptions, SearchOptions
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.ncc import DEFAULT_TAU, pair_rho
 from splitscope.relations.ssim import ssim_pairs
@@ -78,9 +80,10 @@ TRANSFORMS: dict[str, Callable[[Image.Image], Image.Image]] = {
 PREDICATES = ("hash_screen", "hash_joint", "hash_sum", "hash_exact_phash", "ncc_nearest")
 
 
-def transform_sensitivity(files, *, n: int = 50, seed: int = 0, tau: float = DEFAULT_TAU,
-                          radius: int = DEFAULT_RADIUS, thumb_size: int = 96,
-                          interpolation: str = "bicubic", transforms=None
+def transform_sensitivity(files, *, n: int = SearchOptions.transforms, seed: int = RunOptions.seed, tau: float = DEFAULT_TAU,
+                          radius: int = DEFAULT_RADIUS,
+                          thumb_size: int = FeatureParams.thumb_size,
+                          interpolation: str = FeatureParams.interpolation, transforms=None
                           ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Pass rate of every predicate per transform on a seeded sample of images.
 
