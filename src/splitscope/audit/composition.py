@@ -13,12 +13,13 @@ import numpy as np
 import pandas as pd
 
 from splitscope.records.ids import slug
+from splitscope.relations.predicates import NCC_NEAREST
 
 __all__ = ["CATEGORIES", "composition"]
 
 #: category → the per-row flag that puts a row in it (the first that holds wins)
 CATEGORIES = (("byte copy", "sha256"), ("pixel-identical", "pixel_xxh128"),
-              ("near twin", "ncc_nearest"), ("shared group", "group_shared"))
+              ("near twin", NCC_NEAREST), ("shared group", "group_shared"))
 
 
 def composition(tables: Mapping[str, pd.DataFrame], boundary: str, tau: float

@@ -17,18 +17,26 @@ from typing import Any
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.relations.predicates import (
+    HASH_EXACT_PHASH,
+    HASH_JOINT,
+    HASH_SCREEN,
+    HASH_SUM,
+    NCC_NEAREST,
+    NCC_NEAREST_DIHEDRAL,
+)
 
 #: Demo predicate name → column of the near-duplicate layer's ``query_flags`` table.
 FLAG_COLUMNS = {
     "sha256": "sha256",
     "basename": "basename",
     "pixel_reencode": "pixel_xxh128",
-    "ncc": "ncc_nearest",
-    "hash_screen": "hash_screen",
-    "hash_joint": "hash_joint",
-    "hash_sum": "hash_sum",
-    "hash_exact_phash": "hash_exact_phash",
-    "dihedral_ncc": "ncc_nearest_dihedral",
+    "ncc": NCC_NEAREST,
+    HASH_SCREEN: HASH_SCREEN,
+    HASH_JOINT: HASH_JOINT,
+    HASH_SUM: HASH_SUM,
+    HASH_EXACT_PHASH: HASH_EXACT_PHASH,
+    "dihedral_ncc": NCC_NEAREST_DIHEDRAL,
     "dihedral_hash": "hash_joint_dihedral",
 }
 #: Boundary every row-level demo predicate is checked on.
@@ -93,7 +101,7 @@ def flagged_paths(lists: Path) -> dict[str, set[str]]:
     if conflicts is not None and "predicate" in conflicts.columns:
         near = conflicts[(conflicts["boundary"].astype(str) == BOUNDARY)
                          & conflicts["predicate"].astype(str).isin(
-                             ["ncc", "hash_joint", "hash_sum", "hash_exact_phash"])]
+                             ["ncc", HASH_JOINT, HASH_SUM, HASH_EXACT_PHASH])]
         found["near_label_conflict"] = set(near["path"].astype(str))
     within = _read(lists, "within_copies")
     if within is not None:

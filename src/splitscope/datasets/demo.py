@@ -50,6 +50,7 @@ import numpy as np
 from PIL import Image, PngImagePlugin
 
 from splitscope.errors import InputError
+from splitscope.relations.predicates import HASH_EXACT_PHASH, HASH_JOINT, HASH_SCREEN, HASH_SUM
 
 __all__ = [
     "CLASSES",
@@ -76,17 +77,17 @@ PREDICATES: dict[str, str] = {
     "within_split": "byte-identity group inside one split (§1.6)",
     "pixel_reencode": "equal decoded pixels (mode and shape) with different bytes (§1.7)",
     "ncc": "nearest-reference NCC >= 0.98 (96x96 bicubic grayscale thumbnails, §2.2)",
-    "hash_screen": "min pHash distance <= 6 and min dHash distance <= 6 (§2.1 screen)",
-    "hash_joint": "one reference with pHash <= 6 and dHash <= 6 (§2.1 joint)",
-    "hash_sum": "one reference with pHash + dHash <= 6 (§2.1 sum)",
-    "hash_exact_phash": "one reference with pHash distance 0 (§2.1 exact-pHash)",
+    HASH_SCREEN: "min pHash distance <= 6 and min dHash distance <= 6 (§2.1 screen)",
+    HASH_JOINT: "one reference with pHash <= 6 and dHash <= 6 (§2.1 joint)",
+    HASH_SUM: "one reference with pHash + dHash <= 6 (§2.1 sum)",
+    HASH_EXACT_PHASH: "one reference with pHash distance 0 (§2.1 exact-pHash)",
     "dihedral_ncc": "NCC >= 0.98 only against a rotated/flipped reference variant (§2.8)",
     "dihedral_hash": "joint hash rule only against a rotated/flipped reference variant (§2.8)",
     "group_overlap": "the query's patient id also occurs on the reference side (§3.2)",
     "near_label_conflict": "a twin on the reference side under another label, found by a "
                            "pixel predicate: NCC >= 0.98 or a hash rule (§2.10)",
 }
-_HASH_RULES = ("hash_screen", "hash_joint", "hash_sum", "hash_exact_phash")
+_HASH_RULES = (HASH_SCREEN, HASH_JOINT, HASH_SUM, HASH_EXACT_PHASH)
 _NEAR = ("ncc", *_HASH_RULES)
 _COPY = ("sha256", *_NEAR)
 
@@ -116,15 +117,15 @@ _EXPECTED: dict[str, tuple[str, ...]] = {
                        *_COPY),
     "within_split": ("within_split",),
     "pixel_reencode": ("pixel_reencode", *_NEAR),
-    "lossy_reencode": ("ncc", "hash_screen", "hash_joint", "hash_sum"),
-    "resized": ("ncc", "hash_screen", "hash_joint", "hash_sum"),
-    "intensity": ("ncc", "hash_screen", "hash_joint", "hash_sum"),
+    "lossy_reencode": ("ncc", HASH_SCREEN, HASH_JOINT, HASH_SUM),
+    "resized": ("ncc", HASH_SCREEN, HASH_JOINT, HASH_SUM),
+    "intensity": ("ncc", HASH_SCREEN, HASH_JOINT, HASH_SUM),
     "center_crop": (),
     "small_rotation": (),
     "rotate90": ("dihedral_ncc", "dihedral_hash"),
     "flip": ("dihedral_ncc", "dihedral_hash"),
     "shared_group": ("group_overlap",),
-    "near_label_conflict": ("ncc", "hash_screen", "hash_joint", "hash_sum",
+    "near_label_conflict": ("ncc", HASH_SCREEN, HASH_JOINT, HASH_SUM,
                             "near_label_conflict"),
 }
 
@@ -133,10 +134,10 @@ _EXPECTED: dict[str, tuple[str, ...]] = {
 #: a test -> train relation, so no boundary predicate is asserted for it.
 _UNDETERMINED: dict[str, tuple[str, ...]] = {
     "within_split": tuple(p for p in PREDICATES if p != "within_split"),
-    "lossy_reencode": ("hash_exact_phash",),
-    "resized": ("hash_exact_phash",),
-    "intensity": ("hash_exact_phash",),
-    "near_label_conflict": ("hash_exact_phash",),
+    "lossy_reencode": (HASH_EXACT_PHASH,),
+    "resized": (HASH_EXACT_PHASH,),
+    "intensity": (HASH_EXACT_PHASH,),
+    "near_label_conflict": (HASH_EXACT_PHASH,),
 }
 
 #: Columns of ``planted.csv``, in order.

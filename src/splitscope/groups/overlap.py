@@ -18,6 +18,7 @@ import pandas as pd
 
 from splitscope.boundary import Boundary
 from splitscope.errors import InputError
+from splitscope.groups.predicates import GROUP_OVERLAP
 from splitscope.options import RunOptions
 
 __all__ = [
@@ -159,7 +160,7 @@ def group_overlap(manifest: pd.DataFrame, boundary: Boundary) -> GroupOverlap:
     >>> o.summary["affected_query_rows"], o.summary["traceable_query_rows"]
     (1, 1)
     """
-    _require(manifest, ("row", "path", "group"), "group overlap")
+    _require(manifest, ("row", "path", "group"), GROUP_OVERLAP)
     q = _side(manifest, boundary.query.rows)
     r = _side(manifest, boundary.reference.rows)
     q_group = q["group"].astype("string")

@@ -26,10 +26,11 @@ from splitscope.relations import predicates
 from splitscope.relations.ann import INDEXES
 from splitscope.relations.controls import DEFAULT_CONTROL_BOUND
 from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU
+from splitscope.relations.predicates import EMBEDDING_PREDICATE, NCC_NEAREST
 
 #: predicates whose records carry a threshold sweep, and the sweep's printed title
-_SWEEP_TITLES = {"ncc_nearest": "NCC sweep (nearest rule)",
-                 "embedding_cosine": "Embedding cosine sweep (nearest rule; τ is model-dependent)"}
+_SWEEP_TITLES = {NCC_NEAREST: "NCC sweep (nearest rule)",
+                 EMBEDDING_PREDICATE: "Embedding cosine sweep (nearest rule; τ is model-dependent)"}
 
 
 def summary_payload(result) -> dict:
@@ -103,14 +104,14 @@ def print_summary(payload: dict) -> None:
         preds = list(payload["transforms"])
         tt.add_column("transform", no_wrap=True)
         for p in preds:
-            tt.add_column(p.replace("hash_", "").replace("ncc_nearest", "ncc"), justify="right")
+            tt.add_column(p.replace("hash_", "").replace(NCC_NEAREST, "ncc"), justify="right")
         names = list(next(iter(payload["transforms"].values())))
         for name in names:
             tt.add_row(name, *[_fmt_rate(payload["transforms"][p][name]["pass_rate"])
                                for p in preds])
         console.print(tt)
     for s in payload["sweeps"]:
-        title = _SWEEP_TITLES.get(s.get("predicate", "ncc_nearest"), "sweep")
+        title = _SWEEP_TITLES.get(s.get("predicate", NCC_NEAREST), "sweep")
         sweep = Table(title=f"{title}, {s['boundary']}", title_justify="left")
         for col in ("τ", "affected", "assessed", "rate"):
             sweep.add_column(col, justify="right")

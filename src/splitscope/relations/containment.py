@@ -12,7 +12,7 @@ import pandas as pd
 
 from splitscope.records import AuditRecord
 from splitscope.records.ids import boundary_slug
-from splitscope.relations.predicates import IDENTITY, LAYER, NEAR_DUPLICATE
+from splitscope.relations.predicates import IDENTITY, LAYER, NCC_NEAREST, NEAR_DUPLICATE
 
 
 def is_cross_corpus(rel, rows: pd.DataFrame) -> bool:
@@ -29,7 +29,7 @@ def containment(rel) -> pd.DataFrame:
     rows not assessed by both rules are kept and counted)."""
     f = rel.flags
     byte = f["sha256"] if "sha256" in f else pd.array([pd.NA] * len(f), dtype="boolean")
-    ncc = f["ncc_nearest"] if "ncc_nearest" in f else pd.array([pd.NA] * len(f),
+    ncc = f[NCC_NEAREST] if NCC_NEAREST in f else pd.array([pd.NA] * len(f),
                                                                 dtype="boolean")
     b = np.asarray(pd.array(byte, dtype="boolean").fillna(False), bool)
     n = np.asarray(pd.array(ncc, dtype="boolean").fillna(False), bool)

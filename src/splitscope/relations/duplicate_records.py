@@ -14,26 +14,37 @@ from splitscope.records.ids import boundary_slug
 from splitscope.relations.boundary_relations import BoundaryRelations
 from splitscope.relations.identity import NO_BYTES_REASON, no_bytes, rate_breakdown, side
 from splitscope.relations.predicates import (
+    COMPARISON_PAIRS,
+    DEDUP_SPLIT,
     EMBEDDING_PREDICATE,
+    HASH_EXACT_PHASH,
+    HASH_JOINT,
+    HASH_SCREEN,
+    HASH_SUM,
     IDENTITY,
     IDENTITY_PREDICATES,
     LAYER,
+    NCC_ANY_CANDIDATE,
+    NCC_FIRST_CANDIDATE,
+    NCC_NEAREST,
     NEAR_DUPLICATE,
     NEEDS_BYTES,
+    PIXEL_WITHIN,
+    SHA256_WITHIN,
 )
 
 TITLES = {
     "sha256": "Byte-identical copies (SHA-256, confirmed byte for byte)",
     "basename": "Basename matches (filename only)",
     "pixel_xxh128": "Decoded-pixel identity with different bytes (re-encodes)",
-    "hash_screen": "Hash screen (min d_p ≤ k and min d_d ≤ k)",
-    "hash_joint": "Hash joint rule (one reference with d_p ≤ k and d_d ≤ k)",
-    "hash_sum": "Hash sum rule (one reference with d_p + d_d ≤ k)",
-    "hash_exact_phash": "Exact pHash (d_p = 0)",
-    "ncc_nearest": "NCC, nearest counterpart (max ρ ≥ τ)",
-    "ncc_first_candidate": "NCC, first exact-pHash candidate by path (ρ ≥ τ)",
-    "ncc_any_candidate": "NCC, any exact-pHash candidate (ρ ≥ τ)",
-    "embedding_cosine": "Embedding cosine similarity, nearest counterpart (max cos ≥ τ)",
+    HASH_SCREEN: "Hash screen (min d_p ≤ k and min d_d ≤ k)",
+    HASH_JOINT: "Hash joint rule (one reference with d_p ≤ k and d_d ≤ k)",
+    HASH_SUM: "Hash sum rule (one reference with d_p + d_d ≤ k)",
+    HASH_EXACT_PHASH: "Exact pHash (d_p = 0)",
+    NCC_NEAREST: "NCC, nearest counterpart (max ρ ≥ τ)",
+    NCC_FIRST_CANDIDATE: "NCC, first exact-pHash candidate by path (ρ ≥ τ)",
+    NCC_ANY_CANDIDATE: "NCC, any exact-pHash candidate (ρ ≥ τ)",
+    EMBEDDING_PREDICATE: "Embedding cosine similarity, nearest counterpart (max cos ≥ τ)",
 }
 
 
@@ -44,13 +55,13 @@ def dedup_record(b: Boundary, dedup: pd.DataFrame, predicates, rows: pd.DataFram
     kept = int(mine["kept"].sum())
     q = rows[rows["row"].isin(b.query.rows)]
     arrays = bool(len(q)) and bool(no_bytes(q).all())  # copies inside: equal pixels
-    within = "pixel_xxh128_within" if arrays else "sha256_within"
+    within = PIXEL_WITHIN if arrays else SHA256_WITHIN
     return AuditRecord(
         id=f"{NEAR_DUPLICATE}.dedup_split.{boundary_slug(b)}",
         layer=LAYER, section=NEAR_DUPLICATE,
         title=f"Deduplicated {b.query.name} split",
         boundary=b.to_dict(),
-        predicate={"name": "dedup_split",
+        predicate={"name": DEDUP_SPLIT,
                    "params": {"removed_by": list(predicates) + [within]}},
         unit="row",
         numerator=kept,
@@ -76,7 +87,7 @@ def within_record(copies: pd.DataFrame, pop: Population,
             id=f"{IDENTITY}.within_pixel_copies.{boundary_slug(b)}", layer=LAYER,
             section=IDENTITY,
             title=f"Pixel-identical copies within {pop.name}", boundary=b.to_dict(),
-            predicate={"name": "pixel_xxh128_within", "params": {}}, unit="affected row",
+            predicate={"name": PIXEL_WITHIN, "params": {}}, unit="affected row",
             numerator=n_rows, denominator=pop.size,
             scope=f"rows of {pop.name} whose decoded pixels equal another row's of {pop.name} "
                   "(pixel arrays: byte identity does not apply)",
@@ -86,13 +97,13 @@ def within_record(copies: pd.DataFrame, pop: Population,
             else "no pixel-identical copies inside the population",
             details={"groups": len(copies), "extra_copies": excess,
                      "label_conflicting_groups": conflicting,
-                     "not_applicable": {"sha256_within": NO_BYTES_REASON}})
+                     "not_applicable": {SHA256_WITHIN: NO_BYTES_REASON}})
     return AuditRecord(
         id=f"{IDENTITY}.within_copies.{boundary_slug(b)}",
         layer=LAYER, section=IDENTITY,
         title=f"Byte-identical copies within {pop.name}",
         boundary=b.to_dict(),
-        predicate={"name": "sha256_within", "params": {}},
+        predicate={"name": SHA256_WITHIN, "params": {}},
         unit="affected row",
         numerator=n_rows,
         denominator=pop.size,
@@ -158,7 +169,7 @@ def predicate_records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, ra
         if pred == "basename":
             rel_counts = rel.basenames["relation"].value_counts().to_dict()
             details["relation_counts"] = {str(k): int(v) for k, v in rel_counts.items()}
-        if pred == "ncc_nearest":
+        if pred == NCC_NEAREST:
             details["sweep"] = rel.near.sweep.to_dict("records")
             fl = rel.near.flags["flat"]
             details["flat_query_rows"] = int(fl.fillna(False).astype(bool).sum())
@@ -234,7 +245,7 @@ def predicate_params(pred: str, tau: float, radius: int, geometry: dict) -> dict
                        "hashes": "imagehash phash/dhash", "mode": geometry.get("mode")})
     else:
         params.update({"tau": tau, "counterpart_rule": base[len("ncc_"):], **geometry})
-        if base in ("ncc_first_candidate", "ncc_any_candidate"):
+        if base in (NCC_FIRST_CANDIDATE, NCC_ANY_CANDIDATE):
             params["screen"] = "exact_phash"
     return params
 
@@ -280,7 +291,7 @@ def comparison_records(rel: BoundaryRelations, rows: pd.DataFrame, thumbs, tau: 
         layer=LAYER, section=NEAR_DUPLICATE,
         title="Flagged pairs vs same-group comparison pairs (adjacent and distant frames)",
         boundary=rel.boundary.to_dict(),
-        predicate={"name": "comparison_pairs", "params": {"tau": tau, "distant_gap": 500,
+        predicate={"name": COMPARISON_PAIRS, "params": {"tau": tau, "distant_gap": 500,
                                                           **geometry}},
         unit="pair",
         numerator=int((table["kind"] == "flagged").sum()) if len(table) else 0,

@@ -51,7 +51,7 @@ from splitscope.relations.label_conflicts import (
     within_conflict_record,
 )
 from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU, DEFAULT_TAU
-from splitscope.relations.predicates import DEDUP_PREDICATES, EXTERNAL_LAYER
+from splitscope.relations.predicates import COMPARISON_PAIRS, DEDUP_PREDICATES, EXTERNAL_LAYER
 
 
 def _control_boundary(control, scan) -> tuple[object, Boundary] | None:
@@ -239,7 +239,7 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
     if containment_tables:
         tables["containment"] = pd.concat(containment_tables, ignore_index=True)
     if comparison_tables:
-        tables["comparison_pairs"] = pd.concat(comparison_tables, ignore_index=True)
+        tables[COMPARISON_PAIRS] = pd.concat(comparison_tables, ignore_index=True)
     if transform_table is not None:
         tables["transform_sensitivity"] = transform_table
     if emb:

@@ -25,14 +25,25 @@ from splitscope.records.exports import (
     write_table,
     write_tables,
 )
+from splitscope.relations.predicates import (
+    EMBEDDING_PREDICATE,
+    HASH_EXACT_PHASH,
+    HASH_JOINT,
+    HASH_SCREEN,
+    HASH_SUM,
+    NCC_ANY_CANDIDATE,
+    NCC_FIRST_CANDIDATE,
+    NCC_NEAREST,
+    NCC_NEAREST_DIHEDRAL,
+)
 
 _MEASURE = {
-    "hash_screen": "d_p_min", "hash_joint": "d_joint_min", "hash_sum": "d_sum_min",
-    "hash_exact_phash": "d_p_min", "ncc_nearest": "ncc_best_rho",
-    "ncc_first_candidate": "ncc_first_candidate_rho",
-    "ncc_any_candidate": "ncc_any_candidate_rho",
-    "ncc_nearest_dihedral": "ncc_best_rho_dihedral",
-    "embedding_cosine": "embedding_best_cosine",
+    HASH_SCREEN: "d_p_min", HASH_JOINT: "d_joint_min", HASH_SUM: "d_sum_min",
+    HASH_EXACT_PHASH: "d_p_min", NCC_NEAREST: "ncc_best_rho",
+    NCC_FIRST_CANDIDATE: "ncc_first_candidate_rho",
+    NCC_ANY_CANDIDATE: "ncc_any_candidate_rho",
+    NCC_NEAREST_DIHEDRAL: "ncc_best_rho_dihedral",
+    EMBEDDING_PREDICATE: "embedding_best_cosine",
 }
 
 

@@ -34,7 +34,19 @@ import pandas as pd
 
 from splitscope.manifest.labels import vocabulary_overlap
 from splitscope.relations.identity import NO_BYTES_REASON, no_bytes, side
-from splitscope.relations.predicates import IDENTITY, LAYER, NEAR_DUPLICATE, SHA256
+from splitscope.relations.predicates import (
+    HASH_EXACT_PHASH,
+    HASH_JOINT,
+    HASH_SUM,
+    IDENTITY,
+    LABEL_CONFLICT_SHA256,
+    LABEL_CONFLICT_WITHIN,
+    LAYER,
+    NCC_NEAREST,
+    NEAR_DUPLICATE,
+    PIXEL_IDENTICAL_UNION,
+    SHA256,
+)
 
 __all__ = ["CONFLICT_PREDICATES", "cross_corpus_vocabulary", "label_conflicts",
            "pixel_identical_union", "within_conflict_record"]
@@ -44,17 +56,17 @@ CONFLICT_PREDICATES = {
     "sha256": ("digest", "sha256"),
     "pixel_xxh128": ("digest", "pixel_xxh128"),
     "ncc": ("pairs", "ncc"),
-    "hash_joint": ("pairs", "joint"),
-    "hash_sum": ("pairs", "sum"),
-    "hash_exact_phash": ("pairs", "exact_phash"),
+    HASH_JOINT: ("pairs", "joint"),
+    HASH_SUM: ("pairs", "sum"),
+    HASH_EXACT_PHASH: ("pairs", "exact_phash"),
 }
 
 _COLUMNS = ["boundary", "predicate", "row", "path", "label", "counterpart_row",
             "counterpart_path", "counterpart_label", "rho", "calibration", "trusted"]
 
 #: the census predicate whose negative-control rate calibrates each conflict predicate
-_CALIBRATED_BY = {"ncc": "ncc_nearest", "hash_joint": "hash_joint", "hash_sum": "hash_sum",
-                  "hash_exact_phash": "hash_exact_phash"}
+_CALIBRATED_BY = {"ncc": NCC_NEAREST, HASH_JOINT: HASH_JOINT, HASH_SUM: HASH_SUM,
+                  HASH_EXACT_PHASH: HASH_EXACT_PHASH}
 
 
 
@@ -192,9 +204,9 @@ _CONFLICT_TITLES = {
     "sha256": "Byte-identical copies under another label",
     "pixel_xxh128": "Decoded-pixel twins under another label",
     "ncc": "NCC near-twins (ρ ≥ τ) under another label",
-    "hash_joint": "Hash joint-rule twins under another label",
-    "hash_sum": "Hash sum-rule twins under another label",
-    "hash_exact_phash": "Exact-pHash twins under another label",
+    HASH_JOINT: "Hash joint-rule twins under another label",
+    HASH_SUM: "Hash sum-rule twins under another label",
+    HASH_EXACT_PHASH: "Exact-pHash twins under another label",
 }
 
 
@@ -233,7 +245,7 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
             out.append(AuditRecord(
                 id=f"{IDENTITY}.label_conflict_sha256.{slug}", layer=LAYER, section=IDENTITY,
                 title=_CONFLICT_TITLES[pred], boundary=b.to_dict(),
-                predicate={"name": "label_conflict_sha256",
+                predicate={"name": LABEL_CONFLICT_SHA256,
                            "params": {"label_relation": "disjoint"}},
                 unit="affected query row", numerator=None, denominator=n_query,
                 status="not applicable", reason=NO_BYTES_REASON,
@@ -309,7 +321,7 @@ def within_conflict_record(boundary, rows: pd.DataFrame, conflicts: pd.DataFrame
         id=f"{IDENTITY}.label_conflict_within.{slug}", layer=LAYER, section=IDENTITY,
         title=f"Identical images under two labels within {pop.name}",
         boundary=boundary.to_dict(),
-        predicate={"name": "label_conflict_within",
+        predicate={"name": LABEL_CONFLICT_WITHIN,
                    "params": {"label_relation": "disjoint",
                               "by": ["sha256", "pixel_xxh128"]}},
         unit="affected row", numerator=int(hit.size), denominator=len(q),
@@ -349,7 +361,7 @@ def union_record(rel, rows: pd.DataFrame, slug: str):
         title="Pixel-identical copies (pixel arrays: equal decoded pixels)" if arrays else
         "Pixel-identical regardless of bytes (byte copies and re-encodes)",
         boundary=b.to_dict(),
-        predicate={"name": "pixel_identical_union",
+        predicate={"name": PIXEL_IDENTICAL_UNION,
                    "params": {"union_of": list(parts)}},
         unit="affected query row",
         numerator=int(hit_rows.size),

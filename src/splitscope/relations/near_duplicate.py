@@ -42,11 +42,17 @@ from splitscope.relations.ncc import (
     ncc_sweep,
     pair_rho,
 )
+from splitscope.relations.predicates import (
+    NCC_ANY_CANDIDATE,
+    NCC_FIRST_CANDIDATE,
+    NCC_NEAREST,
+    NCC_NEAREST_DIHEDRAL,
+)
 from splitscope.relations.ssim import ssim_pairs
 
 HASH_PREDICATES = tuple(f"hash_{r}" for r in RULES)
-NCC_PREDICATES = ("ncc_nearest", "ncc_first_candidate", "ncc_any_candidate")
-DIHEDRAL_PREDICATES = tuple(f"{p}_dihedral" for p in (*HASH_PREDICATES, "ncc_nearest"))
+NCC_PREDICATES = (NCC_NEAREST, NCC_FIRST_CANDIDATE, NCC_ANY_CANDIDATE)
+DIHEDRAL_PREDICATES = tuple(f"{p}_dihedral" for p in (*HASH_PREDICATES, NCC_NEAREST))
 #: Default bound on the pairs listed and measured per query row (see :func:`cap_pairs`).
 MAX_PAIRS_PER_QUERY = 5
 
@@ -295,8 +301,8 @@ def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
     ncc_assessed[tpos] = np.isfinite(best_rho)
     col = pd.array([pd.NA] * len(q), dtype="boolean")
     col[ncc_assessed] = rho_col[ncc_assessed] >= tau
-    flags["ncc_nearest"] = col
-    assessed["ncc_nearest"] = int(ncc_assessed.sum())
+    flags[NCC_NEAREST] = col
+    assessed[NCC_NEAREST] = int(ncc_assessed.sum())
     sweep = ncc_sweep(rho_col[tpos], SWEEP)
     sweep["rows"] = len(q)
     if len(ncc_pairs):
@@ -327,7 +333,7 @@ def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
         first = first_candidate(cpos, paths, rho, tau)
         first["reference"] = cand_df["reference"].to_numpy()[first["reference"].to_numpy()]
         anyc = any_candidate(cand_df, rho, tau)
-    for name, table in (("ncc_first_candidate", first), ("ncc_any_candidate", anyc)):
+    for name, table in ((NCC_FIRST_CANDIDATE, first), (NCC_ANY_CANDIDATE, anyc)):
         # assessed: query rows with a hash and a thumbnail; no candidate = not flagged
         ok = qh & qt
         col = pd.array([pd.NA] * len(q), dtype="boolean")
@@ -349,7 +355,7 @@ def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
                                         "variant": "identity"}))
     # the pair deciding each counterpart rule, and the nearest reference of every flagged
     # query under any rule, are selected pairs (always listed and measured)
-    for name in ("ncc_nearest", *HASH_PREDICATES, "ncc_first_candidate", "ncc_any_candidate"):
+    for name in (NCC_NEAREST, *HASH_PREDICATES, NCC_FIRST_CANDIDATE, NCC_ANY_CANDIDATE):
         cpn = flags[f"{name}_counterpart"].to_numpy()
         hit = cpn >= 0  # a candidate rule's deciding pair is one of the screened candidates
         if not name.endswith("_candidate"):
@@ -445,8 +451,8 @@ def _dihedral(q, r, q_rows, qh, rh, rh_rows, qt, rt_rows, rthumbs, boundary, tau
             idx = qsel[better]
             best_rho[idx] = v[better]
             best_cp[idx] = rt_rows[res.best_index[better]]
-            best_var["ncc_nearest_dihedral"][idx] = variant
-    name = "ncc_nearest_dihedral"
+            best_var[NCC_NEAREST_DIHEDRAL][idx] = variant
+    name = NCC_NEAREST_DIHEDRAL
     hit[name] = best_rho >= tau
     hash_cp[name] = best_cp
     for p in DIHEDRAL_PREDICATES:

@@ -24,8 +24,15 @@ from splitscope.relations.predicates import (
     DEDUP_SPLIT,
     EXTERNAL_LAYER,
     EXTERNAL_METRICS,
+    HASH_EXACT_PHASH,
+    HASH_JOINT,
     HASH_RULE_PREDICATES,
+    HASH_SUM,
+    LABEL_CONFLICT_NCC,
+    LABEL_CONFLICT_PIXEL,
     LABEL_CONFLICT_PREDICATES,
+    LABEL_CONFLICT_PREFIX,
+    LABEL_CONFLICT_SHA256,
     LABEL_CONFLICT_WITHIN,
     LAYER,
     METRICS,
@@ -159,12 +166,12 @@ def _count_line(rec: Mapping[str, Any] | None, b: Mapping[str, Any], what: str,
     return line + "."
 
 
-_CONFLICT_NAMES = {"label_conflict_sha256": "byte copies",
-                   "label_conflict_pixel_xxh128": "decoded-pixel twins",
-                   "label_conflict_ncc": "NCC ≥ {tau:g}",
-                   "label_conflict_hash_joint": "hash joint rule",
-                   "label_conflict_hash_sum": "hash sum rule",
-                   "label_conflict_hash_exact_phash": "exact pHash"}
+_CONFLICT_NAMES = {LABEL_CONFLICT_SHA256: "byte copies",
+                   LABEL_CONFLICT_PIXEL: "decoded-pixel twins",
+                   LABEL_CONFLICT_NCC: "NCC ≥ {tau:g}",
+                   f"{LABEL_CONFLICT_PREFIX}{HASH_JOINT}": "hash joint rule",
+                   f"{LABEL_CONFLICT_PREFIX}{HASH_SUM}": "hash sum rule",
+                   f"{LABEL_CONFLICT_PREFIX}{HASH_EXACT_PHASH}": "exact pHash"}
 
 
 def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:

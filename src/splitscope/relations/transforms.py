@@ -23,6 +23,13 @@ from splitscope.features.extract import FeatureParams
 from splitscope.options import RunOptions, SearchOptions
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.ncc import DEFAULT_TAU, pair_rho
+from splitscope.relations.predicates import (
+    HASH_EXACT_PHASH,
+    HASH_JOINT,
+    HASH_SCREEN,
+    HASH_SUM,
+    NCC_NEAREST,
+)
 from splitscope.relations.ssim import ssim_pairs
 
 
@@ -77,7 +84,7 @@ TRANSFORMS: dict[str, Callable[[Image.Image], Image.Image]] = {
     "resize_128": _resize_round_trip(128),
     "resize_384": _resize_round_trip(384),
 }
-PREDICATES = ("hash_screen", "hash_joint", "hash_sum", "hash_exact_phash", "ncc_nearest")
+PREDICATES = (HASH_SCREEN, HASH_JOINT, HASH_SUM, HASH_EXACT_PHASH, NCC_NEAREST)
 
 
 def transform_sensitivity(files, *, n: int = SearchOptions.transforms, seed: int = RunOptions.seed, tau: float = DEFAULT_TAU,
@@ -151,11 +158,11 @@ def transform_sensitivity(files, *, n: int = SearchOptions.transforms, seed: int
         pairs["rho"] = pd.Series(dtype=np.float32)
         pairs["ssim"] = pd.Series(dtype=float)
     dp, dd = pairs["d_p"].to_numpy(), pairs["d_d"].to_numpy()
-    pairs["hash_screen"] = (dp <= radius) & (dd <= radius)  # one reference: screen = joint
-    pairs["hash_joint"] = (dp <= radius) & (dd <= radius)
-    pairs["hash_sum"] = dp + dd <= radius
-    pairs["hash_exact_phash"] = dp == 0
-    pairs["ncc_nearest"] = np.nan_to_num(pairs["rho"].to_numpy(np.float64), nan=-1) >= tau
+    pairs[HASH_SCREEN] = (dp <= radius) & (dd <= radius)  # one reference: screen = joint
+    pairs[HASH_JOINT] = (dp <= radius) & (dd <= radius)
+    pairs[HASH_SUM] = dp + dd <= radius
+    pairs[HASH_EXACT_PHASH] = dp == 0
+    pairs[NCC_NEAREST] = np.nan_to_num(pairs["rho"].to_numpy(np.float64), nan=-1) >= tau
     summary = []
     for name in transforms:
         part = pairs[pairs["transform"] == name]
