@@ -19,6 +19,7 @@ from splitscope.audit import audit
 from splitscope.audit.conditions import evaluate_conditions, parse_condition
 from splitscope.audit.meaning import RULES, meaning
 from splitscope.cli import app, main
+from splitscope.provenance.predicates import HEADER_PROBE_CROSS, HEADER_PROBE_WITHIN, PARTITION
 from splitscope.report.figures import sweep_ylim
 from splitscope.report.gallery import BANDS, gallery
 
@@ -338,15 +339,18 @@ def _b(name="test → train"):
 def _probe(kind, est, low, boundary=None):
     rid = ("provenance.header_probe.within_pool" if kind == "within" else
            "provenance.header_probe.cross_split[test_train]")
-    return {"id": rid, "status": "completed", "estimate": est, "boundary": boundary,
-            "uncertainty": {"low": low}, "details": {"chance": 0.5}, "predicate": {}}
+    pred = HEADER_PROBE_WITHIN if kind == "within" else HEADER_PROBE_CROSS
+    return {"id": rid, "layer": "provenance", "status": "completed", "estimate": est,
+            "boundary": boundary, "uncertainty": {"low": low}, "details": {"chance": 0.5},
+            "predicate": {"name": pred}}
 
 
 def test_each_meaning_rule_speaks_only_on_its_condition():
     b = _b()
     bound = {"name": b["name"]}
-    part = {"id": "provenance.partition[test_train]", "status": "completed", "estimate": 0.78,
-            "boundary": bound, "uncertainty": {"low": 0.74}, "predicate": {}}
+    part = {"id": "provenance.partition[test_train]", "layer": "provenance",
+            "status": "completed", "estimate": 0.78, "boundary": bound,
+            "uncertainty": {"low": 0.74}, "predicate": {"name": PARTITION}}
     rules = {r.name: r for r in RULES}
     differ = [_probe("within", 0.82, 0.80), _probe("cross", 0.51, 0.45, bound), part]
     assert "built or encoded differently" in rules["encoded_differently"].says(b, differ)
@@ -354,8 +358,8 @@ def test_each_meaning_rule_speaks_only_on_its_condition():
     transfer = [_probe("within", 0.82, 0.80), _probe("cross", 0.74, 0.70, bound)]
     assert rules["shortcut_transfers"].says(b, transfer)
     assert rules["encoded_differently"].says(b, transfer) is None
-    ncc = {"status": "completed", "boundary": bound, "numerator": 2, "denominator": 100,
-           "predicate": {"name": "ncc_nearest"}}
+    ncc = {"layer": "duplicates", "status": "completed", "boundary": bound, "numerator": 2,
+           "denominator": 100, "predicate": {"name": "ncc_nearest"}}
     assert rules["memorisation"].says(b, [ncc]).startswith("2% of test rows")
     assert rules["memorisation"].says(b, [{**ncc, "numerator": 0}]) is None
     byte = {**ncc, "numerator": 0, "predicate": {"name": "sha256"}}
@@ -363,8 +367,9 @@ def test_each_meaning_rule_speaks_only_on_its_condition():
     assert rules["clean"].says(b, [byte, ncc]) is None
     conflict = {**ncc, "numerator": 3, "predicate": {"name": "label_conflict_ncc"}}
     assert "at least 3 test row(s)" in rules["label_noise"].says(b, [conflict])
-    group = {"id": "group.overlap[test_train]", "status": "completed", "boundary": bound,
-             "numerator": 5, "denominator": 50}
+    group = {"id": "group.overlap[test_train]", "layer": "groups", "status": "completed",
+             "boundary": bound, "numerator": 5, "denominator": 50,
+             "predicate": {"name": "group overlap"}}
     assert rules["patients_straddle"].says(b, [group]).startswith("10% of traceable")
     hashed = {**ncc, "predicate": {"name": "hash_screen"},
               "details": {"control": {"rate": 0.183, "unreliable": True}}}
@@ -415,7 +420,7 @@ def test_hash_only_label_conflicts_are_not_called_label_noise():
     b = {"name": "test → train", "query": {"name": "test", "rows": 10},
          "reference": {"name": "train", "rows": 20}}
     hashed = {"id": "near_duplicate.label_conflict_hash_joint.test--train", "layer":
-              "near_duplicate", "status": "completed", "boundary": {"name": b["name"]},
+              "duplicates", "section": "near_duplicate", "status": "completed", "boundary": {"name": b["name"]},
               "numerator": 3, "denominator": 10, "estimate": 0.3, "unit": "affected query row",
               "predicate": {"name": "label_conflict_hash_joint"},
               "details": {"calibration": "uncalibrated", "trusted": False}}
