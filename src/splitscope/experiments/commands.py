@@ -138,7 +138,7 @@ def epoch_lines(echo, clock=None):
         state["trained"] += 1
         left = (total - k) * epochs + (epochs - epoch)
         eta = (now - state["start"]) / state["trained"] * left
-        h, rest = divmod(int(round(eta)), 3600)
+        h, rest = divmod(round(eta), 3600)
         echo(f"run {k}/{total} {rid} epoch {epoch}/{epochs}: "
              f"{entry['train_images_per_s']:.0f} images/s, ETA {h}:{rest // 60:02d}:"
              f"{rest % 60:02d}")

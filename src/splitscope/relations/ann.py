@@ -69,7 +69,7 @@ def search_params(params: dict) -> dict:
 def default_nlist(n: int) -> int:
     """Inverted lists for ``n`` reference vectors: about 2·√n (training and probing cost
     about the same at 100k), at most one per 39 vectors."""
-    return max(1, min(int(round(2 * math.sqrt(max(n, 1)))), n // 39))
+    return max(1, min(round(2 * math.sqrt(max(n, 1))), n // 39))
 
 
 def _faiss():
