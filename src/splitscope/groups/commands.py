@@ -21,6 +21,7 @@ from splitscope.cli_common import (
 from splitscope.cli_options import LIST_FILE_OPTIONS, fail_on_option, list_options, with_options
 from splitscope.errors import InputError
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
+from splitscope.records.format import percent
 
 
 def _print_groups(result) -> None:
@@ -155,7 +156,7 @@ def _print_resplit(result) -> None:
             for p in parts:
                 x = sub[sub["part"] == p]
                 cells.append("0" if x.empty else
-                             f"{int(x['rows'].iloc[0]):,} ({100 * x['share_of_class'].iloc[0]:.0f}%)")
+                             f"{int(x['rows'].iloc[0]):,} ({percent(x['share_of_class'].iloc[0])})")
             t.add_row(escape(str(lab)), *cells)
         rich_console().print(t)
         rich_console().print(escape(r.conclusion))
