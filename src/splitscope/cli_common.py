@@ -81,9 +81,16 @@ def records_payload(result, written=None) -> dict:
 
 
 def fmt(x, pct=False, digits=3) -> str:
+    """A value for a verb's table: ``—`` when not measured; a share as
+    :func:`splitscope.records.format.percent` (the one spelling of a percentage) with ``pct``,
+    else fixed ``digits``."""
     if x is None or (isinstance(x, float) and not np.isfinite(x)):
         return "—"
-    return f"{100 * x:.1f}%" if pct else f"{x:.{digits}f}"
+    if pct:
+        from splitscope.records.format import percent
+
+        return percent(x)
+    return f"{x:.{digits}f}"
 
 
 def parse_fail_on(fail_on, metrics) -> list:

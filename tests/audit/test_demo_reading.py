@@ -96,3 +96,28 @@ def test_the_summary_opens_with_the_findings_largest_first(demo):
                                       doc["layers"], ["test → train"])
         assert gate["value"] == pytest.approx(share)
     assert "LABEL CONFLICT" in first  # flagged, but ranked by its size
+
+
+def test_the_demo_pixel_identical_line_trips_the_gate_at_its_figure(demo, tmp_path):
+    """The union line (byte copies and re-encodes) is what ``pixel_identical_rate`` reads: a
+    bound below the figure shown holds, one above it does not, and the re-encodes alone are
+    their own, smaller figure (``reencode_rate``)."""
+    import re
+
+    from splitscope.audit.conditions import evaluate_conditions, parse_condition
+
+    doc = demo.document
+    line = next(v for v in doc["summary"]["verdicts"]
+                if "has a pixel-identical copy in train" in v)
+    num, den = (int(x.replace(",", "")) for x in
+                re.search(r"\(([\d,]+) of ([\d,]+) rows\)", line).groups())
+    share = num / den
+    assert share > 0.1
+    below, above, alone = evaluate_conditions(
+        [parse_condition("pixel_identical_rate>0.1"),
+         parse_condition(f"pixel_identical_rate>{share + 1e-9}"),
+         parse_condition("reencode_rate>0")], doc["records"], doc["layers"],
+        [b["name"] for b in doc["boundaries"]])
+    assert below["held"] and below["value"] == pytest.approx(share)
+    assert not above["held"]
+    assert alone["value"] < share

@@ -177,3 +177,26 @@ def test_within_split_copies_and_conflicts_have_gates(tmp_path):
                                    if "test → test" not in str(r.get("boundary"))],
                                   doc["layers"], [b["name"] for b in doc["boundaries"]])
     assert none["value"] in (0, None)  # train copies (none here) never stand for the test split
+
+
+def test_the_vocabularies_of_a_cross_corpus_boundary_are_compared_once(corpora, tmp_path,
+                                                                       monkeypatch):
+    """The conflict table and its records read one comparison of the two vocabularies."""
+    from splitscope.relations import label_conflicts as lc
+
+    calls = []
+
+    def counted(query_labels, reference_labels):
+        calls.append(1)
+        return vocabulary_overlap(query_labels, reference_labels)
+
+    monkeypatch.setattr(lc, "vocabulary_overlap", counted)
+    main_root, ext_root = corpora
+    res = audit(main_root, external=ext_root, out_dir=tmp_path / "once", workers=1,
+                progress=False, layers=["duplicates", "external"])
+    (rec,) = _conflicts(res)
+    assert rec["status"] == "not assessed" and rec["details"]["vocabulary"]["shared"]
+    boundaries = {r["boundary"]["name"] for r in res.document["records"]
+                  if (r.get("boundary") or {}).get("kind") == "cross-corpus"
+                  and (r.get("predicate") or {}).get("name", "").startswith("label_conflict_")}
+    assert len(calls) == len(boundaries) == 1

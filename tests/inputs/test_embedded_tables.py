@@ -216,3 +216,31 @@ def test_mixed_file_and_table_inputs_fill_the_embedded_columns(tmp_path):
     assert m.loc[m["content"] == "file", "table"].isna().all()
     assert pd.api.types.is_integer_dtype(m["table_row"])
     assert np.array_equal(m["row"], np.arange(len(m)))
+
+
+def _estimates(out: Path) -> dict[str, tuple]:
+    """Every provenance record's estimate and interval (the fits and their resamples)."""
+    return {rid: (r["status"], r.get("estimate"), (r.get("uncertainty") or {}).get("low"),
+                  (r.get("uncertainty") or {}).get("high"), r.get("denominator"))
+            for rid, r in _records(out).items() if rid.startswith("provenance.")}
+
+
+def test_the_probes_do_not_depend_on_the_order_the_rows_are_listed(tmp_path):
+    """The same files listed in another order (a shuffled table beside the folder) give the
+    same header and image-statistics probes, partition classifier and source-label
+    association: the rows are put in their stable order (SHA-256, then path) before any fold,
+    sample or resample."""
+    release = _release(generated_jpegs(48, seed=5))
+    folder = write_folder(tmp_path / "folder", release)
+    rng = np.random.default_rng(11)
+    shuffled = {split: [rows[i] for i in rng.permutation(len(rows))]
+                for split, rows in release.items()}
+    assert shuffled != release
+    hub = write_hub(tmp_path / "hub", shuffled)
+    splitscope.audit(folder, out_dir=tmp_path / "out-folder", **AUDIT)
+    splitscope.audit(hub, out_dir=tmp_path / "out-hub", **AUDIT)
+    a, b = _estimates(tmp_path / "out-folder"), _estimates(tmp_path / "out-hub")
+    assert {"provenance.header_probe.within_pool", "provenance.image_stats_probe.within_pool",
+            "provenance.partition[test_train]", "provenance.partition.internal[train]"} <= set(a)
+    assert all(a[rid][0] == "completed" for rid in a if "source_label" not in rid)
+    assert a == b

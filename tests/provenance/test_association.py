@@ -34,3 +34,16 @@ def test_perfect_and_no_association():
 def test_missing_column():
     with pytest.raises(InputError, match="source"):
         source_label_association(pd.DataFrame({"label": ["a"]}))
+
+
+def test_the_association_does_not_depend_on_row_order():
+    """A census over a table sorted by name (sources and labels), with ties in the dominant
+    source broken by that order, not by the rows' order."""
+    rng = np.random.default_rng(3)
+    rows = pd.DataFrame({"source": rng.choice(["S1", "S2", "S3"], 200),
+                         "label": rng.choice(["a", "b", "c", "d"], 200)})
+    rows.loc[:9, ["source", "label"]] = [["S1", "tie"]] * 5 + [["S2", "tie"]] * 5
+    a = source_label_association(rows)
+    b = source_label_association(rows.iloc[rng.permutation(len(rows))])
+    assert a.to_dict() == b.to_dict()
+    assert a.dominant.set_index("label").loc["tie", "dominant_source"] == "S1"

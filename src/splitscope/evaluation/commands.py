@@ -204,14 +204,14 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
         vlist = [official_view(truth)] + [parse_view(truth, v, path_mode=path_mode)
                                           for v in views]
         for view in vlist:
-            m = score_view(truth, aligned, view, score_kind, per_class=True)
+            m = score_view(truth, aligned, view, pred.score_kind, per_class=True)
             m["definition"] = view.to_dict()
             if n_boot and view.n:
                 m["bootstrap"] = bootstrap_metrics(truth.labels[view.rows], aligned[view.rows],
                                                    n_boot=n_boot, seed=seed)
             result["views"].append(m)
         if fit_sel or eval_sel:
-            result["transfer"] = _transfer(truth, aligned, score_kind, fit_sel, eval_sel)
+            result["transfer"] = _transfer(truth, aligned, pred.score_kind, fit_sel, eval_sel)
     if out_dir:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -223,7 +223,8 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
         return
     con = _console()
     con.print(f"{pred.name}: {'scoreable' if verdict.scoreable else 'NOT scoreable'}"
-              f" (path mode {path_mode}, scores declared {score_kind})")
+              f" (path mode {path_mode}, scores declared {score_kind}"
+              + ("; the tool's own logits, scored as their softmax)" if pred.own_logits else ")"))
     for r in verdict.reasons:
         con.print(f"  reason: {r}")
     for r in verdict.notes:

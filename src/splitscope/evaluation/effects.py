@@ -248,7 +248,7 @@ def runs_from_predictions(runs: pd.DataFrame, truth, views, *, score_kind="proba
                         "reasons": "; ".join(verdict.reasons)})
             continue
         for view in views:
-            res = score_view(truth, aligned, view, kind, equal_source=False)
+            res = score_view(truth, aligned, view, pred.score_kind, equal_source=False)
             out.append({**ident, "view": view.name, "scoreable": True,
                         **{m: res.get(m, np.nan) for m in METRIC_COLUMNS}})
     return pd.DataFrame(out)
@@ -277,7 +277,7 @@ def true_class_table(runs: pd.DataFrame, truth, exposed, *, score_kind="probabil
         verdict, aligned = check_scoreability(pred, truth, path_mode)
         if aligned is None:
             raise InputError(f"run {p.name} is not scoreable: {'; '.join(verdict.reasons)}")
-        probs, reason = to_probabilities(aligned, score_kind)
+        probs, reason = to_probabilities(aligned, pred.score_kind)
         if probs is None:
             raise InputError(f"run {p.name}: {reason}")
         parts.append(pd.DataFrame({arm: r[arm], seed: r[seed], "row": truth.rows,

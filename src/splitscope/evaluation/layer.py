@@ -245,6 +245,8 @@ def audit_predictions(
                 predicate={"name": BALANCED_ACCURACY, "params": {
                     "required_classes": truth.classes, "argmax": "first maximum",
                     "score_kind": pred.score_kind, "path_mode": path_mode,
+                    "scores": ("softmax of the tool's own logits" if pred.own_logits
+                               else "as supplied"),
                     "view": view.to_dict()}},
                 unit="evaluation row", denominator=view.n, class_support=m["class_support"],
                 estimate=ba if np.isfinite(ba) else None, uncertainty=unc,

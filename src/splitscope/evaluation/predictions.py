@@ -16,6 +16,16 @@ strings differ only in the separator are counted and reported as a note.
 The opt-in mode ``basename`` compares the last path component only. It is a repair, so it is
 recorded (``path_mode``) in every verdict and result it touches, and truth basenames shared by
 several truth rows are reported because those rows cannot be aligned by name.
+
+The tool's own logits
+---------------------
+A Parquet file whose ``splitscope`` schema metadata says ``score_kind: logit`` holds logits of a
+model the tool trained (``splitscope experiment`` writes them so). They are read as their
+softmax probabilities (METHODS §5.13), whatever kind the caller declared, so every metric of
+every path (audit, rescore, effects, contrasts) scores probabilities: AUCs are then
+scikit-learn's one-vs-rest AUCs, and the argmax, ECE, Brier score and NLL are those of the
+logits. The entry says so (``own_logits`` and a read note). Every other file keeps its scores as
+supplied (§5.2).
 """
 
 from __future__ import annotations
@@ -66,6 +76,9 @@ class Predictions:
         File the predictions were read from.
     layout : str
         ``wide`` or ``long`` (as read).
+    own_logits : bool
+        The file holds the tool's own logits (its Parquet metadata says so) and ``table`` holds
+        their softmax probabilities (module docstring).
     problems : list of str
         Defects found while reading (e.g. duplicated path/class pairs in a long file); they make
         the entry unscoreable.
@@ -84,6 +97,7 @@ class Predictions:
     sheet: str | int | None = None
     problems: list[str] = field(default_factory=list)
     read: dict = field(default_factory=dict)
+    own_logits: bool = False
 
 
 @dataclass
@@ -270,9 +284,35 @@ def read_predictions(
         wide = wide.loc[order].reset_index()
         wide.columns = [str(c) for c in wide.columns]
         table = wide
+    own = layout == "wide" and _own_logits(info.get("splitscope"), table)
+    if own:
+        table = _softmax_columns(table, info["splitscope"]["classes"])
+        if score_kind != "probability":
+            info["notes"].append(f"the tool's own logits (splitscope Parquet metadata; declared "
+                                 f"{score_kind}): scored as their softmax probabilities")
+        score_kind = "probability"
     return Predictions(name=name or path.stem, table=table, path_column=pcol,
                        score_kind=score_kind, source=str(path), layout=layout,
-                       sheet=info["sheet"], problems=problems, read=info)
+                       sheet=info["sheet"], problems=problems, read=info, own_logits=own)
+
+
+def _own_logits(meta: dict | None, table: pd.DataFrame) -> bool:
+    """The metadata says the file holds the tool's logits and names classes the table has."""
+    if not meta or meta.get("score_kind") != "logit":
+        return False
+    classes = meta.get("classes")
+    return (isinstance(classes, list) and bool(classes)
+            and all(isinstance(c, str) and c in table.columns for c in classes))
+
+
+def _softmax_columns(table: pd.DataFrame, classes: list[str]) -> pd.DataFrame:
+    """``table`` with the class columns replaced by the row-wise softmax of their values."""
+    from splitscope.evaluation.metrics import softmax
+
+    z = table[classes].apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)
+    out = table.copy()
+    out[classes] = softmax(z)
+    return out
 
 
 def list_prediction_files(folder: str | Path) -> list[Path]:

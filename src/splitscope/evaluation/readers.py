@@ -110,7 +110,8 @@ def read_any_table(path: str | Path, options: ReadOptions | None = None, *,
     info : dict
         ``format``, ``sheet``, ``header_row`` (1-based), ``title_rows_skipped``, ``engine``,
         ``encoding``, ``bom``, ``sep``, ``decimal``, ``cache`` and ``notes`` (one line per
-        choice that departs from a plain read).
+        choice that departs from a plain read); for Parquet also ``splitscope``, the tool's
+        own schema metadata (:func:`parquet_metadata`).
     """
     options = options or ReadOptions()
     if options.engine not in ENGINES:
@@ -131,6 +132,7 @@ def read_any_table(path: str | Path, options: ReadOptions | None = None, *,
         elif suffix in PARQUET_SUFFIXES:
             table = pd.read_parquet(path)
             info["header_row"] = 1
+            info["splitscope"] = parquet_metadata(path)
         else:
             raise InputError(f"unsupported format {suffix!r} for {what} {path}; use CSV, TSV, "
                              f"Parquet or XLSX")
@@ -142,6 +144,21 @@ def read_any_table(path: str | Path, options: ReadOptions | None = None, *,
     if table.shape[1] == 0 or len(table) == 0:
         raise InputError(f"{what} {path} has no rows")
     return table, info
+
+
+def parquet_metadata(path: str | Path) -> dict | None:
+    """The ``splitscope`` entry of a Parquet file's schema metadata (what the tool wrote beside
+    its own tables, e.g. ``{"score_kind": "logit", "classes": [...]}``), or ``None``."""
+    import pyarrow.parquet as pq
+
+    raw = (pq.read_schema(path).metadata or {}).get(b"splitscope")
+    if raw is None:
+        return None
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        return None
+    return meta if isinstance(meta, dict) else None
 
 
 def _fold(name) -> str:
@@ -325,4 +342,5 @@ def _sniff_sep(lines: list[str], keys: set[str]) -> str:
         return ","
 
 
-__all__ = ["ReadOptions", "find_header", "read_any_table", "sheet_arg", "unique_names"]
+__all__ = ["ReadOptions", "find_header", "parquet_metadata", "read_any_table", "sheet_arg",
+           "unique_names"]

@@ -632,7 +632,8 @@ def holdout_transfer(y_val, val_logits, y_test, test_logits, classes) -> dict:
 
 def write_predictions(pred: pd.DataFrame, path: Path, classes: list[str]) -> None:
     """Predictions as Parquet with ``score_kind = logit`` and the class order in the file's
-    metadata (``splitscope metrics FILE --score-kind logit`` reads it)."""
+    metadata, by which every reader of the evaluation layer scores them as their softmax
+    probabilities (METHODS §5.13)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -646,16 +647,18 @@ def score_run(pred_path: Path, out: Path, classes: list[str], names=VIEWS) -> di
     """Metrics of one run's predictions on two views (``names``: every row of
     ``out/truth.csv``, and those minus ``out/views/deduplicated_exclude.csv``), read back as
     ``splitscope metrics`` reads them (the same reader, scoreability check and view
-    functions). The logits are the tool's own, so every metric is computed on their softmax
+    functions). The logits are the tool's own, so the reader hands over their softmax
     (METHODS §5.13): AUCs are scikit-learn's one-vs-rest AUCs on probabilities; the argmax,
     ECE, Brier score and NLL are those of the logits."""
-    from splitscope.evaluation.metrics import softmax
     from splitscope.evaluation.predictions import read_predictions, read_truth
     from splitscope.evaluation.scoreability import check_scoreability
     from splitscope.evaluation.views import official_view, score_view, view_from_list
 
     truth = read_truth(out / "truth.csv", classes)
     pred = read_predictions(pred_path, score_kind="logit")
+    if not pred.own_logits:
+        raise InputError(f"{pred_path}: no splitscope metadata naming its logits and classes; "
+                         f"rerun the experiment to rewrite it")
     verdict, aligned = check_scoreability(pred, truth)
     if aligned is None:
         raise InputError(f"{pred_path}: not scoreable: {'; '.join(verdict.reasons)}")
@@ -664,8 +667,7 @@ def score_run(pred_path: Path, out: Path, classes: list[str], names=VIEWS) -> di
     views = [official_view(truth, whole),
              view_from_list(truth, excluded, "exclude", name=dedup) if len(excluded)
              else official_view(truth, dedup)]
-    probs = softmax(aligned)
-    return {v.name: _named_undefined(score_view(truth, probs, v, "probability",
+    return {v.name: _named_undefined(score_view(truth, aligned, v, pred.score_kind,
                                                 equal_source=False)) for v in views}
 
 

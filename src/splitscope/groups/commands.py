@@ -22,6 +22,7 @@ from splitscope.cli_options import LIST_FILE_OPTIONS, fail_on_option, list_optio
 from splitscope.errors import InputError
 from splitscope.groups.predicates import GROUP_OVERLAP
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
+from splitscope.records.format import percent
 
 
 def _print_groups(result) -> None:
@@ -157,7 +158,7 @@ def _print_resplit(result) -> None:
             for p in parts:
                 x = sub[sub["part"] == p]
                 cells.append("0" if x.empty else
-                             f"{int(x['rows'].iloc[0]):,} ({100 * x['share_of_class'].iloc[0]:.0f}%)")
+                             f"{int(x['rows'].iloc[0]):,} ({percent(x['share_of_class'].iloc[0])})")
             t.add_row(escape(str(lab)), *cells)
         rich_console().print(t)
         rich_console().print(escape(r.conclusion))

@@ -28,6 +28,7 @@ from splitscope.provenance.predicates import (
     PARTITION,
     SOURCE_LABEL,
 )
+from splitscope.records.format import percent
 
 
 def _scan_for(inputs, workspace, group_regex, split_per_list, list_options, label_map=None):
@@ -83,7 +84,7 @@ def _print_probe(result) -> None:
                 d = dom.loc[str(lab)] if str(lab) in dom.index else None
                 st.add_row(escape(str(lab)), *[f"{v:,}" for v in row],
                            "" if d is None else
-                           f"{escape(str(d['dominant_source']))} {100 * d['dominant_share']:.0f}%")
+                           f"{escape(str(d['dominant_source']))} {percent(d['dominant_share'])}")
             console.print(st)
 
 

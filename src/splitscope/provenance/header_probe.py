@@ -41,6 +41,7 @@ from splitscope.provenance.stats import (
     fit_sample,
     run_steps,
     single_threaded,
+    stable_order,
 )
 
 __all__ = [
@@ -525,8 +526,11 @@ def _importance_table(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return t.reset_index(drop=True)
 
 
-def _frame_out(table: pd.DataFrame, y: np.ndarray, pred: np.ndarray, fold: np.ndarray) -> pd.DataFrame:
-    return pd.DataFrame({
+def _frame_out(table: pd.DataFrame, y: np.ndarray, pred: np.ndarray, fold: np.ndarray,
+               order: np.ndarray) -> pd.DataFrame:
+    """The probe's row table, back in the order its rows were given (``order``: the positions
+    :func:`~splitscope.provenance.stats.stable_order` gave ``table``)."""
+    out = pd.DataFrame({
         "row": table["row"].to_numpy(dtype=np.int64) if "row" in table else np.arange(len(table)),
         "path": (table["path"] if "path" in table else pd.Series(pd.NA, index=table.index))
         .astype("string").to_numpy(),
@@ -534,6 +538,7 @@ def _frame_out(table: pd.DataFrame, y: np.ndarray, pred: np.ndarray, fold: np.nd
         "predicted": pd.array(pred, dtype="string"),
         "fold": fold,
     })
+    return out.iloc[np.argsort(order)].reset_index(drop=True)
 
 
 def _check_classes(y: pd.Series, where: str) -> None:
@@ -628,7 +633,8 @@ def within_pool_steps(table: pd.DataFrame, *, label: str = "label", group: str |
     from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
     matrix = feature_matrix or _header_matrix(columns, include_name_fields)
-
+    order = stable_order(table)  # folds, samples and resamples do not follow the listing
+    table = table.iloc[order]
     y = _labels(table, label)
     _check_classes(y, "the pool")
     X, info = matrix(table)
@@ -679,7 +685,7 @@ def within_pool_steps(table: pd.DataFrame, *, label: str = "label", group: str |
     return ProbeResult(
         kind="within pool", balanced_accuracy=ba, chance=1.0 / len(classes), n_rows=len(yv),
         classes=classes, class_support=support, importances=imp,
-        predictions=_frame_out(table, yv, pred.astype(str), fold_of), features=names,
+        predictions=_frame_out(table, yv, pred.astype(str), fold_of, order), features=names,
         dropped=info["dropped"],
         params={"model": "HistGradientBoostingClassifier(class_weight='balanced')",
                 "cv": ("StratifiedGroupKFold" if grouped else "StratifiedKFold") + f"({k}, shuffle)",
@@ -757,6 +763,9 @@ def cross_split_steps(train: pd.DataFrame, test: pd.DataFrame, *, label: str = "
     """:func:`header_probe_cross_split` as a step generator (see :func:`within_pool_steps`);
     the fit, its importances and the single-field trees are one call."""
     matrix = feature_matrix or _header_matrix(columns, include_name_fields)
+    train = train.iloc[stable_order(train)]
+    test_order = stable_order(test)
+    test = test.iloc[test_order]
     y_tr = _labels(train, label)
     y_te = _labels(test, label)
     _check_classes(y_tr, "the training side")
@@ -791,7 +800,8 @@ def cross_split_steps(train: pd.DataFrame, test: pd.DataFrame, *, label: str = "
         kind="cross split", balanced_accuracy=ba, chance=1.0 / len(classes), n_rows=len(yte),
         classes=classes, class_support={c: int((yte == c).sum()) for c in classes},
         importances=_importance_table(imp_parts),
-        predictions=_frame_out(test, yte, pred, np.full(len(yte), -1)), features=keep,
+        predictions=_frame_out(test, yte, pred, np.full(len(yte), -1), test_order),
+        features=keep,
         dropped=dropped,
         params={"model": "HistGradientBoostingClassifier(class_weight='balanced')",
                 "fit": "training side", "scored": "query side", "seed": seed,

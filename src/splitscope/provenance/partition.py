@@ -35,6 +35,7 @@ from splitscope.provenance.stats import (
     fit_sample,
     run_steps,
     single_threaded,
+    stable_order,
     weighted_auc,
 )
 
@@ -233,6 +234,14 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
         raise InputError(f"features must be (n, d) aligned with is_test; got {X.shape} and {y.shape}")
     if not np.isfinite(X).all():
         raise InputError(f"{int((~np.isfinite(X)).any(axis=1).sum())} feature row(s) hold NaN/inf")
+    if rows is None:
+        rows = pd.DataFrame({"row": np.arange(len(y)), "path": pd.NA, "label": pd.NA})
+    # folds, fit samples, the shuffled control and the resamples are drawn on the rows in
+    # their stable order, not in the order they were listed; the score table keeps the latter
+    order = stable_order(rows)
+    X, y, rows = X[order], y[order], rows.iloc[order]
+    if groups is not None:
+        groups = np.asarray(groups, dtype=object)[order]
     g = None
     if groups is not None:
         gs = pd.Series(groups, dtype="string")
@@ -249,8 +258,6 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
     auc = bootstrap_auc(y[ok], prob[ok], n_resamples=n_resamples, seed=seed, strata=fold[ok])
     pooled = float(weighted_auc(y[ok], prob[ok])[0]) if ok.any() else float("nan")
     d_a, eps = proxy_a_distance(y[ok], prob[ok])
-    if rows is None:
-        rows = pd.DataFrame({"row": np.arange(len(y)), "path": pd.NA, "label": pd.NA})
     labels = (rows["label"] if "label" in rows.columns else pd.Series(pd.NA, index=rows.index)
               ).astype("string").fillna("<NA>").to_numpy(dtype=object).astype(str)
     per = []
@@ -265,7 +272,7 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
         "path": rows["path"].astype("string").to_numpy() if "path" in rows else pd.NA,
         "label": pd.array(labels, dtype="string"),
         "is_test": y, "prob_test": prob, "fold": fold,
-    })
+    }).iloc[np.argsort(order)].reset_index(drop=True)
     control = None
     if shuffled_control:
         (p2, f2, _, _), = controls
@@ -290,10 +297,14 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
                     f"{left_out:,} training row(s) left out of the fits"} if left_out else {})})
 
 
-def internal_split(n: int, share: float = 0.2, seed: int = 0) -> np.ndarray:
+def internal_split(n: int, share: float = 0.2, seed: int = 0,
+                   rows: pd.DataFrame | None = None) -> np.ndarray:
     """A seeded random ``share`` of ``n`` reference rows marked True: the internal-split
-    control's pseudo test set."""
+    control's pseudo test set. With ``rows`` (the ``n`` rows, for their
+    :func:`~splitscope.provenance.stats.stable_order`) the draw is made on the rows in that
+    order, so the same files are held out however the rows were listed."""
     rng = np.random.default_rng(seed)
     out = np.zeros(n, dtype=bool)
-    out[rng.choice(n, size=max(1, round(share * n)), replace=False)] = True
+    pick = rng.choice(n, size=max(1, round(share * n)), replace=False)
+    out[pick if rows is None else stable_order(rows)[pick]] = True
     return out

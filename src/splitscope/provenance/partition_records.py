@@ -135,7 +135,8 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
         ref = side_ids(b.reference.rows)
         if len(ref) < 10:
             continue
-        hold = internal_split(len(ref), internal_share, seed)
+        hold = internal_split(len(ref), internal_share, seed,
+                              rows.iloc[row_pos.get_indexer(ref)])
         runs.append(prepare(f"provenance.partition.internal[{slug(name)}]",
                             f"Partition classifier internal split of {name}", ref[hold],
                             ref[~hold], None, internal=True))

@@ -33,6 +33,7 @@ __all__ = [
     "map_folds",
     "run_steps",
     "single_threaded",
+    "stable_order",
     "weighted_auc",
 ]
 
@@ -112,6 +113,28 @@ def fit_sample(y: np.ndarray, groups: np.ndarray | None, max_rows: int | None,
     ends = np.cumsum(counts)
     take = [order[e - k:e - k + q] for e, k, q in zip(ends, counts, quota)]
     return np.sort(np.concatenate(take))
+
+
+#: what a probe orders its rows by before folds, samples and fits: the file's bytes, its decoded
+#: pixels (arrays have no bytes), then the released path
+STABLE_KEYS = ("sha256", "pixel_xxh128", "path")
+
+
+def stable_order(table) -> np.ndarray:
+    """Positions of ``table``'s rows sorted by :data:`STABLE_KEYS` (those it has; a missing
+    value sorts last), ties in the given order.
+
+    Folds, fit samples, bootstrap resamples and permutations are drawn by position, so a probe
+    that fits its rows in the order they were listed gives another estimate when the same
+    release is listed in another order (a folder against its ``save_to_disk`` copy, a shuffled
+    manifest). Sorted by content first, the same files give the same positions however they
+    were listed."""
+    import pandas as pd
+
+    keys = [c for c in STABLE_KEYS if c in table.columns]
+    frame = pd.DataFrame({c: table[c].astype("string").to_numpy() for c in keys})
+    frame["_at"] = np.arange(len(table))
+    return frame.sort_values([*keys, "_at"], na_position="last")["_at"].to_numpy(np.int64)
 
 
 def _group_codes(values: np.ndarray) -> np.ndarray:

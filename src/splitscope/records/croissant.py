@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.records.format import percent
 from splitscope.records.model import sha256_file
 
 __all__ = ["CONFORMS_TO", "CROISSANT_FILE", "croissant_record", "write_croissant"]
@@ -386,7 +387,7 @@ def _units(unit: str | None) -> str:
 
 def _rate(r: Mapping[str, Any]) -> str:
     num, den = r.get("numerator"), r.get("denominator")
-    share = f" ({num / den:.2%})" if isinstance(num, (int, float)) and den else ""
+    share = f" ({percent(num / den)})" if isinstance(num, (int, float)) and den else ""
     return f"{num} of {den} {_units(r.get('unit'))}{share}"
 
 

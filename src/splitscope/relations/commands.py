@@ -62,7 +62,9 @@ def summary_payload(result) -> dict:
 
 
 def _fmt_rate(x) -> str:
-    return "—" if x is None else f"{100 * x:.2f}%"
+    from splitscope.records.format import percent
+
+    return "—" if x is None else percent(x)
 
 
 def print_summary(payload: dict) -> None:

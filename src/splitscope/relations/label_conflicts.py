@@ -142,8 +142,18 @@ def label_conflicts(rows: pd.DataFrame, boundary, pair_table: pd.DataFrame | Non
     ``query_row``, ``reference_row``, ``rho``, ``rules``); ``control_rates`` the negative
     control's rate per census predicate, which sets ``calibration`` and ``trusted``
     (:func:`calibration`).
+
+    The table's ``attrs["vocabulary"]`` holds the vocabularies compared
+    (:func:`cross_corpus_vocabulary`; None within a corpus), so that :func:`conflict_records`
+    reads them from the table instead of computing them again.
     """
     vocab = cross_corpus_vocabulary(rows, boundary)
+    out = _conflict_table(rows, boundary, pair_table, control_rates, vocab)
+    out.attrs["vocabulary"] = vocab
+    return out
+
+
+def _conflict_table(rows, boundary, pair_table, control_rates, vocab) -> pd.DataFrame:
     if vocab is not None and not vocab["comparable"]:
         return pd.DataFrame(columns=_COLUMNS)
     shared = None if vocab is None else set(vocab["shared"])
@@ -214,7 +224,8 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
                      radius: int, geometry: dict, slug: str,
                      control_rates: dict | None = None) -> list:
     """One record per conflict predicate measured on ``rel``'s boundary (unit: affected query
-    row; denominator: every query row), the conflicting pairs listed in the details."""
+    row; denominator: every query row), the conflicting pairs listed in the details;
+    ``conflicts`` as :func:`label_conflicts` returns it (with the vocabularies it compared)."""
     from splitscope.records import AuditRecord
 
     b = rel.boundary
@@ -224,7 +235,8 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
                                                                            "ncc_pairs")}
     out = []
     arrays = bool(n_query) and bool(no_bytes(q).all())
-    vocab = cross_corpus_vocabulary(rows, b)
+    vocab = (conflicts.attrs["vocabulary"] if "vocabulary" in conflicts.attrs
+             else cross_corpus_vocabulary(rows, b))
     for pred, (kind, _) in CONFLICT_PREDICATES.items():
         if kind == "digest" and pred not in q.columns:
             continue

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from splitscope.records.format import percent
+
 _DPI = 80
 _AUDITED = "#c0392b"
 _CONTROL = "#2c7fb8"
@@ -65,7 +67,7 @@ def similarity_distribution(histograms: Sequence[Mapping[str, Any]], *,
         if below is not None:
             share, edges = share[1:], edges[1:]
         color = _CONTROL if h.get("role") == "control" else _AUDITED
-        extra = f", {100 * below:.0f}% below {edges[0]:g}" if below is not None else ""
+        extra = f", {percent(below)} below {edges[0]:g}" if below is not None else ""
         ax.stairs(share, edges, label=f"{_short(h['label'])} (n={int(total)}{extra})",
                   color=color, fill=h.get("role") != "control",
                   alpha=0.45 if h.get("role") != "control" else 1, linewidth=1.5)
