@@ -219,6 +219,19 @@ def test_rescore_refuses_a_truth_workbook_bomb_in_bounded_memory(bombs, kind):
     assert peak < 500, f"peak {peak:.0f} MiB"
 
 
+@pytest.mark.slow
+def test_rescore_on_a_7_7_mb_workbook_bomb_peaks_under_500_mib(bombs, tmp_path):
+    """The size of the workbook that aborted the process at 5.5 GB before the workbook reader
+    checked what it expands to: 1.78 GB of sheet XML in 7.7 MB."""
+    bomb = tmp_path / "truth.xlsx"
+    xlsx_bomb(bomb, "deflate", inflated=1_780_000_000)
+    assert 7.0e6 < bomb.stat().st_size < 8.5e6
+    done, peak = _peak_mib_of(["rescore", str(bombs / "subs"), "--truth", str(bomb)])
+    assert done.returncode == 2, done.stderr[-500:]
+    assert "not parsed, as a zip bomb would not be" in _one_sentence(done)
+    assert peak < 500, f"peak {peak:.0f} MiB"
+
+
 @pytest.mark.parametrize("kind", ["sparse", "many"])
 def test_every_workbook_reader_gives_the_same_refusal(bombs, kind):
     """The list, truth and prediction readers, in a child (a parser that fails to allocate
