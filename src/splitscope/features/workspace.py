@@ -281,21 +281,33 @@ def output_locks(params: dict) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _folder_lock(folder: Path, name: str, busy: str) -> Iterator[None]:
+    """Hold ``folder/name`` locked; a folder this call created is removed again when the run
+    fails with nothing in it but the lock, so that a refused run leaves nothing behind."""
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
     except ImportError:  # pragma: no cover - no advisory locks on this platform
         yield
         return
-    with open(folder / name, "a+") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            raise InputError(busy) from exc
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    failed = True
+    try:
+        with open(folder / name, "a+") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                raise InputError(busy) from exc
+            try:
+                yield
+                failed = False
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    finally:
+        if created and failed:
+            with contextlib.suppress(OSError):
+                if os.listdir(folder) == [name]:
+                    (folder / name).unlink()
+                    folder.rmdir()
 
 
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,
