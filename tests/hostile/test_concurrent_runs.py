@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 import pytest
-from hostile_corpus import image
+from hostile_corpus import small_release
 
 from splitscope import cli
 
@@ -23,14 +23,6 @@ OUTPUTS = ("out_dir", "out_file", "directory")
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="advisory locks (flock) and /proc")
-
-
-def _release(root: Path, n: int = 8) -> Path:
-    for i in range(n):
-        folder = root / ("train" if i % 2 else "test") / ("a" if i % 4 < 2 else "b")
-        folder.mkdir(parents=True, exist_ok=True)
-        image(i, w=32, h=24).save(folder / f"x_{i:02d}.png")
-    return root
 
 
 def _verbs_writing_outputs() -> dict[str, list[click.Parameter]]:
@@ -55,7 +47,7 @@ def test_the_verbs_writing_an_output_are_found():
 def _arguments(verb: str, params, tmp_path: Path, out: Path) -> list[str]:
     """Command-line arguments that click accepts for ``verb``: every required parameter given
     an existing folder or file, the output pointed at ``out``."""
-    release = _release(tmp_path / "release", 4)
+    release = small_release(tmp_path / "release", 4)
     table = tmp_path / "table.csv"
     table.write_text("path,label\nx.png,a\n")
     args: list[str] = []
@@ -151,7 +143,7 @@ def _digests(folder: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_two_audits_at_once_on_one_out(tmp_path):
-    root = _release(tmp_path / "release", 12)
+    root = small_release(tmp_path / "release", 12)
     common = ["--workers", "1", "--transforms", "0", "--layers", "duplicates,groups"]
     alone = _start(["audit", str(root), "--out", str(tmp_path / "alone"), *common,
                     "--workspace", str(tmp_path / "ws-alone")])
@@ -179,8 +171,8 @@ def test_two_audits_at_once_on_one_out(tmp_path):
 def test_two_scans_at_once_into_one_workspace(tmp_path):
     from splitscope.features.scanning import load_scan
 
-    root = _release(tmp_path / "release", 60)
-    other = _release(tmp_path / "other", 12)
+    root = small_release(tmp_path / "release", 60)
+    other = small_release(tmp_path / "other", 12)
     alone = _start(["scan", str(root), "--workspace", str(tmp_path / "ws-alone"),
                     "--workers", "1", "--no-progress"])
     assert alone.wait(timeout=110) == 0, alone.stderr.read()

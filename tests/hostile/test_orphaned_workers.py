@@ -20,28 +20,19 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
 
 
-def _descendants(pid: int) -> set[int]:
-    parent: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if fields[0] != "Z":
-                parent[int(entry)] = int(fields[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {p for p, pp in parent.items() if pp in frontier} - found
-        found |= frontier
-    return found
+def _soak_helpers():
+    """The process-tree helpers of ``benchmarks/soak_kill.py`` (descendants and liveness from
+    /proc), which counts orphans the same way."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "soak_kill.py"
+    spec = importlib.util.spec_from_file_location("soak_kill", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module._children, module._alive
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+_descendants, _alive = _soak_helpers()
 
 
 def _cmdline(pid: int) -> str:
