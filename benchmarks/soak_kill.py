@@ -15,6 +15,11 @@ Compared outputs. ``scan``: the workspace's ``manifest.parquet`` and the assembl
 workspace path, artifact hashes of the files not compared, and the scan's counts of files
 extracted versus reused from the cache) set aside.
 
+With ``--pool-fits`` every provenance fit runs in joblib/loky's worker pool whatever the
+release's size (as it does on a large release), so that a small, quick release still has two
+pools to leave behind at each audit kill; the reference run is made the same way. Each trial
+records the load average (1 min) when it starts.
+
     python benchmarks/soak_kill.py ../shared/data/kermany-chest-xray-224 \\
         --scan-kills 20 --audit-kills 10 --workers 2 --json soak.json
 """
@@ -67,8 +72,20 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _command(verb: str, data: str, folder: Path, workers: int) -> list[str]:
-    base = [sys.executable, "-m", "splitscope.cli", verb, data, "--workers", str(workers)]
+POOL_FITS = """
+import sys
+import splitscope.provenance.stats as stats
+stats.PARALLEL_CELLS = stats.PARALLEL_CELLS_LINEAR = 1
+from splitscope.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _command(verb: str, data: str, folder: Path, workers: int,
+             pool_fits: bool = False) -> list[str]:
+    start = [sys.executable, "-c", POOL_FITS] if pool_fits else [sys.executable, "-m",
+                                                                 "splitscope.cli"]
+    base = start + [verb, data, "--workers", str(workers)]
     if verb == "scan":
         return base + ["--workspace", str(folder / "ws"), "--no-progress"]
     return base + ["--out", str(folder / "out")]
@@ -118,6 +135,7 @@ def run_once(cmd: list[str], env: dict) -> tuple[int, float]:
 
 def trial(cmd: list[str], env: dict, delay: float, grace: float) -> dict:
     """Run ``cmd``, SIGKILL it after ``delay`` seconds, count orphans, rerun to the end."""
+    load = os.getloadavg()[0]
     started = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -143,13 +161,13 @@ def trial(cmd: list[str], env: dict, delay: float, grace: float) -> dict:
             pass
     run_once(cmd, env)
     return {"delay_s": round(delay, 3), "killed": killed, "ran_s": round(ran, 3),
-            "helpers_seen": len(seen), "orphans": len(orphans)}
+            "helpers_seen": len(seen), "orphans": len(orphans), "load_1min": round(load, 1)}
 
 
 def soak(verb: str, data: str, kills: int, workers: int, work: Path, rng: random.Random,
-         env: dict, grace: float) -> dict:
+         env: dict, grace: float, pool_fits: bool = False) -> dict:
     reference = work / f"{verb}-reference"
-    _, seconds = run_once(_command(verb, data, reference, workers), env)
+    _, seconds = run_once(_command(verb, data, reference, workers, pool_fits), env)
     expected = outputs(verb, reference)
     trials, differences, i, window = [], 0, 0, seconds
     # a run that finishes before its kill is not a kill: trials go on until ``kills`` kills
@@ -157,7 +175,7 @@ def soak(verb: str, data: str, kills: int, workers: int, work: Path, rng: random
     while sum(t["killed"] for t in trials) < kills and len(trials) < 2 * kills:
         folder = work / f"{verb}-trial-{i:02d}"
         shutil.rmtree(folder, ignore_errors=True)
-        t = trial(_command(verb, data, folder, workers), env, rng.uniform(0.05, 0.9) * window,
+        t = trial(_command(verb, data, folder, workers, pool_fits), env, rng.uniform(0.05, 0.9) * window,
                   grace)
         if not t["killed"]:  # the machine got faster than the reference run: shrink the window
             window = min(window, t["ran_s"])
@@ -171,12 +189,15 @@ def soak(verb: str, data: str, kills: int, workers: int, work: Path, rng: random
         done = sum(x["killed"] for x in trials)
         print(f"{verb} trial {i} (kill {done}/{kills}): kill at {t['delay_s']:.2f} s "
               f"({'killed' if t['killed'] else 'finished first'}), helpers {t['helpers_seen']}, "
-              f"orphans {t['orphans']}, differing outputs {len(t['differences'])}", flush=True)
+              f"orphans {t['orphans']}, differing outputs {len(t['differences'])}, "
+              f"load {t['load_1min']}", flush=True)
     return {"verb": verb, "reference_seconds": round(seconds, 2), "trials": trials,
             "kills": sum(t["killed"] for t in trials),
             "kills_survived": sum(t["killed"] and not t["differences"] for t in trials),
             "finished_before_kill": sum(not t["killed"] for t in trials),
             "orphans": sum(t["orphans"] for t in trials), "runs_with_differences": differences,
+            "load_1min": [min(t["load_1min"] for t in trials),
+                          max(t["load_1min"] for t in trials)],
             "compared_files": sorted(expected)}
 
 
@@ -191,23 +212,26 @@ def main() -> None:
                         help="seconds a killed run's workers get to leave (default 10)")
     parser.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     parser.add_argument("--json", default=None, help="write the figures here")
+    parser.add_argument("--pool-fits", action="store_true",
+                        help="run every provenance fit in loky's worker pool (module docstring)")
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="splitscope-soak-"))
     work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     rng = random.Random(args.seed)
     report = {"data": args.data, "workers": args.workers, "seed": args.seed,
-              "grace_s": args.grace, "results": []}
+              "grace_s": args.grace, "pool_fits": args.pool_fits, "results": []}
     for verb, kills in (("scan", args.scan_kills), ("audit", args.audit_kills)):
         if kills:
             report["results"].append(soak(verb, args.data, kills, args.workers, work, rng, env,
-                                          args.grace))
+                                          args.grace, args.pool_fits))
     for r in report["results"]:
         print(f"{r['verb']}: {r['kills_survived']} of {r['kills']} kills survived "
               f"({r['finished_before_kill']} runs finished before their kill), "
               f"{r['orphans']} orphaned workers, {r['runs_with_differences']} runs with "
               f"differing outputs; reference run {r['reference_seconds']} s; compared "
-              f"{len(r['compared_files'])} files")
+              f"{len(r['compared_files'])} files; load average (1 min) "
+              f"{r['load_1min'][0]}-{r['load_1min'][1]}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     if not args.work:

@@ -65,15 +65,19 @@ class _LazyGroup(click.Group):
 
 def _guarded(callback):
     """The verb's callback, run after its outputs are checked against its inputs (the one
-    output-location rule, :mod:`splitscope.manifest.roots`), before anything is written."""
+    output-location rule, :mod:`splitscope.manifest.roots`), before anything is written, and
+    holding the lock of each output it writes (:func:`splitscope.features.workspace.
+    output_locks`: a second run on the same ``--out`` at once is refused in one sentence)."""
     import functools
 
     @functools.wraps(callback)
     def run(*args, **params):
+        from splitscope.features.workspace import output_locks
         from splitscope.manifest.roots import refuse_output_locations
 
         refuse_output_locations(params)
-        return callback(*args, **params)
+        with output_locks(params):
+            return callback(*args, **params)
 
     run._guarded = True
     return run

@@ -94,7 +94,7 @@ def test_owner_watch_tells_a_live_process_from_an_ended_one():
     import subprocess
     import sys
 
-    from splitscope.features.executor import _process_gone
+    from splitscope.features.worker_exit import process_gone as _process_gone
 
     assert not _process_gone(os.getpid())
     child = subprocess.Popen([sys.executable, "-c", "pass"])

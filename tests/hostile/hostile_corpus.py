@@ -44,6 +44,15 @@ def image(seed: int = 0, w: int = 64, h: int = 48, mode: str = "RGB") -> Image.I
     return Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8), "RGB").convert(mode)
 
 
+def small_release(root: Path, n: int = 8) -> Path:
+    """A plain folder release of ``n`` small PNGs under ``root`` (two splits, two classes)."""
+    for i in range(n):
+        folder = root / ("train" if i % 2 else "test") / ("a" if i % 4 < 2 else "b")
+        folder.mkdir(parents=True, exist_ok=True)
+        image(i, w=32, h=24).save(folder / f"x_{i:02d}.png")
+    return root
+
+
 def _jpeg(img: Image.Image, **kw) -> bytes:
     buf = io.BytesIO()
     img.save(buf, "JPEG", **kw)

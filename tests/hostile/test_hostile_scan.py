@@ -48,6 +48,31 @@ def test_every_entry_gets_its_expected_outcome(corpus, tmp_path):
     assert tree_state(root) == before  # the release is never written, nor its links followed
 
 
+def test_the_rest_of_the_release_gives_what_it_gives_without_the_hostile_entries(corpus,
+                                                                               tmp_path):
+    """The entries that decode, copied alone into a clean release, get the same features as
+    beside the hostile ones."""
+    import shutil
+
+    import numpy as np
+
+    root, _, expected = corpus
+    clean = tmp_path / "clean"
+    for rel, want in expected.items():
+        if want == "ok" and (root / rel).is_file() and not (root / rel).is_symlink():
+            (clean / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(root / rel, clean / rel)
+    hostile = scan(root, tmp_path / "ws", workers=1, progress=False)
+    alone = scan(clean, tmp_path / "ws-clean", workers=1, progress=False)
+    a, b = alone.rows().set_index("path"), hostile.rows().set_index("path")
+    assert len(a) >= 10 and (a["status"] == "ok").all()
+    columns = ["sha256", "phash", "dhash", "width", "height", "status", "label", "split"]
+    pd.testing.assert_frame_equal(b.loc[a.index, columns], a[columns], check_dtype=False)
+    thumbs_a = np.asarray(alone.thumbnails)[a["thumb_index"].to_numpy()]
+    thumbs_b = np.asarray(hostile.thumbnails)[b.loc[a.index, "thumb_index"].to_numpy()]
+    assert np.array_equal(thumbs_a, thumbs_b)
+
+
 def test_every_entry_on_disk_is_a_row_or_excluded_exactly_once(corpus):
     root, _, _ = corpus
     manifest = read_folder(root)

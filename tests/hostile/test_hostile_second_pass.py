@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hostile_corpus import NON_UTF8, image, lying_jpeg, shown, tree_state, xlsx_bomb
+from hostile_corpus import (
+    NON_UTF8,
+    image,
+    lying_jpeg,
+    shown,
+    small_release,
+    tree_state,
+    xlsx_bomb,
+)
 
 from splitscope import cli
 from splitscope.errors import InputError
@@ -28,14 +36,6 @@ def _cli(args, **kw):
                           capture_output=True, text=True, env=ENV, timeout=110, **kw)
 
 
-def _release(root: Path, n: int = 8) -> Path:
-    for i in range(n):
-        folder = root / ("train" if i % 2 else "test") / ("a" if i % 4 < 2 else "b")
-        folder.mkdir(parents=True, exist_ok=True)
-        image(i, w=32, h=24).save(folder / f"x_{i:02d}.png")
-    return root
-
-
 def _one_sentence(done) -> str:
     err = done.stderr.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
@@ -47,7 +47,7 @@ def _one_sentence(done) -> str:
 
 @pytest.fixture()
 def undecodable(tmp_path):
-    root = _release(tmp_path / "release")
+    root = small_release(tmp_path / "release")
     for i, name in enumerate(NON_UTF8):
         raw = os.fsencode(root) + b"/" + name
         os.makedirs(os.path.dirname(raw), exist_ok=True)
@@ -58,7 +58,7 @@ def undecodable(tmp_path):
 
 
 def test_undecodable_names_in_a_folder_are_listed_rows_never_read(undecodable, tmp_path):
-    clean = scan(_release(tmp_path / "clean"), tmp_path / "ws0", workers=1, progress=False)
+    clean = scan(small_release(tmp_path / "clean"), tmp_path / "ws0", workers=1, progress=False)
     before = tree_state(undecodable)
     result = scan(undecodable, tmp_path / "ws", workers=1, progress=False)
     rows = result.rows().set_index("path")
@@ -219,6 +219,19 @@ def test_rescore_refuses_a_truth_workbook_bomb_in_bounded_memory(bombs, kind):
     assert peak < 500, f"peak {peak:.0f} MiB"
 
 
+@pytest.mark.slow
+def test_rescore_on_a_7_7_mb_workbook_bomb_peaks_under_500_mib(bombs, tmp_path):
+    """The size of the workbook that aborted the process at 5.5 GB before the workbook reader
+    checked what it expands to: 1.78 GB of sheet XML in 7.7 MB."""
+    bomb = tmp_path / "truth.xlsx"
+    xlsx_bomb(bomb, "deflate", inflated=1_780_000_000)
+    assert 7.0e6 < bomb.stat().st_size < 8.5e6
+    done, peak = _peak_mib_of(["rescore", str(bombs / "subs"), "--truth", str(bomb)])
+    assert done.returncode == 2, done.stderr[-500:]
+    assert "not parsed, as a zip bomb would not be" in _one_sentence(done)
+    assert peak < 500, f"peak {peak:.0f} MiB"
+
+
 @pytest.mark.parametrize("kind", ["sparse", "many"])
 def test_every_workbook_reader_gives_the_same_refusal(bombs, kind):
     """The list, truth and prediction readers, in a child (a parser that fails to allocate
@@ -358,7 +371,7 @@ def _files(folder: Path) -> list[Path]:
 
 
 def test_a_file_size_limit_in_the_workspace_is_one_sentence(tmp_path):
-    root = _release(tmp_path / "release", n=40)
+    root = small_release(tmp_path / "release", n=40)
     ws = tmp_path / "ws"
     done = _limited(40_000, ["scan", str(root), "-w", str(ws), "--workers", "1"])
     assert done.returncode == 2
@@ -402,7 +415,7 @@ def test_a_full_disk_on_the_outputs_is_one_sentence(tmp_path, monkeypatch, capsy
         return real(self, path, *args, **kwargs)
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", full)
-    root = _release(tmp_path / "release")
+    root = small_release(tmp_path / "release")
     (root / "test" / "a" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nbroken")
     out = tmp_path / "out"
     assert cli.main(["scan", str(root), "-w", str(tmp_path / "ws"), "--workers", "1",
@@ -416,7 +429,7 @@ def test_a_full_disk_on_the_outputs_is_one_sentence(tmp_path, monkeypatch, capsy
 
 
 def test_a_deleted_thumbnails_file_is_a_listed_repair(tmp_path):
-    root = _release(tmp_path / "release")
+    root = small_release(tmp_path / "release")
     ws = tmp_path / "ws"
     reference = scan(root, ws, workers=1, progress=False)
     victim = next((ws / "features").glob("*/results/*/thumbnails.npy"))
@@ -433,7 +446,7 @@ def test_a_deleted_thumbnails_file_is_a_listed_repair(tmp_path):
 def test_a_second_audit_on_the_same_out_refuses_in_one_sentence(tmp_path, capsys):
     from splitscope.features.workspace import output_lock
 
-    root = _release(tmp_path / "release")
+    root = small_release(tmp_path / "release")
     out = tmp_path / "out"
     with output_lock(out):  # a first audit writing there
         assert cli.main(["audit", str(root), "--out", str(out), "--workers", "1",

@@ -245,13 +245,11 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
     from splitscope.audit.conditions import parse_condition
     from splitscope.audit.run import audit
     from splitscope.features.executor import executor_for
-    from splitscope.features.workspace import output_lock
 
     conditions = [parse_condition(c) for c in fail_on]  # bad conditions fail before any work
     command = _command_line("audit", list(inputs), click.get_current_context())
     executor = executor_for(engine, workers, scheduler)
-    with contextlib.closing(executor) if executor is not None else contextlib.nullcontext(), \
-            output_lock(out_dir):
+    with contextlib.closing(executor) if executor is not None else contextlib.nullcontext():
         result = audit(list(inputs), control=control, external=external, predictions=predictions,
                        group_regex=group_regex, out_dir=out_dir, workspace=workspace, tau=tau,
                        radius=radius, thumb_size=thumb_size, dihedral=dihedral,

@@ -27,8 +27,6 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
-import threading
-import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -41,6 +39,7 @@ from splitscope.features.executors import (
     Executor,
     default_workers,
 )
+from splitscope.features.worker_exit import exit_with_owner
 
 __all__ = [
     "BLAS_THREAD_VARIABLES",
@@ -78,27 +77,6 @@ def pin_blas_threads() -> None:
 _LIMITS: Any = None
 
 
-def _process_gone(pid: int) -> bool:
-    """True when process ``pid`` has ended (also when it is a zombie waiting to be reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # exists, owned by someone else
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _exit_with(pid: int, interval: float) -> None:
-    while not _process_gone(pid):
-        time.sleep(interval)
-    os._exit(1)
-
-
 def init_worker(parent_pid: int | None = None, interval: float = 0.5) -> None:
     """Start a pool worker: pin BLAS threads to 1 and, given ``parent_pid``, leave as soon as
     that process has ended.
@@ -106,12 +84,13 @@ def init_worker(parent_pid: int | None = None, interval: float = 0.5) -> None:
     A process pool's workers wait for work on a pipe the workers themselves hold open, so
     when the process that owns the pool is killed (``kill -9``) they would wait forever, each
     holding its memory (and keeping the forkserver alive). A daemon thread checks every
-    ``interval`` seconds whether the owner still exists and ends the worker when it does not.
+    ``interval`` seconds whether the owner still exists and ends the worker when it does not;
+    on Linux the kernel also kills it when the fork server it came from exits
+    (:mod:`splitscope.features.worker_exit`).
     """
     pin_blas_threads()
     if parent_pid is not None:
-        threading.Thread(target=_exit_with, args=(int(parent_pid), interval), daemon=True,
-                         name="splitscope-owner-watch").start()
+        exit_with_owner(parent_pid, interval)
 
 
 FORK_SERVER_PRELOAD = ["__main__", "splitscope.features.worker_start"]

@@ -145,6 +145,22 @@ def _table_cells(container: str, member: str, rows: list[int]):
     return part.column(member).take(pa.array(local, pa.int64())).combine_chunks()
 
 
+def _stored_names(column) -> list:
+    """The paths stored beside embedded images as text (for the extension check): bytes that
+    are not UTF-8, in a string or a binary field, as ``\\xNN`` escapes (as the manifest lists
+    them), so that no stored name fails the rows it names."""
+    import pyarrow as pa
+
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        try:
+            column.validate(full=True)
+            return column.to_pylist()
+        except pa.ArrowInvalid:
+            column = column.cast(pa.large_binary())
+    return [v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v
+            for v in column.to_pylist()]
+
+
 def _fetch_table(container: str, member: str, items: list[tuple[str, int]], limit: int,
                  out: dict[str, Embedded]) -> None:
     import pyarrow.compute as pc
@@ -171,7 +187,7 @@ def _fetch_table(container: str, member: str, items: list[tuple[str, int]], limi
                 out[key] = Embedded(failure=failure)
             return
         data = cells.field("bytes")
-        stored = cells.field("path").to_pylist() if "path" in names else [None] * len(items)
+        stored = _stored_names(cells.field("path")) if "path" in names else [None] * len(items)
     lengths = pc.binary_length(data).to_pylist()
     valid = cells.is_valid().to_pylist()
     for pos, (key, index) in enumerate(items):

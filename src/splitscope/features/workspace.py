@@ -77,6 +77,9 @@ __all__ = [
     "check_record",
     "file_record",
     "file_signatures",
+    "output_file_lock",
+    "output_lock",
+    "output_locks",
     "read_json",
     "shard_positions",
     "workspace_errors",
@@ -237,33 +240,74 @@ OUT_LOCK = ".splitscope-out.lock"
 
 
 @contextlib.contextmanager
-def output_lock(out_dir: str | Path) -> Iterator[None]:
+def output_lock(out_dir: str | Path, what: str = "--out") -> Iterator[None]:
     """Hold an exclusive advisory lock on ``out_dir/.splitscope-out.lock`` for a whole run
     (released by the OS when the process dies): a second run writing to the same ``--out`` at
-    once gets an :class:`InputError` instead of mixing its files with the first's."""
-    with _folder_lock(Path(out_dir), OUT_LOCK, f"--out {out_dir} is in use by another run "
+    once gets an :class:`InputError` instead of mixing its files with the first's. Every CLI
+    verb that writes an output folder holds it (:func:`output_locks`)."""
+    with _folder_lock(Path(out_dir), OUT_LOCK, f"{what} {out_dir} is in use by another run "
                                                f"writing there; wait for it or pass another "
-                                               f"--out"):
+                                               f"{what}"):
+        yield
+
+
+@contextlib.contextmanager
+def output_file_lock(out_file: str | Path, what: str = "--out") -> Iterator[None]:
+    """:func:`output_lock` for a verb whose output is one file: the lock is
+    ``.<file name>.splitscope-out.lock`` beside it (the file itself is replaced by a rename,
+    so it cannot hold the lock), and runs writing other files of that folder go on."""
+    path = Path(out_file)
+    with _folder_lock(path.parent, f".{path.name}{OUT_LOCK}",
+                      f"{what} {out_file} is being written by another run; wait for it or "
+                      f"pass another {what}"):
+        yield
+
+
+_LOCKED_OUTPUTS = (("out_dir", "--out", output_lock), ("out_file", "--out", output_file_lock),
+                   ("directory", "DIRECTORY", output_lock))
+"""A CLI verb's parameters naming what it writes: its flag, and the lock it takes."""
+
+
+@contextlib.contextmanager
+def output_locks(params: dict) -> Iterator[None]:
+    """Hold the lock of every output a CLI verb's parsed ``params`` name (``out_dir``,
+    ``out_file``; the demo's ``directory``) while the verb runs."""
+    with contextlib.ExitStack() as stack:
+        for name, flag, lock in _LOCKED_OUTPUTS:
+            if params.get(name):
+                stack.enter_context(lock(params[name], flag))
         yield
 
 
 @contextlib.contextmanager
 def _folder_lock(folder: Path, name: str, busy: str) -> Iterator[None]:
+    """Hold ``folder/name`` locked; a folder this call created is removed again when the run
+    fails with nothing in it but the lock, so that a refused run leaves nothing behind."""
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
     except ImportError:  # pragma: no cover - no advisory locks on this platform
         yield
         return
-    with open(folder / name, "a+") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            raise InputError(busy) from exc
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    failed = True
+    try:
+        with open(folder / name, "a+") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                raise InputError(busy) from exc
+            try:
+                yield
+                failed = False
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    finally:
+        if created and failed:
+            with contextlib.suppress(OSError):
+                if os.listdir(folder) == [name]:
+                    (folder / name).unlink()
+                    folder.rmdir()
 
 
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,

@@ -117,26 +117,79 @@ def _schema(path: Path):
 
 def _read_columns(path: Path, columns: list[str], image: str | None, nested_path: bool):
     """The named columns of a table as pandas, plus the image structs' stored ``path``
-    (``None`` per row when the struct has none)."""
+    (``None`` per row when the struct has none), every text as valid UTF-8
+    (:func:`_as_text`)."""
     import pyarrow.parquet as pq
 
     try:
         if path.suffix.lower() == ".arrow":
             table = _arrow_reader(path).read_all()
             n = table.num_rows
-            stored = (table.column(image).combine_chunks().field("path").to_pylist()
-                      if image and nested_path else [None] * n)
-            frame = table.select(columns).to_pandas() if columns else pd.DataFrame(index=range(n))
+            stored = (table.column(image).combine_chunks().field("path")
+                      if image and nested_path else None)
+            table = table.select(columns)
         else:
             pf = pq.ParquetFile(path)
             n = pf.metadata.num_rows
-            stored = (pq.read_table(path, columns=[f"{image}.path"]).column(0).to_pylist()
-                      if image and nested_path else [None] * n)
-            frame = pf.read(columns=columns).to_pandas() if columns else \
-                pd.DataFrame(index=range(n))
+            stored = (pq.read_table(path, columns=[f"{image}.path"]).column(0)
+                      if image and nested_path else None)
+            table = pf.read(columns=columns)
+        stored = [None] * n if stored is None else _stored_names(stored)
+        frame = pd.DataFrame({c: _as_text(table.column(c)) for c in columns}) if columns \
+            else pd.DataFrame(index=range(n))
     except Exception as exc:
         raise InputError(f"cannot read table {path}: {type(exc).__name__}: {exc}") from exc
     return frame.reset_index(drop=True), stored, n
+
+
+def _stored_names(column) -> list[tuple[str, str] | None]:
+    """Each image struct's stored path and its last component (split on ``/`` and ``\\``
+    before bytes that are not UTF-8 are escaped, so that an escape's backslash never splits
+    it), or None where there is none."""
+    import pyarrow as pa
+
+    paths = _as_text(column).tolist()
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        try:
+            column.validate(full=True)
+        except pa.ArrowInvalid:
+            column = column.cast(pa.large_binary())
+    raw = column.to_pylist()
+    out: list[tuple[str, str] | None] = []
+    for shown, value in zip(paths, raw):
+        if not isinstance(shown, str):
+            out.append(None)
+        elif isinstance(value, bytes):
+            last = value.replace(b"\\", b"/").rsplit(b"/", 1)[-1]
+            out.append((shown, last.decode("utf-8", "backslashreplace")))
+        else:
+            out.append((shown, shown.replace("\\", "/").rsplit("/", 1)[-1]))
+    return out
+
+
+def _as_text(column) -> pd.Series:
+    """An Arrow column as pandas; text (a string field, or the binary ``path`` a struct may
+    hold) as valid UTF-8, bytes that are not written as ``\\xNN`` escapes, as a list file's
+    invalid names are: a table whose stored names hold such bytes is read, every name listed,
+    rather than refused."""
+    import pyarrow as pa
+
+    from splitscope.manifest.rows import _valid_text
+
+    kind = column.type
+    textual = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    binary = pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+    if textual:
+        try:
+            column.validate(full=True)  # a string field's bytes are not checked when read
+        except pa.ArrowInvalid:  # not UTF-8: escape the bytes
+            column = column.cast(pa.large_binary() if pa.types.is_large_string(kind)
+                                 else pa.binary())
+            binary = True
+    if binary:
+        values = pd.Series(column.to_pylist(), dtype=object)
+        return _valid_text(values)[0].where(values.notna(), None)
+    return column.to_pandas()
 
 
 def _rows_with_bytes(path: Path, image: str, n: int) -> int:
@@ -383,7 +436,7 @@ def _table_rows(path: Path, rel: str, state_split: str | None, columns: Mapping[
         "path" in [f.name for f in schema.field(image).type]
     frame, stored, n = _read_columns(path, wanted, image, nested)
     if n and not _rows_with_bytes(path, image, n):  # e.g. Dataset.to_parquet() of local files
-        named = next((s for s in stored if isinstance(s, str)), None)
+        named = next((s[0] for s in stored if s is not None), None)
         raise InputError(
             f"column {image!r} of {where} holds no image bytes in any of its {n:,} rows"
             + (f" (paths only, e.g. {named!r})" if named else "")
@@ -397,7 +450,8 @@ def _table_rows(path: Path, rel: str, state_split: str | None, columns: Mapping[
         "file": [embedded_key(container, image, i, width) for i in range(n)],
         "table": container,
         "table_row": np.arange(n, dtype=np.int64),
-        "stored_path": [s if isinstance(s, str) else pd.NA for s in stored],
+        "stored_path": [pd.NA if s is None else s[0] for s in stored],
+        "stored_name": [pd.NA if s is None else s[1] for s in stored],
     })
     if split is not None:
         rows["split_released"] = split

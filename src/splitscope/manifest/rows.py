@@ -255,8 +255,11 @@ def finish_rows(frame: pd.DataFrame, corpus: str, *, content: str) -> pd.DataFra
     out["content"] = pd.array([content] * n, dtype="string")
     named = out["stored_path"].notna()
     base = out["basename"].to_numpy(dtype=object, copy=True)
-    base[named.to_numpy()] = [str(p).replace("\\", "/").rsplit("/", 1)[-1]
-                              for p in out["stored_path"][named]]
+    if "stored_name" in frame:  # the reader split the stored path before escaping it
+        base[named.to_numpy()] = list(frame["stored_name"][named.to_numpy()])
+    else:
+        base[named.to_numpy()] = [str(p).replace("\\", "/").rsplit("/", 1)[-1]
+                                  for p in out["stored_path"][named]]
     if content == CONTENT_ARRAY:
         base[~named.to_numpy()] = None
     out["basename"] = pd.array([pd.NA if v is None else v for v in base], dtype="string")

@@ -153,13 +153,18 @@ def _group_codes(values: np.ndarray) -> np.ndarray:
 def map_folds(func, tasks: list[tuple], jobs: int = 1) -> list:
     """``[func(*t) for t in tasks]``, in order; with ``jobs`` > 1 in that many worker processes
     (joblib's loky backend, one BLAS/OpenMP thread per worker). Each fold is seeded on its
-    own, so the results do not depend on ``jobs``."""
+    own, so the results do not depend on ``jobs``. The workers end when this process dies
+    (:func:`splitscope.features.worker_exit.exit_with_owner`), not at loky's idle timeout."""
     if jobs <= 1 or len(tasks) <= 1:
         return [func(*t) for t in tasks]
     from joblib import Parallel, delayed
 
-    return Parallel(n_jobs=min(jobs, len(tasks)), backend="loky",
-                    inner_max_num_threads=1)(delayed(func)(*t) for t in tasks)
+    from splitscope.features.worker_exit import exit_with_owner, main_thread
+
+    return Parallel(n_jobs=min(jobs, len(tasks)), backend="loky", inner_max_num_threads=1,
+                    initializer=exit_with_owner,
+                    initargs=(os.getpid(), 0.5, main_thread()))(
+        delayed(func)(*t) for t in tasks)
 
 
 @dataclass

@@ -120,8 +120,20 @@ def write_csv(table: pd.DataFrame, path: str | Path) -> Path:
     (:func:`neutralise_formulas`); returns the path."""
     path = Path(path)
     with replacing(path) as tmp:
-        neutralise_formulas(export_frame(table)).to_csv(tmp, index=False)
+        _to_csv(neutralise_formulas(export_frame(table)), tmp)
     return path
+
+
+def _to_csv(frame: pd.DataFrame, path: Path) -> None:
+    """``frame.to_csv`` without the index. A text cell holding a carriage return (a name
+    stored in a table may) makes the file end its lines with CRLF (RFC 4180): Python's CSV
+    writer quotes a cell only for the characters of its line end, and an unquoted CR splits
+    the row for every reader."""
+    carriage_return = any(
+        frame[c].astype("string").str.contains("\r", regex=False).fillna(False).any()
+        for c in frame.columns
+        if frame[c].dtype == object or isinstance(frame[c].dtype, pd.StringDtype))
+    frame.to_csv(path, index=False, **({"lineterminator": "\r\n"} if carriage_return else {}))
 
 
 def file_stem(name: str, *, subfolders: bool = True) -> str:
@@ -144,7 +156,7 @@ def write_table(table: pd.DataFrame, stem: Path, *, parquet: bool = True,
     frame = export_frame(table)
     csv = stem.with_name(stem.name + ".csv")
     with replacing(csv) as tmp:
-        neutralise_formulas(frame).to_csv(tmp, index=False)
+        _to_csv(neutralise_formulas(frame), tmp)
     written = [csv]
     if parquet:
         pq = stem.with_name(stem.name + ".parquet")
