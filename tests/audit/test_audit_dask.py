@@ -121,3 +121,40 @@ def test_identity_recovery_on_dask_equals_local(tmp_path):
     pd.testing.assert_frame_equal(remote.mapping, local.mapping)
     pd.testing.assert_frame_equal(remote.by_class, local.by_class)
     assert (local.mapping["method"] == "ncc").sum() >= 8
+
+
+@pytest.mark.slow
+def test_groups_upstream_cli_on_dask_equals_process_pool(tmp_path, monkeypatch, capsys):
+    """``groups --upstream --executor dask`` runs identity recovery's NCC search on the
+    cluster (the partitioned search is called) and prints the same records."""
+    from PIL import Image
+
+    from splitscope.datasets import make_demo
+    from splitscope.relations import partitioned
+
+    up_root = make_demo(tmp_path / "up", seed=0, n_train=80, n_test=44)
+    q_root = tmp_path / "query"
+    for split in ("train", "test"):
+        (q_root / split / "x").mkdir(parents=True)
+    for i, src in enumerate(sorted((up_root / "train" / "lesion").glob("*.jpg"))[:12]):
+        with Image.open(src) as im:  # the same pixels under other bytes: an NCC match
+            im.save(q_root / ("test" if i % 2 else "train") / "x" / f"re{i}.png")
+    calls = []
+    search = partitioned.partitioned_ncc_search
+
+    def spy(client, *args, **kwargs):
+        calls.append(type(client).__name__)
+        return search(client, *args, **kwargs)
+
+    monkeypatch.setattr(partitioned, "partitioned_ncc_search", spy)
+    docs = {}
+    for name, extra in (("process", []), ("dask", ["--executor", "dask"])):
+        code = main(["groups", str(q_root), "--upstream", str(up_root),
+                     "--upstream-group-regex", r"(?P<group>p\d+)_", "--workspace",
+                     str(tmp_path / f"ws-{name}"), "--workers", "2", "--json", *extra])
+        assert code in (0, 1)
+        docs[name] = json.loads(capsys.readouterr().out)
+    assert calls and set(calls) == {"Client"}
+    assert _strip(docs["dask"], tmp_path) == _strip(docs["process"], tmp_path)
+    recovery = [r for r in docs["dask"]["records"] if r["id"] == "group.recovery"]
+    assert recovery and "12 of" in recovery[0]["conclusion"]

@@ -3,6 +3,7 @@ patients/videos, frame gaps, identity recovery) and ``resplit`` (group-disjoint 
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -18,7 +19,13 @@ from splitscope.cli_common import (
     resolve_boundaries,
     rich_console,
 )
-from splitscope.cli_options import LIST_FILE_OPTIONS, fail_on_option, list_options, with_options
+from splitscope.cli_options import (
+    EXECUTOR_OPTIONS,
+    LIST_FILE_OPTIONS,
+    fail_on_option,
+    list_options,
+    with_options,
+)
 from splitscope.errors import InputError
 from splitscope.groups.predicates import GROUP_OVERLAP
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
@@ -94,16 +101,19 @@ def _print_groups(result) -> None:
               help="NCC threshold of identity recovery.")
 @click.option("--workspace", "-w", type=click.Path(file_okay=False), default=None,
               help="Workspace of the feature cache (identity recovery only).")
+@click.option("--workers", default=None, type=int,
+              help="Worker processes of the scans (identity recovery only; default: all cores).")
+@with_options(EXECUTOR_OPTIONS)
 @with_options(LIST_FILE_OPTIONS)
 def groups_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
                    resamples, out_dir, as_json, unresolved, resplit, fail_on, fail_on_overlap,
-                   upstream,
-                   upstream_group_regex, tau, workspace, path_column, label_column,
-                   split_column, source_column, group_column, list_root,
+                   upstream, upstream_group_regex, tau, workspace, workers, engine, scheduler,
+                   path_column, label_column, split_column, source_column, group_column, list_root,
                    constant_split) -> None:
     """Shared patients/videos across boundaries and frame-index gaps (METHODS §3.2–3.3), from
     the manifest alone: list files without images work. With --upstream, identity recovery
-    (METHODS §3.4) first."""
+    (METHODS §3.4) first; under --executor dask its scans and its NCC search run on the
+    cluster."""
     from splitscope.groups.layer import audit_groups
 
     if fail_on_overlap:
@@ -117,17 +127,22 @@ def groups_command(inputs, group_regex, query, reference, both_directions, split
                              **opts)
     recovery = None
     if upstream is not None:
+        from splitscope.features.executor import executor_for
         from splitscope.features.scanning import scan
         from splitscope.groups.recovery import recover_from_scans
 
         ws = Path(workspace) if workspace else Path("splitscope-workspace")
-        audited = scan(manifest, ws, progress=False)
-        up = scan(upstream, ws.parent / f"{ws.name}-upstream", group_regex=upstream_group_regex,
-                  progress=False)
-        if up.manifest["group"].isna().all():
-            raise InputError(f"the upstream release {upstream} carries no group ids; pass "
-                             "--upstream-group-regex")
-        recovery = recover_from_scans(audited, up, tau=tau)
+        executor = executor_for(engine, workers, scheduler)
+        with contextlib.closing(executor) if executor is not None else contextlib.nullcontext():
+            audited = scan(manifest, ws, workers=workers, executor=executor, progress=False)
+            up = scan(upstream, ws.parent / f"{ws.name}-upstream",
+                      group_regex=upstream_group_regex, workers=workers, executor=executor,
+                      progress=False)
+            if up.manifest["group"].isna().all():
+                raise InputError(f"the upstream release {upstream} carries no group ids; pass "
+                                 "--upstream-group-regex")
+            recovery = recover_from_scans(audited, up, tau=tau,
+                                          client=getattr(executor, "search_client", None))
         manifest = audited.manifest
     bounds = resolve_boundaries(manifest, query, reference, both_directions)
     result = audit_groups(manifest, bounds, n_resamples=resamples, seed=seed, resplit=resplit,

@@ -630,7 +630,9 @@ def within_pool_steps(table: pd.DataFrame, *, label: str = "label", group: str |
                       feature_matrix: FeatureMatrix | None = None):
     """:func:`header_probe_within_pool` as a step generator (:func:`~splitscope.provenance.
     stats.run_steps`), so that its folds can share the worker processes with other probes'."""
-    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+    from sklearn.model_selection import StratifiedKFold
+
+    from splitscope.provenance.folds import GroupFolds
 
     matrix = feature_matrix or _header_matrix(columns, include_name_fields)
     order = stable_order(table)  # folds, samples and resamples do not follow the listing
@@ -650,7 +652,7 @@ def within_pool_steps(table: pd.DataFrame, *, label: str = "label", group: str |
         g = table[group].astype("string").fillna("\0row:" + pd.Series(
             np.arange(len(table)), index=table.index).astype(str))
         gcodes = pd.factorize(g)[0]
-        cv = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
+        cv = GroupFolds(n_splits=k, shuffle=True, random_state=seed)
         splits = list(cv.split(np.zeros(len(yv)), yv, gcodes))
     else:
         gcodes = None

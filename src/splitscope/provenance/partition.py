@@ -160,14 +160,16 @@ def _oof_steps(X, y, groups, *, folds, seed, classifier, jobs=None, fit_max_rows
 def _oof_splits(X, y, groups, *, folds, seed, classifier, fit_max_rows):
     """The folds of :func:`_oof_prob` ((fit rows, held-out rows) each) and the training rows
     the fit cap left out."""
-    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+    from sklearn.model_selection import StratifiedKFold
+
+    from splitscope.provenance.folds import GroupFolds
 
     _classifier(classifier, seed)  # an unknown classifier is an error before any split
     k = int(min(folds, y.sum(), (~y).sum()))
     if k < 2:
         raise InputError("each partition needs at least 2 rows for cross-validation")
     if groups is not None:
-        cv = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
+        cv = GroupFolds(n_splits=k, shuffle=True, random_state=seed)
         splits = list(cv.split(X, y, groups))
     else:
         splits = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(X, y))
