@@ -227,6 +227,11 @@ def test_feature_matrix_uses_only_the_statistics():
 def test_fail_on_metric_and_meaning_rule_read_the_image_statistics_probe():
     from splitscope.audit.conditions import evaluate_conditions, parse_condition
     from splitscope.audit.meaning import RULES
+    from splitscope.provenance.predicates import (
+        HEADER_PROBE_WITHIN,
+        IMAGE_STATS_CROSS,
+        IMAGE_STATS_WITHIN,
+    )
 
     b = {"name": "test → train", "query": {"name": "test"}, "reference": {"name": "train"}}
 
@@ -236,10 +241,11 @@ def test_fail_on_metric_and_meaning_rule_read_the_image_statistics_probe():
         return {"id": rid, "layer": "provenance", "status": "completed", "estimate": est,
                 "boundary": boundary, "unit": "row (case)", "uncertainty": {"low": low},
                 "details": {"chance": 0.5, "top_fields": ["intensity_mean"]},
-                "predicate": {"name": f"image-statistics probe ({kind})"}}
+                "predicate": {"name": IMAGE_STATS_WITHIN if kind == "within"
+                              else IMAGE_STATS_CROSS}}
 
     header = {**probe("within", 0.99, 0.98), "id": "provenance.header_probe.within_pool",
-              "predicate": {"name": "header-only probe (within pool)"}}
+              "predicate": {"name": HEADER_PROBE_WITHIN}}
     records = [probe("within", 0.93, 0.90), probe("cross", 0.88, 0.84, {"name": b["name"]}),
                header]
     out = evaluate_conditions([parse_condition("image_stats_probe_ba>0.9"),

@@ -7,6 +7,7 @@ import numpy as np
 from splitscope.audit.conditions import evaluate_conditions, parse_condition
 from splitscope.audit.protocol import scorecard_measures
 from splitscope.boundary import Boundary, Population
+from splitscope.provenance.predicates import HEADER_PROBE_WITHIN, PARTITION
 from splitscope.records import AuditRecord, Uncertainty
 from splitscope.records.scorecard import score_card
 from splitscope.relations.rho_figures import distribution, sweep
@@ -39,12 +40,12 @@ def records(b: Boundary | None = None, label: str = "NORMAL") -> list[AuditRecor
                     coverage={"traceable": 150, "total": 200}),
         AuditRecord(id="provenance.test_train.header_within", layer="provenance",
                     title="header probe within pool", boundary=bd,
-                    predicate={"name": "header probe within pool", "params": {"folds": 5}},
+                    predicate={"name": HEADER_PROBE_WITHIN, "params": {"folds": 5}},
                     estimate=0.81, uncertainty=Uncertainty("percentile bootstrap over cases",
                                                            0.95, 0.75, 0.86)),
         AuditRecord(id="provenance.test_train.partition_auc", layer="provenance",
                     title="partition classifier", boundary=bd,
-                    predicate={"name": "partition classifier auc", "params": {}},
+                    predicate={"name": PARTITION, "params": {}},
                     estimate=0.55, uncertainty=Uncertainty("percentile bootstrap", 0.95, 0.5, 0.6)),
         AuditRecord(id="evaluation.not_applicable", layer="evaluation",
                     title="evaluation layer not applicable", status="not applicable",
