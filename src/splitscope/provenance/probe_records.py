@@ -99,6 +99,20 @@ def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: st
     return out
 
 
+def _unready(has_label: bool, has_features: bool, no_features: str, wid: str, title: str,
+             inputs) -> LayerResult:
+    """A probe's part with the record saying why it cannot run (no labels: not applicable; no
+    features: not assessed, ``no_features``), or an empty part when it can."""
+    out = LayerResult()
+    if not has_label:
+        out.records.append(not_run_record(LAYER, "not applicable", "no labels in the release",
+                                          id=wid, title=title, inputs=inputs))
+    elif not has_features:
+        out.records.append(not_run_record(LAYER, "not assessed", no_features, id=wid,
+                                          title=title, inputs=inputs))
+    return out
+
+
 def header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, repeats,
                     include_name_fields, inputs, fit_max_rows=FIT_MAX_ROWS) -> Steps:
     from splitscope.manifest.build import CONTENT_ARRAY, content_of
@@ -108,14 +122,12 @@ def header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, r
         within_pool_steps,
     )
 
-    out = LayerResult()
     title = "Header-only probe"
     wid = "provenance.header_probe.within_pool"
-    if not has_label:
-        out.records.append(not_run_record(LAYER, "not applicable", "no labels in the release", id=wid, title=title, inputs=inputs))
-        return out
-    if not any(c in rows.columns for c in header_columns()):
-        out.records.append(not_run_record(LAYER, "not assessed", "no header features: scan the release first (splitscope scan)", id=wid, title=title, inputs=inputs))
+    out = _unready(has_label, any(c in rows.columns for c in header_columns()),
+                   "no header features: scan the release first (splitscope scan)", wid, title,
+                   inputs)
+    if out.records:
         return out
     arrays = content_of(rows).eq(CONTENT_ARRAY).to_numpy(bool)
     if arrays.all():
@@ -145,14 +157,12 @@ def image_stats_records(rows, pool, bounds, has_label, *, seed, n_resamples, fol
         image_stats_within_pool_steps,
     )
 
-    out = LayerResult()
     title = "Image-statistics probe"
     wid = "provenance.image_stats_probe.within_pool"
-    if not has_label:
-        out.records.append(not_run_record(LAYER, "not applicable", "no labels in the release", id=wid, title=title, inputs=inputs))
-        return out
-    if not all(c in rows.columns for c in IMAGE_STATS_FEATURES):
-        out.records.append(not_run_record(LAYER, "not assessed", "no image statistics: scan the release with this version (splitscope scan)", id=wid, title=title, inputs=inputs))
+    out = _unready(has_label, all(c in rows.columns for c in IMAGE_STATS_FEATURES),
+                   "no image statistics: scan the release with this version (splitscope scan)",
+                   wid, title, inputs)
+    if out.records:
         return out
     opts = {"seed": seed, "n_resamples": n_resamples, "importance_repeats": repeats,
             "fit_max_rows": fit_max_rows}
