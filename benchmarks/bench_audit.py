@@ -49,6 +49,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_output import emit
+
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[1]
 DEFAULT_KERMANY = ROOT.parent / "shared" / "data" / "kermany-chest-xray-224"
@@ -270,10 +273,7 @@ def main(argv=None) -> dict:
                 "cpu_ratio": base["cpu_seconds_median"] / cur["cpu_seconds_median"],
                 "records_with_equal_estimate": len(same),
                 "records_differing": sorted(set(cur["records"]) - same)}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text)
+    emit(report, args.json)
     return report
 
 

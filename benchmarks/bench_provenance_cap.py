@@ -19,8 +19,12 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_output import emit
 
 
 def _cpu(seen: dict[int, float]) -> float:
@@ -112,10 +116,7 @@ def main(argv=None) -> dict:
               "wall_s": {k: statistics.median(w for w, _ in v) for k, v in times.items()},
               "cpu_s": {k: statistics.median(c for _, c in v) for k, v in times.items()},
               "records": rows, "all_inside": all(r["inside"] for r in rows)}
-    text = json.dumps(report, indent=2, default=str)
-    print(text)
-    if args.json:
-        args.json.write_text(text)
+    emit(report, args.json, default=str)
     return report
 
 

@@ -47,6 +47,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_output import emit
+
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "splitscope-bench"
 
 
@@ -308,10 +311,7 @@ def main(argv=None) -> dict:
             proj[task] = {"seconds": {"exponent_in_QR": 1.0, "projected": p["seconds"] * target
                                       / (p["queries"] * p["references"])}}
     report["projection_1M"] = {"queries": 200_000, "references": 800_000, **proj}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text)
+    emit(report, args.json)
     return report
 
 

@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -47,6 +48,9 @@ import numpy as np
 
 from splitscope.relations.hashes import hamming_search, hash_search
 from splitscope.relations.ncc import centred_unit_vectors, ncc_search
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_output import emit
 
 
 def thumbnails(n: int, size: int, seed: int, path: Path | None = None) -> np.ndarray:
@@ -289,10 +293,7 @@ def main(argv=None) -> dict:
                 report["pruned_vs_brute"][name]["seconds_median"]["brute_kernel"])
             print(json.dumps({name: report["pruning_ceiling"][name]}), flush=True)
     if args.only_real:
-        text = json.dumps(report, indent=2)
-        print(text)
-        if args.json:
-            args.json.write_text(text)
+        emit(report, args.json)
         return report
     with tempfile.TemporaryDirectory() as tmp:
         q = thumbnails(args.queries, args.size, 1)
@@ -323,10 +324,7 @@ def main(argv=None) -> dict:
                                 "full_matrix_bytes": 4 * args.queries * args.references}
     report["hamming"] = hamming_rates(args.hamming_queries, args.hamming_references,
                                       args.workers, 4)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text)
+    emit(report, args.json)
     return report
 
 
