@@ -152,15 +152,24 @@ def make_release(folder: Path, n: int, seed: int = 0, workers: int = 2) -> tuple
 
 
 class TreeMeter:
-    """Peak resident memory and CPU seconds of a process and its descendants, sampled (a
-    worker's CPU counts up to its last sample)."""
+    """Peak memory and CPU seconds of a process and its descendants, sampled (a worker's CPU
+    counts up to its last sample). Two sums over the tree: resident set (counts a shared or
+    mapped page once per process that touches it, so it overstates) and proportional set size
+    (PSS: a shared page split among its users, so the sum is the memory the tree costs). The
+    PSS timeline lets the peak be placed in a stage."""
 
-    def __init__(self, pid: int, interval: float = 0.5):
+    def __init__(self, pid: int, interval: float = 0.5, limit_mib: float | None = None):
         import psutil
 
         self.proc = psutil.Process(pid)
         self.psutil = psutil
         self.peak_kib = 0
+        self.peak_pss_kib = 0
+        self.peak_anon_kib = 0
+        self.timeline: list[tuple[float, int, int]] = []  # (seconds, PSS KiB, anonymous PSS KiB)
+        self.t0 = time.perf_counter()
+        self.limit_kib = None if limit_mib is None else limit_mib * 1024
+        self.stopped_at: dict | None = None  # set when the tree passed the limit and was killed
         self.cpu: dict[int, float] = {}  # CPU seconds last seen per process of the tree
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, args=(interval,), daemon=True)
@@ -172,19 +181,64 @@ class TreeMeter:
                 procs = [self.proc, *self.proc.children(recursive=True)]
             except self.psutil.Error:
                 break
-            rss = 0
+            rss = pss = anon = 0
             for pr in procs:
                 try:
-                    rss += pr.memory_info().rss // 1024
+                    mem = rollup(pr.pid)
+                    rss += mem.get("Rss", 0)
+                    pss += mem.get("Pss", 0)
+                    anon += mem.get("Pss_Anon", 0)
                     c = pr.cpu_times()
                     self.cpu[pr.pid] = c.user + c.system
                 except self.psutil.Error:
                     continue
             self.peak_kib = max(self.peak_kib, rss)
+            self.peak_pss_kib = max(self.peak_pss_kib, pss)
+            self.peak_anon_kib = max(self.peak_anon_kib, anon)
+            self.timeline.append((round(time.perf_counter() - self.t0, 1), pss, anon))
+            if self.limit_kib is not None and pss > self.limit_kib and self.stopped_at is None:
+                self.stopped_at = {"s": self.timeline[-1][0], "pss_mib": round(pss / 1024, 1)}
+                for pr in reversed(procs):  # the machine is protected: the audit is killed
+                    try:
+                        pr.kill()
+                    except self.psutil.Error:
+                        pass
             self.stop.wait(interval)
 
 
-def run_audit(root: Path, workers: int, out: Path, workspace: Path) -> dict:
+def rollup(pid: int) -> dict:
+    """A process's /proc/PID/smaps_rollup in KiB (Linux 4.14+; empty where unreadable)."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                if rest.strip().endswith("kB"):
+                    out[key] = int(rest.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def stage_peaks(timeline, wall: float, scan_s: float, layers: dict) -> dict:
+    """Peak PSS and its anonymous part (MiB) in each stage. Stages are placed from the end: the layers ran in the order
+    audit.json lists them, for their recorded durations, and ended with the run; the scan and
+    start-up are what came before them."""
+    bounds, end = [], wall
+    for name, dur in reversed(list(layers.items())):
+        bounds.append((name, end - (dur or 0.0), end))
+        end -= dur or 0.0
+    bounds.append(("scan and start-up", 0.0, end))
+    out = {}
+    for name, lo, hi in reversed(bounds):
+        got = [(pss, anon) for t, pss, anon in timeline if lo <= t <= hi]
+        out[name] = ({"pss_mib": round(max(g[0] for g in got) / 1024, 1),
+                      "anon_pss_mib": round(max(g[1] for g in got) / 1024, 1)} if got else None)
+    return out
+
+
+def run_audit(root: Path, workers: int, out: Path, workspace: Path,
+              limit_mib: float | None = None, log: Path | None = None) -> dict:
     argv = [sys.executable, "-m", "splitscope.cli", "audit", str(root), "--out", str(out),
             "--workspace", str(workspace), "--workers", str(workers), "--group-regex",
             GROUP_REGEX, "--json"]
@@ -192,11 +246,25 @@ def run_audit(root: Path, workers: int, out: Path, workspace: Path) -> dict:
     before = os.times()
     t = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    meter = TreeMeter(proc.pid)
-    _, err = proc.communicate()
+    meter = TreeMeter(proc.pid, limit_mib=limit_mib)
+    lines = []  # the audit's progress lines, stamped with seconds since its start
+    for line in proc.stderr:
+        lines.append(f"{time.perf_counter() - t:8.1f} {line.rstrip()}")
+        if log is not None:
+            with open(log, "a") as fh:
+                fh.write(lines[-1] + "\n")
+    proc.wait()
+    err = "\n".join(lines)
     wall = time.perf_counter() - t
     meter.stop.set()
     after = os.times()
+    if log is not None:  # the memory timeline beside the progress lines
+        log.with_suffix(".memory.tsv").write_text("s\tpss_kib\tanon_pss_kib\n" + "".join(
+            f"{a}\t{b}\t{c}\n" for a, b, c in meter.timeline))
+    if meter.stopped_at is not None:
+        raise MemoryError(f"the audit's process tree passed {limit_mib:,.0f} MiB PSS at "
+                          f"{meter.stopped_at['s']} s and was killed; its last lines:\n"
+                          + "\n".join(lines[-15:]))
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"audit failed ({proc.returncode}): {err[-3000:]}")
     reaped = (after.children_user - before.children_user
@@ -205,8 +273,12 @@ def run_audit(root: Path, workers: int, out: Path, workspace: Path) -> dict:
     doc = json.loads((out / "audit.json").read_text())
     layers = {x["layer"]: x.get("duration_s") for x in doc["layers"]}
     scan_s = doc["manifest"]["scan"].get("seconds")
+    peaks = stage_peaks(meter.timeline, wall, scan_s, layers)
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
-            "peak_rss_mib": round(meter.peak_kib / 1024, 1), "scan_s": round(scan_s, 1),
+            "peak_rss_mib": round(meter.peak_kib / 1024, 1),
+            "peak_pss_mib": round(meter.peak_pss_kib / 1024, 1),
+            "peak_anon_pss_mib": round(meter.peak_anon_kib / 1024, 1),
+            "peak_pss_mib_by_stage": peaks, "scan_s": round(scan_s, 1),
             "audit_over_scan": round(wall / scan_s, 2) if scan_s else None,
             "layers_s": {k: round(v, 1) for k, v in layers.items() if v},
             "layer_share": {k: round(v / wall, 3) for k, v in layers.items() if v},
@@ -268,6 +340,9 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--keep-output", action="store_true",
                     help="keep the audit's output and workspace (FOLDER/audit-nN)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--max-pss-gib", type=float, default=None,
+                    help="kill the audit when its process tree's PSS passes this (protects the "
+                    "machine; the run is then reported as failed)")
     args = ap.parse_args(argv)
     runs = []
     for n in [int(v) for v in args.sizes.split(",") if v]:
@@ -281,7 +356,9 @@ def main(argv=None) -> list[dict]:
                 import shutil
 
                 shutil.rmtree(keep)  # cold: an empty workspace every run
-            res = run_audit(root, args.workers, out, workspace)
+            limit = None if args.max_pss_gib is None else args.max_pss_gib * 1024
+            res = run_audit(root, args.workers, out, workspace, limit,
+                            args.folder / f"audit-n{n}.log")
             doc = res.pop("doc")
             res["checks"] = check(p, root, doc, out)
         res.update({"files": n, "test_files": int((p["split"] == "test").sum()), **gen,

@@ -665,6 +665,7 @@ def within_pool_steps(table: pd.DataFrame, *, label: str = "label", group: str |
                              seed + i)], te) for i, (tr, te) in enumerate(splits)]
     sampled = [len(tr) < a for (tr, _), a in zip(splits, available)]
     Xv = X.to_numpy(dtype=np.float64)
+    del X  # the frame's copy is not needed while the folds run (a row's worth per field)
     pred = np.empty(len(yv), dtype=object)
     fold_of = np.empty(len(yv), dtype=np.int64)
     imp_parts: list[pd.DataFrame] = []
@@ -787,9 +788,11 @@ def cross_split_steps(train: pd.DataFrame, test: pd.DataFrame, *, label: str = "
               if group is not None and group in train.columns else None)
     fit = fit_sample(ytr, groups, fit_max_rows, seed)
     if keep:
-        xtr, xte = Xtr[keep].to_numpy(np.float64), Xte[keep].to_numpy(np.float64)
+        # only the fitted rows of the training side become a matrix
+        xfit, xte = Xtr[keep].iloc[fit].to_numpy(np.float64), Xte[keep].to_numpy(np.float64)
+        del X, Xtr, Xte, both  # the frames are not needed while the fit runs
         (pred, imp, single), = yield FoldTasks(
-            [(_fit_cross, (xtr[fit], ytr[fit], xte, yte, keep, cat, seed, importance_repeats,
+            [(_fit_cross, (xfit, ytr[fit], xte, yte, keep, cat, seed, importance_repeats,
                            importance_max_rows, len(fit) < len(ytr)))],
             weight=_fold_weight(len(fit), len(keep), fits=1))
         imp_parts = [imp]

@@ -127,8 +127,8 @@ def _fold_prob(X, y, train, test, classifier: str, seed: int) -> np.ndarray | No
         return None  # a fold without both partitions cannot be fitted; left as NaN
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = _classifier(classifier, seed).fit(X[train], y[train])
-        return model.predict_proba(X[test])[:, 1]
+        model = _classifier(classifier, seed).fit(np.asarray(X[train], np.float64), y[train])
+        return model.predict_proba(np.asarray(X[test], np.float64))[:, 1]
 
 
 def _oof_prob(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None, *, folds: int, seed: int,
@@ -230,7 +230,11 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
                     shuffled_control=True, fit_max_rows=FIT_MAX_ROWS):
     """:func:`partition_classifier` as a step generator (:func:`~splitscope.provenance.stats.
     run_steps`): the folds of the classifier and of its shuffled control run together."""
-    X = np.asarray(features, dtype=np.float64)
+    # float32 features (content features, most embeddings) stay float32, half the memory of
+    # all rows; each fold converts the rows it fits and scores to float64, exactly
+    X = np.asarray(features)
+    if X.dtype != np.float32:
+        X = X.astype(np.float64, copy=False)
     y = np.asarray(is_test).astype(bool)
     if X.ndim != 2 or len(X) != len(y):
         raise InputError(f"features must be (n, d) aligned with is_test; got {X.shape} and {y.shape}")

@@ -14,6 +14,8 @@ from splitscope.provenance.stats import Together
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.ids import slug
 
+THUMB_BLOCK = 4096  # thumbnails read from the store at a time for content features (~37 MiB)
+
 
 def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds, classifier,
                        internal_share, max_rows, inputs,
@@ -61,7 +63,11 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
         new = np.unique(t[bank["at"][t] < 0])
         if new.size:
             bank["at"][new] = len(bank["rows"]) + np.arange(new.size)
-            bank["rows"] = np.concatenate([bank["rows"], content_features(sc.thumbnails[new])])
+            # read a block of thumbnails at a time: a fancy index of the memory-mapped store
+            # would load every new thumbnail at once (9 KiB a row)
+            bank["rows"] = np.concatenate([bank["rows"], *(
+                content_features(sc.thumbnails[new[i:i + THUMB_BLOCK]])
+                for i in range(0, new.size, THUMB_BLOCK))])
         return bank["rows"][bank["at"][t]], ok
 
     def prepare(rid, name, q_ids, r_ids, b, internal=False):
