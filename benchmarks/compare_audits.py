@@ -6,6 +6,11 @@ command-independent timings, software versions, the output folders' own paths, a
 checksums of ``audit.json``/``report.html`` (they hold the times). Prints each difference;
 exit code 1 when there is one outside ``--allow KEY`` (a top-level key, repeatable).
 
+``--report`` also compares ``report.html`` section by section (the text from one
+``data-section`` mark to the next, with the run's times and the layers' durations left out)
+and, when both audits wrote one, ``croissant.json`` key by key (without its dates and the
+checksums of ``audit.json``/``report.html``).
+
 ``--renamed-layers`` allows one more change, to compare audits across the change that made a
 record's ``layer`` the name of the layer that wrote it: a record (same id, same place) whose
 ``layer`` became the name of one of the new audit's layers, with a ``section`` equal to its
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -72,6 +78,53 @@ def _renamed_layers(old: dict, new: dict) -> dict[tuple[str, str], int]:
     return counts
 
 
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?")
+_RUN_SECONDS = re.compile(r"(<div class=\"meta\">[^<]*?· )[\d.]+ s ·")
+_LAYER_SECONDS = re.compile(r'(<td class="num">[\d,]+</td>)<td class="num">[^<]*</td>')
+
+
+def _report_sections(folder: Path, roots: list[Path]) -> list[tuple[str, str]]:
+    """``report.html`` as (section, text) in page order: the text before the first
+    ``data-section`` mark, then from each mark to the next, without the run's times and
+    durations."""
+    text = (folder / "report.html").read_text(encoding="utf-8")
+    for root in roots:
+        text = text.replace(str(root), "<OUT>")
+    text = _TIME.sub("<TIME>", _RUN_SECONDS.sub(r"\1<S> s ·", text))
+    head, *rest = re.split(r'data-section="([^"]+)"', text)
+    sections = [("(head)", head)] + list(zip(rest[::2], rest[1::2]))
+    return [(name, _LAYER_SECONDS.sub(r'\1<td class="num"><S></td>', body) if name == "layers"
+             else body) for name, body in sections]
+
+
+def _report_differences(old: Path, new: Path, roots: list[Path]) -> tuple[list[str], int, int]:
+    """Differences between the two reports' sections, the sections compared and how many
+    are identical."""
+    a, b = _report_sections(old, roots), _report_sections(new, roots)
+    if [n for n, _ in a] != [n for n, _ in b]:
+        return [f"~ /report.html: sections {[n for n, _ in a]} -> {[n for n, _ in b]}"], \
+            max(len(a), len(b)), 0
+    found = [f"~ /report.html[{i}] ({name}): section differs" for i, ((name, x), (_, y))
+             in enumerate(zip(a, b)) if x != y]
+    return found, len(a), len(a) - len(found)
+
+
+def _croissant(folder: Path, roots: list[Path]) -> dict | None:
+    path = folder / "croissant.json"
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+    for root in roots:
+        text = text.replace(str(root), "<OUT>")
+    doc = json.loads(_TIME.sub("<TIME>", text))
+    doc.pop("datePublished", None)
+    for entry in doc.get("distribution", []):
+        if entry.get("@id") in ("audit.json", "report.html"):
+            entry.pop("sha256", None)
+            entry.pop("contentSize", None)
+    return doc
+
+
 def _lists(folder: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted((folder / "lists").rglob("*")) if p.is_file()}
@@ -83,6 +136,8 @@ def main(argv=None) -> int:
     ap.add_argument("new", type=Path)
     ap.add_argument("--allow", action="append", default=[],
                     help="top-level key of audit.json allowed to differ (e.g. options)")
+    ap.add_argument("--report", action="store_true",
+                    help="also compare report.html section by section and croissant.json")
     ap.add_argument("--renamed-layers", action="store_true",
                     help="allow a record's layer to become its writing layer's name (with the "
                          "old value as its section)")
@@ -94,10 +149,26 @@ def main(argv=None) -> int:
     old_lists, new_lists = _lists(args.old), _lists(args.new)
     found += [f"~ {name}: file differs" for name in sorted(set(old_lists) | set(new_lists))
               if old_lists.get(name) != new_lists.get(name)]
+    report_line = ""
+    if args.report:
+        in_report, sections, same = _report_differences(args.old, args.new, roots)
+        found += in_report
+        report_line = f"; report.html: {same} of {sections} sections identical"
+        old_cr, new_cr = _croissant(args.old, roots), _croissant(args.new, roots)
+        if old_cr is not None or new_cr is not None:
+            in_croissant = _differences(old_cr or {}, new_cr or {}, "croissant.json")
+            found += [d.replace(" croissant.json", " /croissant.json", 1)
+                      for d in in_croissant]
+            report_line += (f"; croissant.json: {len(in_croissant)} difference(s)"
+                            if old_cr is not None and new_cr is not None
+                            else "; croissant.json written by one audit only")
     blocking = [d for d in found if d.split()[1].split("/")[1].split("[")[0] not in args.allow
                 or not d.split()[1].startswith("/")]
-    print(f"{args.old} vs {args.new}: audit.json and {len(new_lists)} list files compared; "
-          f"{len(found)} difference(s), {len(blocking)} outside {args.allow or 'nothing'}")
+    records = len(new.get("records", []))
+    same = sum(x == y for x, y in zip(old.get("records", []), new.get("records", [])))
+    print(f"{args.old} vs {args.new}: audit.json ({same} of {records} records identical) and "
+          f"{len(new_lists)} list files compared{report_line}; {len(found)} difference(s), "
+          f"{len(blocking)} outside {args.allow or 'nothing'}")
     for (was, now), n in sorted(renamed.items()):
         print(f"   allowed: record layer {was} -> {now} ({n} records)")
     for line in found[:50]:

@@ -148,10 +148,10 @@ def test_identical_images_under_two_labels_inside_one_split(tmp_path):
     assert recs["identity.label_conflict_within.train--train"]["numerator"] == 0
     verdicts = res.document["summary"]["verdicts"]
     assert any(v.startswith("LABEL CONFLICT within the test split: 20% (2 of 10 rows)")
-               for v in verdicts)
+               and v.endswith("(lists/label_conflicts).") for v in verdicts)
     assert any(v.startswith("Within the test split: 40% (4 of 10 rows) are byte-identical "
                             "copies of another test row; 2 of them are extra copies")
-               for v in verdicts)
+               and v.endswith("(lists/within_copies).") for v in verdicts)
     issues = res.issues.set_index("path")
     assert bool(issues.loc["test/b/dup_of_a0.png", "label_conflict"])
     assert bool(issues.loc["test/a/0.png", "label_conflict"])

@@ -67,14 +67,10 @@ def test_seed_and_resamples_reach_the_groups_layer_and_audit_json(tmp_path):
     assert saved["options"] == doc["options"]
 
 
-#: modules whose resample defaults are still literals (rewritten in parallel work on the probes)
-_RESAMPLES_NOT_YET = {"provenance/header_probe.py", "provenance/partition.py",
-                      "provenance/stats.py"}
-
-
 def test_resample_defaults_come_from_the_options():
     """A function's ``n_resamples``/``n_boot``/``resamples`` default names RunOptions.resamples
-    (defined once) instead of spelling 2000."""
+    (defined once) instead of spelling 2000; the provenance probes' ``seed`` and ``folds``
+    name RunOptions.seed and ProvenanceOptions.folds."""
     import ast
 
     import splitscope
@@ -90,8 +86,8 @@ def test_resample_defaults_come_from_the_options():
             pairs = list(zip(args.args[len(args.args) - len(args.defaults):], args.defaults))
             pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d]
             for arg, default in pairs:
-                if arg.arg in ("n_resamples", "n_boot", "resamples") \
-                        and isinstance(default, ast.Constant):
+                named = ("n_resamples", "n_boot", "resamples") + (
+                    ("seed", "folds") if rel.startswith("provenance/") else ())
+                if arg.arg in named and isinstance(default, ast.Constant):
                     spelled.setdefault(rel, []).append(f"{node.name}({arg.arg})")
-    assert set(spelled) <= _RESAMPLES_NOT_YET, spelled
-    assert _RESAMPLES_NOT_YET <= set(spelled), "converted: shorten _RESAMPLES_NOT_YET"
+    assert not spelled, spelled

@@ -15,9 +15,6 @@ PACKAGE = Path(splitscope.__file__).parent
 TABLES = ("relations", "groups", "provenance", "evaluation", "experiments")
 #: names that are also feature columns (the file digest, the file name, the pixel digest)
 COLUMNS = {"sha256", "basename", "pixel_xxh128"}
-#: modules that still spell predicate names: the report imports no layer package (it reads only
-#: the document), so it cannot import the tables; none may be added
-NOT_YET = {"report/html.py"}
 
 
 def _names() -> dict[str, str]:
@@ -65,9 +62,7 @@ def test_the_tables_name_predicates():
 
 def test_no_module_spells_a_predicate_name_outside_its_table():
     found = offenders(_names())
-    new = {k: v for k, v in found.items() if k not in NOT_YET}
-    assert not new, f"predicate names spelled outside <package>/predicates.py: {new}"
-    assert not NOT_YET - set(found), f"converted, remove from NOT_YET: {NOT_YET - set(found)}"
+    assert not found, f"predicate names spelled outside <package>/predicates.py: {found}"
 
 
 def test_the_check_finds_a_spelled_predicate(tmp_path):

@@ -196,3 +196,25 @@ def test_demo_provenance_the_same_with_every_fit_in_worker_processes(demo_scan, 
     assert here.tables.keys() == workers.tables.keys()
     for name, table in here.tables.items():
         pd.testing.assert_frame_equal(table, workers.tables[name], check_exact=True)
+
+
+def test_a_check_that_did_not_run_names_its_predicate_and_keeps_its_report_table():
+    """The not-run records of the probes and the partition classifier name the predicate they
+    would have measured, so the report shows them in that predicate's table."""
+    from splitscope.audit.protocol import record_roles
+    from splitscope.boundary import release_boundaries
+    from splitscope.provenance.predicates import HEADER_PROBE_WITHIN, IMAGE_STATS_WITHIN, PARTITION
+    from splitscope.report.html import report_context
+
+    res = audit_provenance(_manifest(), n_resamples=100)
+    by_id = {r.id: r for r in res.records}
+    for rid, name in (("provenance.header_probe.within_pool", HEADER_PROBE_WITHIN),
+                      ("provenance.image_stats_probe.within_pool", IMAGE_STATS_WITHIN),
+                      ("provenance.partition", PARTITION)):
+        assert by_id[rid].status == "not assessed" and by_id[rid].predicate["name"] == name
+    (b,) = [x.to_dict() for x in release_boundaries(_manifest())]
+    doc = {"records": [r.to_dict() for r in res.records], "boundaries": [b], "inputs": []}
+    (view,) = report_context(doc, roles=record_roles())["boundaries"]
+    assert [r["id"] for r in view["header"]] == ["provenance.header_probe.within_pool"]
+    assert [r["id"] for r in view["image_stats"]] == ["provenance.image_stats_probe.within_pool"]
+    assert [r["id"] for r in view["partition"]] == ["provenance.partition"]

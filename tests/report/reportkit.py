@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from splitscope.audit.conditions import evaluate_conditions, parse_condition
-from splitscope.audit.protocol import scorecard_measures
+from splitscope.audit.protocol import record_roles, scorecard_measures
 from splitscope.boundary import Boundary, Population
 from splitscope.provenance.predicates import HEADER_PROBE_WITHIN, PARTITION
 from splitscope.records import AuditRecord, Uncertainty
@@ -13,6 +13,9 @@ from splitscope.records.scorecard import score_card
 from splitscope.relations.rho_figures import distribution, sweep
 
 EVIL = "<img src=x onerror=alert(1)>"
+#: what the registered layers declare their records to be (passed to the renderer as the
+#: audit passes it)
+ROLES = record_roles()
 
 
 def boundary(q="test", r="train", nq=200, nr=800) -> Boundary:

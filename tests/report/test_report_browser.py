@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PIL import Image
-from reportkit import EVIL, boundary, document, records
+from reportkit import EVIL, ROLES, boundary, document, records
 
 from splitscope.records import AuditRecord
 from splitscope.report.browser import find_browser, inspect_page
@@ -29,7 +29,8 @@ def test_report_renders_without_errors(tmp_path):
                 "query": {"row": 3, "path": f"test/{EVIL}.png", "label": EVIL, "file": str(img)},
                 "reference": {"row": 7, "path": "train/a.png", "label": "NORMAL",
                               "file": str(img)}}]
-    path = render_report(document(recs, b, gallery=gallery), tmp_path / "report.html")
+    path = render_report(document(recs, b, gallery=gallery), tmp_path / "report.html",
+                         roles=ROLES)
     info = inspect_page(path, screenshot=tmp_path / "shot.png")
     assert info["console_errors"] == []
     assert info["scripts"] == 0 and info["injected"] == 0

@@ -65,7 +65,7 @@ def test_not_completed_and_control_records_are_not_read():
     assert _eval("ncc_rate>0", recs)["value"] is None
     recs = records()
     recs[1].predicate = {"name": "ncc_nearest", "params": {}}
-    recs[1].id = "near_duplicate.ncc_nearest.control"
+    recs[1].details["role"] = "control"
     assert _eval("ncc_rate>0", recs)["value"] is None
 
 

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 from PIL import Image
-from reportkit import EVIL, boundary, document, records
+from reportkit import EVIL, ROLES, boundary, document, records
 
 from splitscope.records import AuditRecord
 from splitscope.report.html import (
@@ -35,7 +35,7 @@ def _evil_doc(tmp_path):
 
 
 def test_every_input_string_is_escaped(tmp_path):
-    html = render_html(_evil_doc(tmp_path))
+    html = render_html(_evil_doc(tmp_path), roles=ROLES)
     assert "<img src=x" not in html and "onerror=alert" not in html.replace(
         "onerror=alert(1)&gt;", "")
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
@@ -44,7 +44,7 @@ def test_every_input_string_is_escaped(tmp_path):
 
 
 def test_report_is_self_contained(tmp_path):
-    html = render_html(_evil_doc(tmp_path))
+    html = render_html(_evil_doc(tmp_path), roles=ROLES)
     assert "<script" not in html and "<link" not in html
     for attr in re.findall(r'(?:src|href)="([^"]*)"', html):
         assert attr.startswith(("data:", "#")), attr
@@ -53,7 +53,7 @@ def test_report_is_self_contained(tmp_path):
 
 def test_sections_figures_gallery_and_status(tmp_path):
     doc = _evil_doc(tmp_path)
-    html = render_html(doc)
+    html = render_html(doc, roles=ROLES)
     for section in ("verdicts", "layers", "scorecard", "census", "distribution", "sweep",
                     "gallery", "groups", "header", "partition", "evaluation", "all-records",
                     "inputs"):
@@ -84,7 +84,7 @@ def test_gallery_is_capped_and_page_stays_small(tmp_path):
             "query": {"row": 1, "path": "q.png", "label": "a", "file": str(img)},
             "reference": {"row": 2, "path": "r.png", "label": "a", "file": str(img)}}
     doc = document(gallery=[dict(pair) for _ in range(200)])
-    path = render_report(doc, tmp_path / "report.html", max_pairs=60)
+    path = render_report(doc, tmp_path / "report.html", roles=ROLES, max_pairs=60)
     html = path.read_text()
     assert html.count('class="pair"') == 60
     assert "60 of 200 flagged pairs shown" in html
@@ -110,7 +110,7 @@ def test_thumbnail_uri(tmp_path):
 def test_a_broken_figure_is_a_note_not_a_crash():
     doc = document()
     doc["figures"]["test → train"]["sweep"] = [{"label": "x", "points": "not a list"}]
-    html = render_html(doc)
+    html = render_html(doc, roles=ROLES)
     assert "figure not drawn" in html
 
 

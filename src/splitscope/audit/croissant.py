@@ -23,21 +23,23 @@ def add_croissant(out_dir: str | Path, *, license: str | None = None,
                   cite_as: str | None = None, url: str | None = None) -> Path:
     """Write ``OUT_DIR/croissant.json`` for the finished audit in ``out_dir`` (see the module
     docstring); returns its path. A list changed since the audit is an ``InputError``."""
+    from splitscope.audit.protocol import record_roles
     from splitscope.features.sources import open_image
     from splitscope.records.croissant import croissant_record
     from splitscope.report.html import render_report
 
     out = Path(out_dir)
-    croissant_record(out)  # checks the folder and its lists before anything is rewritten
+    roles = record_roles()
+    croissant_record(out, roles=roles)  # checks the folder and lists before anything is rewritten
     audit_json = out / "audit.json"
     doc = json.loads(audit_json.read_text(encoding="utf-8"))
     if not doc["params"].get("croissant"):
         doc["params"]["croissant"] = True
         write_json(doc, audit_json)
-        render_report(doc, out / "report.html",
+        render_report(doc, out / "report.html", roles=roles,
                       max_pairs=int(doc["params"].get("max_gallery_pairs") or 60),
                       opener=open_image)
-    path = write_croissant(out, license=license, cite_as=cite_as, url=url)
+    path = write_croissant(out, roles=roles, license=license, cite_as=cite_as, url=url)
     files = [audit_json, out / "report.html", path] + [out / a["path"] for a in doc["artifacts"]]
     write_artifacts_manifest(out, [f for f in files if f.is_file()])
     return path

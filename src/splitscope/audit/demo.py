@@ -17,6 +17,12 @@ from typing import Any
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.evaluation.predicates import (
+    ATTRIBUTION_LAYER,
+    ATTRIBUTION_OUTSIDE,
+    BALANCED_ACCURACY,
+)
+from splitscope.evaluation.predicates import LAYER as EVALUATION_LAYER
 from splitscope.relations.predicates import (
     HASH_EXACT_PHASH,
     HASH_JOINT,
@@ -208,9 +214,16 @@ def simulated_model_findings(audit_doc: dict) -> dict[str, Any]:
     """What the evaluation and attribution layers measured on the simulated model outputs:
     balanced accuracy on the official and deduplicated views, and the attribution contrast
     (``None`` where the record is missing or not assessed), with lines in words."""
-    def find(prefix: str, suffix: str = "") -> dict | None:
+    def find(layer: str, predicate: str, view: str | None = None) -> dict | None:
+        """The first measured record of ``predicate`` by ``layer`` (on the evaluation view
+        named ``view``, when given)."""
+        def on_view(r: dict) -> bool:
+            params = (r.get("predicate") or {}).get("params") or {}
+            return view is None or (params.get("view") or {}).get("name") == view
+
         return next((r for r in audit_doc.get("records", [])
-                     if r.get("id", "").startswith(prefix) and r.get("id", "").endswith(suffix)
+                     if r.get("layer") == layer
+                     and (r.get("predicate") or {}).get("name") == predicate and on_view(r)
                      and r.get("estimate") is not None), None)
 
     def say(rec: dict | None) -> str:
@@ -221,9 +234,9 @@ def simulated_model_findings(audit_doc: dict) -> dict[str, Any]:
               if unc.get("low") is not None and unc.get("high") is not None else "")
         return f"{rec['estimate']:.3f}{iv}"
 
-    official = find("evaluation.metrics.", ".official")
-    dedup = find("evaluation.metrics.", ".deduplicated")
-    attribution = find("evaluation.attribution_outside_mask")
+    official = find(EVALUATION_LAYER, BALANCED_ACCURACY, "official")
+    dedup = find(EVALUATION_LAYER, BALANCED_ACCURACY, "deduplicated")
+    attribution = find(ATTRIBUTION_LAYER, ATTRIBUTION_OUTSIDE)
     trained = any(layer.get("layer") == "experiments" and layer.get("status") == "completed"
                   for layer in audit_doc.get("layers", []))
     lines = ["Trained small-cnn (model-trained/experiment.json):" if trained else

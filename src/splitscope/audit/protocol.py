@@ -32,9 +32,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from splitscope.errors import InputError
 from splitscope.records import LayerResult, not_run_record
+from splitscope.records.roles import ROLES
 
-__all__ = ["AuditContext", "Layer", "LayerOutcome", "NotRun", "layer_names", "register",
-           "registered_layers", "run_layer", "unregister", "why_not_run"]
+__all__ = ["AuditContext", "Layer", "LayerOutcome", "NotRun", "layer_names", "record_roles",
+           "register", "registered_layers", "run_layer", "scorecard_measures", "unregister",
+           "why_not_run"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,10 @@ class Layer(Protocol):
     scorecard : mapping of str to tuple of str, optional
         The score-card details its records measure (:mod:`splitscope.records.scorecard`):
         detail key → the predicate names of those records (see :func:`scorecard_measures`).
+    roles : mapping of str to tuple of str, optional
+        What its records are to the report and the Croissant record
+        (:mod:`splitscope.records.roles`): role → the predicate names of those records (see
+        :func:`record_roles`).
     title : str, optional
         What the layer measures, in words; the record left when it does not run is titled
         ``<title> <status>`` (default ``<name> layer <status>``).
@@ -152,6 +158,10 @@ def register(layer: Layer) -> Layer:
     if not isinstance(getattr(layer, "name", None), str) or not callable(getattr(layer, "run",
                                                                                  None)):
         raise TypeError(f"{layer!r} is not a layer: it needs a name and run(context)")
+    unknown = sorted(set(getattr(layer, "roles", None) or {}) - set(ROLES))
+    if unknown:
+        raise ValueError(f"layer {layer.name!r} declares unknown record roles {unknown}; "
+                         f"roles are {', '.join(ROLES)} (splitscope.records.roles)")
     for other in _REGISTERED:
         if other.name == layer.name and other is not layer:
             raise ValueError(f"a layer named {layer.name!r} is already registered "
@@ -219,6 +229,14 @@ def scorecard_measures() -> dict[str, dict[str, tuple[str, ...]]]:
     :func:`splitscope.records.scorecard.score_card`)."""
     return {layer.name: dict(layer.scorecard) for layer in registered_layers()
             if getattr(layer, "scorecard", None)}
+
+
+def record_roles() -> dict[str, dict[str, tuple[str, ...]]]:
+    """Per registered layer that declares them, its ``roles``: role → the predicate names of
+    its records that play it (read by :mod:`splitscope.report.html` and
+    :mod:`splitscope.records.croissant`, which the audit passes them to)."""
+    return {layer.name: {k: tuple(v) for k, v in layer.roles.items()}
+            for layer in registered_layers() if getattr(layer, "roles", None)}
 
 
 def layer_names() -> tuple[str, ...]:

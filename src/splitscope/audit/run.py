@@ -43,6 +43,7 @@ from splitscope.audit.protocol import (
     LayerOutcome,
     NotRun,
     not_run,
+    record_roles,
     registered_layers,
     run_layer,
     scorecard_measures,
@@ -584,13 +585,14 @@ def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, exit_code: int) -
 
     audit_json = out_dir / "audit.json"
     write_json(doc, audit_json)
-    report = render_report(doc, out_dir / "report.html", max_pairs=max_pairs,
+    roles = record_roles()
+    report = render_report(doc, out_dir / "report.html", roles=roles, max_pairs=max_pairs,
                            opener=open_image)
     files = [audit_json, report] + [out_dir / a["path"] for a in doc["artifacts"]]
     if doc["params"].get("croissant"):
         from splitscope.records.croissant import write_croissant
 
-        files.append(write_croissant(out_dir))
+        files.append(write_croissant(out_dir, roles=roles))
     files.append(write_artifacts_manifest(out_dir, files))
     return AuditResult(document=doc, out_dir=out_dir, exit_code=exit_code, files=files)
 

@@ -25,6 +25,7 @@ from splitscope.evaluation.predicates import (
     BALANCED_ACCURACY,
     LAYER,
     RESCORING,
+    ROLES,
     SCOREABILITY,
     SCORECARD,
     TEMPERATURE_SCALING,
@@ -383,6 +384,7 @@ class EvaluationLayer:
     order = 40
     verdicts = reading.VERDICTS  # verdict lines (splitscope.audit.verdicts)
     scorecard = SCORECARD  # score-card details (splitscope.records.scorecard)
+    roles = ROLES  # its records in the report (splitscope.records.roles)
     needs: ClassVar[dict[str, str]] = {"predictions": "no saved predictions given (--predictions DIR)"}
     uses: ClassVar[dict[str, str]] = {"duplicates": "its deduplicated test split (the view is "
                                       "left out when that layer did not complete)"}

@@ -3,6 +3,8 @@ details their records measure."""
 
 from __future__ import annotations
 
+from splitscope.records import roles
+
 #: the layers whose records these predicates name (record ``layer``)
 LAYER, ATTRIBUTION_LAYER = "evaluation", "attribution"
 
@@ -22,3 +24,7 @@ SCORECARD: dict[str, tuple[str, ...]] = {
     "calibration": (TEMPERATURE_SCALING,),
     "uncertainty": (),
 }
+
+#: what its records are to the report (``splitscope.records.roles``): the scoreability record
+#: counts entries, it is not a metric to chart
+ROLES: dict[str, tuple[str, ...]] = {roles.NOT_CHARTED: (SCOREABILITY,)}

@@ -27,7 +27,7 @@ from splitscope.cli_options import (
     with_options,
 )
 from splitscope.errors import InputError
-from splitscope.groups.predicates import GROUP_OVERLAP
+from splitscope.groups.predicates import GROUP_OVERLAP, RESPLIT
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
 from splitscope.records.format import percent
 
@@ -76,7 +76,7 @@ def _print_groups(result) -> None:
         t.add_row("status", r.status, "")
         console.print(t)
     for r in result.records:
-        if r.id == "group.resplit" and r.status == "completed":
+        if r.predicate.get("name") == RESPLIT and r.status == "completed":
             console.print(f"re-split: {escape(r.conclusion)}")
 
 
@@ -159,7 +159,7 @@ def _print_resplit(result) -> None:
     from rich.table import Table
 
     for r in result.records:
-        if r.id != "group.resplit" or r.status != "completed":
+        if r.predicate.get("name") != RESPLIT or r.status != "completed":
             continue
         bal = pd.DataFrame(r.details["class_balance"])
         t = Table(title="Group-disjoint re-split: rows per class (share of class)",

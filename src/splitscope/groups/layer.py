@@ -26,6 +26,7 @@ from splitscope.groups.predicates import (
     RESPLIT,
 )
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
+from splitscope.groups.predicates import ROLES as GROUP_ROLES
 from splitscope.groups.reading import RULES as GROUP_RULES
 from splitscope.groups.reading import VERDICTS as GROUP_VERDICTS
 from splitscope.options import RunOptions
@@ -344,6 +345,7 @@ class GroupsLayer:
     metrics = tuple(GROUP_METRICS.values())  # --fail-on (splitscope.audit.conditions)
     rules = GROUP_RULES  # "what this means" (splitscope.audit.meaning)
     verdicts = GROUP_VERDICTS  # verdict lines (splitscope.audit.verdicts)
+    roles = GROUP_ROLES  # its records in the Croissant record (splitscope.records.roles)
 
     def run(self, context) -> LayerResult:
         run = context.options.run

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.options import ProvenanceOptions, RunOptions
 from splitscope.provenance.stats import (
     PARALLEL_CELLS,
     FoldTasks,
@@ -420,7 +421,8 @@ def _preprocessed_positions(model, n_columns: int) -> np.ndarray:
 
 
 def permutation_importances(model, X: np.ndarray, y: np.ndarray, names: list[str], *,
-                            repeats: int = 5, seed: int = 0, max_rows: int = 2000,
+                            repeats: int = 5, seed: int = RunOptions.seed,
+                            max_rows: int = 2000,
                             chunk_rows: int = 200_000, threads: int = 1,
                             columns: np.ndarray | None = None) -> pd.DataFrame:
     """Permutation importance per header *field*, on held-out rows.
@@ -488,7 +490,8 @@ def permutation_importances(model, X: np.ndarray, y: np.ndarray, names: list[str
 
 
 def single_field_accuracy(X: np.ndarray, y: np.ndarray, names: list[str],
-                          splits: list[tuple[np.ndarray, np.ndarray]], seed: int = 0) -> pd.DataFrame:
+                          splits: list[tuple[np.ndarray, np.ndarray]],
+                          seed: int = RunOptions.seed) -> pd.DataFrame:
     """Held-out balanced accuracy of each header field alone (all its columns), with a
     decision tree of at most 8 leaves (balanced class weights; NaN handled by the tree) over
     the given (train, test) index splits, predictions pooled over the splits."""
@@ -559,9 +562,9 @@ def header_probe_within_pool(
     *,
     label: str = "label",
     group: str | None = "group",
-    folds: int = 5,
-    seed: int = 0,
-    n_resamples: int = 2000,
+    folds: int = ProvenanceOptions.folds,
+    seed: int = RunOptions.seed,
+    n_resamples: int = RunOptions.resamples,
     importance_repeats: int = 5,
     importance_max_rows: int = 2000,
     fit_max_rows: int | None = FIT_MAX_ROWS,
@@ -623,7 +626,8 @@ def _fit_fold(X, y, train, test, names, categorical, seed, importance_seed, repe
 
 
 def within_pool_steps(table: pd.DataFrame, *, label: str = "label", group: str | None = "group",
-                      folds: int = 5, seed: int = 0, n_resamples: int = 2000,
+                      folds: int = ProvenanceOptions.folds, seed: int = RunOptions.seed,
+                      n_resamples: int = RunOptions.resamples,
                       importance_repeats: int = 5, importance_max_rows: int = 2000,
                       fit_max_rows: int | None = FIT_MAX_ROWS, columns: list[str] | None = None,
                       include_name_fields: bool = False, jobs: int | None = None,
@@ -716,8 +720,8 @@ def header_probe_cross_split(
     test: pd.DataFrame,
     *,
     label: str = "label",
-    seed: int = 0,
-    n_resamples: int = 2000,
+    seed: int = RunOptions.seed,
+    n_resamples: int = RunOptions.resamples,
     importance_repeats: int = 5,
     importance_max_rows: int = 2000,
     fit_max_rows: int | None = FIT_MAX_ROWS,
@@ -759,7 +763,8 @@ def _fit_cross(xtr, ytr, xte, yte, keep, categorical, seed, repeats, max_rows,
 
 
 def cross_split_steps(train: pd.DataFrame, test: pd.DataFrame, *, label: str = "label",
-                      seed: int = 0, n_resamples: int = 2000, importance_repeats: int = 5,
+                      seed: int = RunOptions.seed, n_resamples: int = RunOptions.resamples,
+                      importance_repeats: int = 5,
                       importance_max_rows: int = 2000, fit_max_rows: int | None = FIT_MAX_ROWS,
                       columns: list[str] | None = None, include_name_fields: bool = False,
                       group: str | None = "group", feature_matrix: FeatureMatrix | None = None):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from splitscope.provenance.checks import audit_provenance
 from splitscope.provenance.predicates import METRICS as PROVENANCE_METRICS
 from splitscope.provenance.predicates import QUALITY_METRICS
+from splitscope.provenance.predicates import ROLES as PROVENANCE_ROLES
 from splitscope.provenance.predicates import SCORECARD as PROVENANCE_SCORECARD
 from splitscope.provenance.quality_records import audit_quality
 from splitscope.provenance.reading import RULES as PROVENANCE_RULES
@@ -40,6 +41,7 @@ class ProvenanceLayer:
     rules = PROVENANCE_RULES  # "what this means" (splitscope.audit.meaning)
     verdicts = PROVENANCE_VERDICTS  # verdict lines (splitscope.audit.verdicts)
     scorecard = PROVENANCE_SCORECARD  # score-card details (splitscope.records.scorecard)
+    roles = PROVENANCE_ROLES  # its records in the report (splitscope.records.roles)
 
     def run(self, context) -> LayerResult:
         run = context.options.run

@@ -25,6 +25,7 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.features.embeddings import load_embeddings
+from splitscope.options import ProvenanceOptions, RunOptions
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
 from splitscope.provenance.stats import (
     PARALLEL_CELLS,
@@ -188,9 +189,9 @@ def partition_classifier(
     rows: pd.DataFrame | None = None,
     groups: np.ndarray | None = None,
     name: str = "test vs train pool",
-    folds: int = 5,
-    seed: int = 0,
-    n_resamples: int = 2000,
+    folds: int = ProvenanceOptions.folds,
+    seed: int = RunOptions.seed,
+    n_resamples: int = RunOptions.resamples,
     classifier: str = "logistic",
     shuffled_control: bool = True,
     fit_max_rows: int | None = FIT_MAX_ROWS,
@@ -226,7 +227,8 @@ def partition_classifier(
 
 
 def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs train pool",
-                    folds=5, seed=0, n_resamples=2000, classifier="logistic",
+                    folds=ProvenanceOptions.folds, seed=RunOptions.seed,
+                    n_resamples=RunOptions.resamples, classifier="logistic",
                     shuffled_control=True, fit_max_rows=FIT_MAX_ROWS):
     """:func:`partition_classifier` as a step generator (:func:`~splitscope.provenance.stats.
     run_steps`): the folds of the classifier and of its shuffled control run together."""
@@ -303,7 +305,7 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
                     f"{left_out:,} training row(s) left out of the fits"} if left_out else {})})
 
 
-def internal_split(n: int, share: float = 0.2, seed: int = 0,
+def internal_split(n: int, share: float = 0.2, seed: int = RunOptions.seed,
                    rows: pd.DataFrame | None = None) -> np.ndarray:
     """A seeded random ``share`` of ``n`` reference rows marked True: the internal-split
     control's pseudo test set. With ``rows`` (the ``n`` rows, for their

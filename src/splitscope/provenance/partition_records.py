@@ -34,10 +34,10 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
     out = LayerResult()
     title = "Partition classifier"
     if not bounds:
-        out.records.append(not_run_record(LAYER, "not applicable", "no boundary (train/test split) to classify", id="provenance.partition", title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not applicable", "no boundary (train/test split) to classify", id="provenance.partition", title=title, inputs=inputs, predicate=PARTITION))
         return _ready(out)
     if sc is None and embeddings is None:
-        out.records.append(not_run_record(LAYER, "not assessed", "no thumbnails (pass a scan) and no embeddings", id="provenance.partition", title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not assessed", "no thumbnails (pass a scan) and no embeddings", id="provenance.partition", title=title, inputs=inputs, predicate=PARTITION))
         return _ready(out)
     rng = np.random.default_rng(seed)
     emb = None
@@ -152,7 +152,7 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
         for (r, failed), (_, about) in zip(done, runs):
             if failed is not None:
                 rid, name = about[:2]
-                out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=rid, title=name, inputs=inputs))
+                out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=rid, title=name, inputs=inputs, predicate=PARTITION))
             else:
                 record(r, *about)
         return out

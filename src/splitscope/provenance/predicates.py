@@ -3,6 +3,7 @@ metrics that read their records."""
 
 from __future__ import annotations
 
+from splitscope.records import roles
 from splitscope.records.metrics import Metric
 
 #: the layers whose records these predicates name (record ``layer``)
@@ -42,4 +43,12 @@ QUALITY_METRICS: dict[str, Metric] = {m.name: m for m in (
 #: the score-card details (``splitscope.records.scorecard``) these records measure
 SCORECARD: dict[str, tuple[str, ...]] = {
     "shift_check": (*HEADER_PROBES, *IMAGE_STATS_PROBES, PARTITION),
+}
+
+#: what its records are to the report (``splitscope.records.roles``): each boundary's probe
+#: and partition tables and figures
+ROLES: dict[str, tuple[str, ...]] = {
+    roles.HEADER_PROBE: HEADER_PROBES,
+    roles.IMAGE_STATS_PROBE: IMAGE_STATS_PROBES,
+    roles.PARTITION: (PARTITION,),
 }

@@ -12,7 +12,16 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
-from splitscope.provenance.predicates import HEADER_PROBE, IMAGE_STATS_PROBE, LAYER, SOURCE_LABEL
+from splitscope.provenance.predicates import (
+    CROSS_SPLIT,
+    HEADER_PROBE,
+    HEADER_PROBE_WITHIN,
+    IMAGE_STATS_PROBE,
+    IMAGE_STATS_WITHIN,
+    LAYER,
+    SOURCE_LABEL,
+    WITHIN_POOL,
+)
 from splitscope.provenance.stats import Together
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.format import percent
@@ -42,8 +51,8 @@ def ba_uncertainty(ba: dict) -> Uncertainty:
 
 
 def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: str,
-                   probe: str, within, cross, scored, inputs, one_side_reason=None,
-                   single_field: bool = False) -> Steps:
+                   probe: str, predicate: str, within, cross, scored, inputs,
+                   one_side_reason=None, single_field: bool = False) -> Steps:
     """Step generator (:func:`~splitscope.provenance.stats.run_steps`) of the within-pool
     record and one cross-split record per boundary of one probe (the header probe's protocol,
     METHODS §4.2 and §4.5), with their tables ``<name>_within_pool``, ``<name>_importance``
@@ -54,8 +63,10 @@ def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: st
     :class:`~splitscope.errors.InputError` becomes a not-applicable record); ``scored(frame)`` marks the
     rows that have its features (labelled rows without them are counted as unscored);
     ``one_side_reason(b)``, when given, is why a boundary with an empty side is not
-    applicable (else the probe itself says what it cannot fit)."""
+    applicable (else the probe itself says what it cannot fit). A record left when a part
+    does not run names the predicate it would have measured (``<predicate> (<kind>)``)."""
     wid = f"provenance.{name}.within_pool"
+    within_name, cross_name = f"{predicate} ({WITHIN_POOL})", f"{predicate} ({CROSS_SPLIT})"
     labelled = pool["label"].notna()
     within_rows = pool[labelled & scored(pool)]
     unscored = int((labelled & ~scored(pool)).sum())
@@ -67,14 +78,14 @@ def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: st
         in_query = rows["row"].isin(b.query.rows) & labelled
         te = rows[in_query & ok]
         if one_side_reason is not None and (tr.empty or te.empty):
-            plan.append(not_run_record(LAYER, "not applicable", one_side_reason(b), id=rid, title=f"{title}: cross split", inputs=inputs))
+            plan.append(not_run_record(LAYER, "not applicable", one_side_reason(b), id=rid, title=f"{title}: cross split", inputs=inputs, predicate=cross_name))
         else:
             plan.append((b, rid, int((in_query & ~ok).sum()), tr, te))
     runs = [p for p in plan if isinstance(p, tuple)]
     (wp, failed), *crossed = yield Together(
         [caught(within(within_rows)), *[caught(cross(tr, te)) for *_, tr, te in runs]])
     if failed is not None:
-        out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=wid, title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=wid, title=title, inputs=inputs, predicate=within_name))
         return out
     out.records.append(_probe_record(wp, wid, f"{title}: within pool", None, inputs,
                                      probe=probe, unscored=unscored))
@@ -90,7 +101,7 @@ def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: st
         b, rid, unscored_b, _, _ = p
         cs, failed = next(results)
         if failed is not None:
-            out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=rid, title=f"{title}: cross split", inputs=inputs))
+            out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=rid, title=f"{title}: cross split", inputs=inputs, predicate=cross_name))
             continue
         out.records.append(_probe_record(cs, rid, f"{title}: fit on {b.reference.name}, "
                                          f"score {b.query.name}", b, inputs, within=wp,
@@ -100,16 +111,18 @@ def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: st
 
 
 def _unready(has_label: bool, has_features: bool, no_features: str, wid: str, title: str,
-             inputs) -> LayerResult:
+             inputs, predicate: str) -> LayerResult:
     """A probe's part with the record saying why it cannot run (no labels: not applicable; no
-    features: not assessed, ``no_features``), or an empty part when it can."""
+    features: not assessed, ``no_features``), or an empty part when it can; ``predicate``: the
+    within-pool predicate the record names."""
     out = LayerResult()
     if not has_label:
         out.records.append(not_run_record(LAYER, "not applicable", "no labels in the release",
-                                          id=wid, title=title, inputs=inputs))
+                                          id=wid, title=title, inputs=inputs,
+                                          predicate=predicate))
     elif not has_features:
         out.records.append(not_run_record(LAYER, "not assessed", no_features, id=wid,
-                                          title=title, inputs=inputs))
+                                          title=title, inputs=inputs, predicate=predicate))
     return out
 
 
@@ -126,12 +139,12 @@ def header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, r
     wid = "provenance.header_probe.within_pool"
     out = _unready(has_label, any(c in rows.columns for c in header_columns()),
                    "no header features: scan the release first (splitscope scan)", wid, title,
-                   inputs)
+                   inputs, HEADER_PROBE_WITHIN)
     if out.records:
         return out
     arrays = content_of(rows).eq(CONTENT_ARRAY).to_numpy(bool)
     if arrays.all():
-        out.records.append(not_run_record(LAYER, "not applicable", "no file headers: the rows are pixel arrays (an .npz or in-memory arrays), which carry no encoded file to probe", id=wid, title=title, inputs=inputs))
+        out.records.append(not_run_record(LAYER, "not applicable", "no file headers: the rows are pixel arrays (an .npz or in-memory arrays), which carry no encoded file to probe", id=wid, title=title, inputs=inputs, predicate=HEADER_PROBE_WITHIN))
         return out
     if arrays.any():  # only rows with file bytes have header fields
         rows = rows[~arrays]
@@ -139,7 +152,7 @@ def header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, r
     opts = {"seed": seed, "n_resamples": n_resamples, "importance_repeats": repeats,
             "include_name_fields": include_name_fields, "fit_max_rows": fit_max_rows}
     return (yield from _probe_records(
-        out, rows, pool, bounds, name="header_probe", title=title, probe="header",
+        out, rows, pool, bounds, name="header_probe", title=title, probe="header", predicate=HEADER_PROBE,
         within=lambda t: within_pool_steps(t, folds=folds, **opts),
         cross=lambda tr, te: cross_split_steps(tr, te, **opts),
         scored=lambda t: pd.Series(True, index=t.index), inputs=inputs, single_field=True,
@@ -161,14 +174,14 @@ def image_stats_records(rows, pool, bounds, has_label, *, seed, n_resamples, fol
     wid = "provenance.image_stats_probe.within_pool"
     out = _unready(has_label, all(c in rows.columns for c in IMAGE_STATS_FEATURES),
                    "no image statistics: scan the release with this version (splitscope scan)",
-                   wid, title, inputs)
+                   wid, title, inputs, IMAGE_STATS_WITHIN)
     if out.records:
         return out
     opts = {"seed": seed, "n_resamples": n_resamples, "importance_repeats": repeats,
             "fit_max_rows": fit_max_rows}
     return (yield from _probe_records(
         out, rows, pool, bounds, name="image_stats_probe", title=title,
-        probe="image statistics",
+        probe="image statistics", predicate=IMAGE_STATS_PROBE,
         within=lambda t: image_stats_within_pool_steps(t, folds=folds, **opts),
         cross=lambda tr, te: image_stats_cross_split_steps(tr, te, **opts),
         scored=lambda t: t["intensity_mean"].notna(), inputs=inputs))

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from splitscope.errors import InputError
+from splitscope.options import RunOptions
 
 __all__ = [
     "FoldTasks",
@@ -300,8 +301,10 @@ def interval_kind(n_resamples: int) -> str:
     return f"percentile bootstrap over cases, {n_resamples} resamples"
 
 
-def bootstrap_balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray, *, n_resamples: int = 2000,
-                                seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+def bootstrap_balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray, *,
+                                n_resamples: int = RunOptions.resamples,
+                                seed: int = RunOptions.seed,
+                                level: float = 0.95) -> dict[str, Any]:
     """Balanced accuracy and its percentile-bootstrap interval over cases.
 
     Returns
@@ -364,8 +367,8 @@ def weighted_auc(y: np.ndarray, score: np.ndarray, weights: np.ndarray | None = 
 AUC_CHUNK_CELLS = 4_000_000
 
 
-def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = 2000, seed: int = 0,
-                  level: float = 0.95, chunk: int = 250,
+def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = RunOptions.resamples,
+                  seed: int = RunOptions.seed, level: float = 0.95, chunk: int = 250,
                   strata: np.ndarray | None = None) -> dict[str, Any]:
     """AUC and its percentile-bootstrap interval over cases (resamples with one side empty are
     undefined and left out, and counted). ``strata``: see :func:`weighted_auc`.

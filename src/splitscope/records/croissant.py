@@ -33,8 +33,10 @@ from typing import Any
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.records import roles as R
 from splitscope.records.format import percent
 from splitscope.records.model import sha256_file
+from splitscope.records.roles import Roles, has_role, is_transform_sensitivity
 
 __all__ = ["CONFORMS_TO", "CROISSANT_FILE", "croissant_record", "write_croissant"]
 
@@ -71,17 +73,20 @@ _FORMATS = {".csv": "text/csv", ".parquet": "application/x-parquet",
 #: findings are contamination and coverage (rai:dataLimitations)
 _BIAS_LAYERS = {"provenance", "quality"}
 
-#: records described as record sets or protocol, not as findings
-_NOT_FINDINGS = ("near_duplicate.dedup_split.", "group.resplit", "near_duplicate.transform_")
 
 
-def croissant_record(out_dir: str | Path, *, license: str | None = None,
-                     cite_as: str | None = None, url: str | None = None) -> dict[str, Any]:
+def croissant_record(out_dir: str | Path, *, roles: Roles | None = None,
+                     license: str | None = None, cite_as: str | None = None,
+                     url: str | None = None) -> dict[str, Any]:
     """The Croissant JSON-LD document of a finished audit in ``out_dir``.
 
-    ``license``, ``cite_as`` and ``url`` are the release's own (its licence URL or SPDX name,
-    its citation, its home page): the audit cannot know them, so they are written only when
-    given (Croissant recommends the first two; ``mlcroissant`` warns when they are absent).
+    ``roles``: what the layers declare their records to be (:mod:`splitscope.records.roles`;
+    the audit passes :func:`splitscope.audit.protocol.record_roles`): the deduplicated
+    splits and the re-split become record sets and protocol lines, records that are no
+    finding stay out of the RAI findings, label conflicts count as biases. ``license``,
+    ``cite_as`` and ``url`` are the release's own (its licence URL or SPDX name, its citation,
+    its home page): the audit cannot know them, so they are written only when given
+    (Croissant recommends the first two; ``mlcroissant`` warns when they are absent).
 
     Raises
     ------
@@ -96,7 +101,7 @@ def croissant_record(out_dir: str | Path, *, license: str | None = None,
                            keep_default_na=False, na_values=[""])
     objects = _file_objects(out, files)
     distribution = _released_files(out, doc, manifest) + objects
-    record_sets = _record_sets(doc, files)
+    record_sets = _record_sets(doc, files, roles)
     finished = str(doc["run"].get("finished") or doc["run"].get("started") or "")
     corpora = sorted(doc["manifest"].get("corpora", {}))
     name = "-".join(corpora) if corpora else "release"
@@ -117,19 +122,20 @@ def croissant_record(out_dir: str | Path, *, license: str | None = None,
         "distribution": distribution,
         "recordSet": record_sets,
         "rai:dataCollection": _data_collection(doc),
-        "rai:dataBiases": _findings(doc, bias=True),
-        "rai:dataLimitations": _findings(doc, bias=False) + _coverage_lines(doc),
-        "rai:dataPreprocessingProtocol": _preprocessing(doc),
+        "rai:dataBiases": _findings(doc, roles, bias=True),
+        "rai:dataLimitations": _findings(doc, roles, bias=False) + _coverage_lines(doc),
+        "rai:dataPreprocessingProtocol": _preprocessing(doc, roles),
     }
 
 
-def write_croissant(out_dir: str | Path, **metadata: str | None) -> Path:
-    """Write ``out_dir/croissant.json`` (:func:`croissant_record`; ``metadata``: its
-    ``license``, ``cite_as``, ``url``); returns its path."""
+def write_croissant(out_dir: str | Path, *, roles: Roles | None = None,
+                    **metadata: str | None) -> Path:
+    """Write ``out_dir/croissant.json`` (:func:`croissant_record`; ``roles`` and
+    ``metadata``, its ``license``, ``cite_as``, ``url``, as there); returns its path."""
     from splitscope.records.exports import write_json
 
     out = Path(out_dir)
-    record = croissant_record(out, **metadata)
+    record = croissant_record(out, roles=roles, **metadata)
     record = {k: v for k, v in record.items() if v is not None}
     return write_json(record, out / CROISSANT_FILE)
 
@@ -284,7 +290,8 @@ def _record_set(name: str, description: str, file_id: str,
 _TEXT, _INT, _BOOL, _FLOAT = "sc:Text", "sc:Integer", "sc:Boolean", "sc:Float"
 
 
-def _record_sets(doc: Mapping[str, Any], files: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _record_sets(doc: Mapping[str, Any], files: Mapping[str, Any],
+                 roles: Roles | None) -> list[dict[str, Any]]:
     """The record sets of the lists the audit wrote (Parquet where there is one, so text
     such as group ids keeps its leading zeros)."""
     sets: list[dict[str, Any]] = []
@@ -304,7 +311,7 @@ def _record_sets(doc: Mapping[str, Any], files: Mapping[str, Any]) -> list[dict[
                 ("sha256", "byte_group", _TEXT, ("SHA-256 of the file's bytes (empty when "
                                                  "the file could not be read)"))]))
     for r in doc["records"]:
-        if not r["id"].startswith("near_duplicate.dedup_split.") or r["status"] != "completed":
+        if not has_role(r, R.DEDUPLICATED_SPLIT, roles) or r["status"] != "completed":
             continue
         split = (r.get("boundary") or {}).get("query", {}).get("name")
         rel = _dedup_list(files, split)
@@ -319,13 +326,13 @@ def _record_sets(doc: Mapping[str, Any], files: Mapping[str, Any]) -> list[dict[
                 ("row", "row", _INT, None), ("path", "path", _TEXT, None),
                 ("split", "split", _TEXT, None), ("label", "label", _TEXT, None)]))
     resplit = _table(files, "lists/resplit")
-    rec = next((r for r in doc["records"] if r["id"] == "group.resplit"), None)
+    rec = next((r for r in doc["records"] if has_role(r, R.RESPLIT, roles)), None)
     if resplit is not None and rec is not None:
         params = (rec.get("predicate") or {}).get("params", {})
         sets.append(_record_set(
             "resplit", f"group-disjoint stratified re-split (fractions "
                        f"{params.get('fractions')}, seed {params.get('seed')}): no group in "
-                       f"two parts (audit record group.resplit)", resplit, [
+                       f"two parts (audit record {rec['id']})", resplit, [
                 ("row", "row", _INT, None), ("path", "path", _TEXT, None),
                 ("group", "group", _TEXT, None), ("label", "label", _TEXT, None),
                 ("part", "part", _TEXT, "train, val or test of the re-split")]))
@@ -391,14 +398,15 @@ def _rate(r: Mapping[str, Any]) -> str:
     return f"{num} of {den} {_units(r.get('unit'))}{share}"
 
 
-def _findings(doc: Mapping[str, Any], *, bias: bool) -> list[str]:
+def _findings(doc: Mapping[str, Any], roles: Roles | None, *, bias: bool) -> list[str]:
     """One line per measured finding: title, boundary, numerator of denominator, estimate and
     interval where there is one, and the record id."""
     lines = []
     for r in doc["records"]:
-        if r["status"] not in ("completed", "partial") or r["id"].startswith(_NOT_FINDINGS):
+        if (r["status"] not in ("completed", "partial") or has_role(r, R.NOT_FINDING, roles)
+                or is_transform_sensitivity(r)):
             continue
-        is_bias = r.get("layer") in _BIAS_LAYERS or "label_conflict" in r["id"]
+        is_bias = r.get("layer") in _BIAS_LAYERS or has_role(r, R.LABEL_CONFLICT, roles)
         if is_bias != bias or r.get("layer") in ("evaluation", "attribution", "experiments"):
             continue
         if r.get("denominator") is None:
@@ -446,7 +454,7 @@ def _data_collection(doc: Mapping[str, Any]) -> str:
             f"Rows keep the release's order, multiplicity and relative paths.")
 
 
-def _preprocessing(doc: Mapping[str, Any]) -> list[str]:
+def _preprocessing(doc: Mapping[str, Any], roles: Roles | None) -> list[str]:
     p = doc.get("params") or {}
     lines = []
     lm = p.get("label_map")
@@ -465,12 +473,12 @@ def _preprocessing(doc: Mapping[str, Any]) -> list[str]:
     if p.get("group_regex"):
         lines.append(f"groups from the file name with the regex {p['group_regex']}")
     for r in doc["records"]:
-        if r["id"].startswith("near_duplicate.dedup_split.") and r["status"] == "completed":
+        if has_role(r, R.DEDUPLICATED_SPLIT, roles) and r["status"] == "completed":
             removed_by = (r.get("predicate") or {}).get("params", {}).get("removed_by", [])
             lines.append(f"deduplicated {r['boundary']['query']['name']}: rows flagged on "
                          f"{r['boundary']['name']} by {', '.join(removed_by)} removed "
                          f"({r['numerator']} of {r['denominator']} rows kept)")
-        if r["id"] == "group.resplit" and r["status"] == "completed":
+        if has_role(r, R.RESPLIT, roles) and r["status"] == "completed":
             params = (r.get("predicate") or {}).get("params", {})
             lines.append(f"re-split: {params.get('parts_method')}, fractions "
                          f"{params.get('fractions')}, {params.get('k_folds')} folds, seed "

@@ -93,9 +93,11 @@ def record_text(record: Mapping[str, Any]) -> str:
 
 
 def is_control(record: Mapping[str, Any]) -> bool:
+    """Whether a record measures a negative control rather than the audited release: the
+    record says so itself (``details.role == "control"``, or a boundary of kind
+    ``control``)."""
     details = record.get("details") or {}
-    return ("control" in str(record.get("id", "")).lower()
-            or details.get("role") == "control"
+    return (details.get("role") == "control"
             or (record.get("boundary") or {}).get("kind") == "control")
 
 

@@ -22,6 +22,7 @@ from splitscope.cli_options import (
     with_options,
 )
 from splitscope.errors import InputError
+from splitscope.records.roles import is_transform_sensitivity
 from splitscope.relations import predicates
 from splitscope.relations.ann import INDEXES
 from splitscope.relations.controls import DEFAULT_CONTROL_BOUND
@@ -40,7 +41,7 @@ def summary_payload(result) -> dict:
     transforms = {}
     for rec in result.records:
         d = rec.details or {}
-        if rec.id.startswith("near_duplicate.transform_sensitivity."):
+        if is_transform_sensitivity({"details": d}):
             transforms[rec.predicate.get("name")] = d.get("pass_rates", {})
             continue
         control = d.get("control") or {}

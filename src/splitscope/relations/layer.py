@@ -64,6 +64,7 @@ class DuplicatesLayer:
     rules = reading.RULES  # "what this means" (splitscope.audit.meaning)
     verdicts = reading.VERDICTS  # verdict lines (splitscope.audit.verdicts)
     scorecard = predicates.SCORECARD  # score-card details (splitscope.records.scorecard)
+    roles = predicates.ROLES  # its records in the report and Croissant record
 
     def run(self, context) -> LayerResult:
         from splitscope.relations.rho_figures import boundary_figures
@@ -86,6 +87,7 @@ class ExternalLayer:
     metrics = tuple(predicates.EXTERNAL_METRICS.values())
     verdicts = reading.EXTERNAL_VERDICTS
     scorecard = predicates.EXTERNAL_SCORECARD
+    roles = predicates.ROLES
     needs: ClassVar[dict[str, str]] = {"external": "no external corpus given (--external ROOT)"}
     title = "cross-corpus containment"
 

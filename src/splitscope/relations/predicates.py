@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from splitscope.records import roles
 from splitscope.records.metrics import Metric
 
 #: the layers whose records these predicates name (record ``layer``)
@@ -113,4 +114,12 @@ EXTERNAL_SCORECARD: dict[str, tuple[str, ...]] = {
                          *NCC_PREDICATES, *DIHEDRAL_PREDICATES, EMBEDDING_PREDICATE,
                          *LABEL_CONFLICT_PREDICATES, SHA256_WITHIN, PIXEL_WITHIN, DEDUP_SPLIT,
                          COMPARISON_PAIRS, CONTAINMENT_BYTE, CONTAINMENT_NCC, CONTAINMENT),
+}
+
+#: what these layers' records are to the report and the Croissant record
+#: (``splitscope.records.roles``): role → predicate names
+ROLES: dict[str, tuple[str, ...]] = {
+    roles.LABEL_CONFLICT: LABEL_CONFLICT_PREDICATES,
+    roles.DEDUPLICATED_SPLIT: (DEDUP_SPLIT,),
+    roles.NOT_FINDING: (DEDUP_SPLIT,),
 }

@@ -248,7 +248,7 @@ def _within_lines(doc, predicate: str) -> list[str]:
         out.append(f"{head.format(split=split)}{percent_of(r['numerator'], r['denominator'])} "
                    f"({count(r['numerator'])} of {count(r['denominator'])} rows) are "
                    f"{what.format(pop=pop)}{tail} (lists/"
-                   f"{'label_conflicts' if 'conflict' in predicate else 'within_copies'}).")
+                   f"{'label_conflicts' if predicate == LABEL_CONFLICT_WITHIN else 'within_copies'}).")
     return out
 
 

@@ -20,7 +20,9 @@ from typing import Any
 
 import jinja2
 
+from splitscope.records import roles as R
 from splitscope.records.format import percent
+from splitscope.records.roles import Roles, has_role, is_transform_sensitivity, with_role
 from splitscope.report import figures
 
 TEMPLATE_DIR = Path(__file__).with_name("templates")
@@ -32,6 +34,9 @@ _PAIR_LAYERS = ("duplicates", "external")
 _GROUP_LAYERS = ("groups",)
 _PROVENANCE_LAYERS = ("provenance",)
 _EVALUATION_LAYERS = ("evaluation", "experiments")
+#: the provenance tables of a boundary, by the role their records play (records.roles)
+_PROVENANCE_VIEWS = {"header": R.HEADER_PROBE, "image_stats": R.IMAGE_STATS_PROBE,
+                     "partition": R.PARTITION}
 
 
 # ---------------------------------------------------------------------------- formatting
@@ -136,9 +141,11 @@ def _layer_of(record: Mapping[str, Any]) -> str:
     return str(record.get("layer") or "").lower()
 
 
-def _text(record: Mapping[str, Any]) -> str:
-    pred = record.get("predicate") or {}
-    return f"{record.get('id')} {pred.get('name')} {record.get('title')}".lower()
+def _provenance(record: Mapping[str, Any], roles: Roles | None) -> bool:
+    """Whether a record belongs to the provenance part of a boundary's section: written by the
+    provenance layer, or playing one of its tables' roles."""
+    return _layer_of(record) in _PROVENANCE_LAYERS or any(
+        has_role(record, role, roles) for role in _PROVENANCE_VIEWS.values())
 
 
 def _estimate_items(records, label_of=None) -> list[dict[str, Any]]:
@@ -162,18 +169,18 @@ def _safe_figure(fn, *args, **kwargs) -> dict[str, Any]:
 
 def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapping[str, Any],
                    images: dict[str, str | None], max_pairs: int, thumb_px: int,
-                   opener=None) -> dict[str, Any]:
+                   opener=None, roles: Roles | None = None) -> dict[str, Any]:
     name = boundary["name"]
     mine = [r for r in records if (r.get("boundary") or {}).get("name") == name]
-    census = [r for r in mine if _layer_of(r) in _PAIR_LAYERS]
+    conflicts = with_role(mine, R.LABEL_CONFLICT, roles)
+    census = [r for r in mine if _layer_of(r) in _PAIR_LAYERS or r in conflicts]
     groups = [r for r in mine if _layer_of(r) in _GROUP_LAYERS]
     # pool-wide provenance findings (within-pool probe, internal partition control) sit
     # beside each boundary's cross-split ones, which they are compared with
-    prov = [r for r in records if _layer_of(r) in _PROVENANCE_LAYERS
+    prov = [r for r in records if _provenance(r, roles)
             and ((r.get("boundary") or {}).get("name") == name or not r.get("boundary"))]
-    header = [r for r in prov if "header" in _text(r)]
-    partition = [r for r in prov if "partition" in _text(r) or "shift" in _text(r)]
-    image_stats = [r for r in prov if "image_stats_probe" in str(r.get("id", ""))]
+    tables = {key: with_role(prov, role, roles) for key, role in _PROVENANCE_VIEWS.items()}
+    header, partition, image_stats = tables["header"], tables["partition"], tables["image_stats"]
     other_prov = [r for r in prov if r not in header and r not in partition
                   and r not in image_stats]
     other = [r for r in mine if r not in census and r not in groups and r not in prov]
@@ -198,9 +205,8 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
         if items:
             view[key] = _safe_figure(figures.interval_chart, items, xlabel=xlabel, reference=ref)
     view["per_class"] = per_class_table(census)
-    view["conflicts"] = [r for r in census if str((r.get("predicate") or {}).get("name", ""))
-                         .startswith("label_conflict_")]
-    view["census"] = [r for r in census if r not in view["conflicts"]]
+    view["conflicts"] = conflicts
+    view["census"] = [r for r in census if r not in conflicts]
     pairs = [g for g in (audit.get("gallery") or []) if g.get("boundary") == name][:max_pairs]
     allowed = bool((audit.get("params") or {}).get("allow_outside_root"))
     for pair in pairs:
@@ -219,12 +225,12 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
     return view
 
 
-def control_text(record: Mapping[str, Any]) -> str:
+def control_text(record: Mapping[str, Any], roles: Roles | None = None) -> str:
     """The census table's control cell: the predicate's flag rate on the negative control
-    with its reliability mark, or why there is none."""
+    with its reliability mark, or why there is none (exact identity, a deduplicated split)."""
     if record.get("section") == "identity":
         return "— (exact identity needs no calibration)"
-    if (record.get("predicate") or {}).get("name") == "dedup_split":
+    if has_role(record, R.DEDUPLICATED_SPLIT, roles):
         return "— (rows removed by the predicates above)"
     control = (record.get("details") or {}).get("control")
     if not control:
@@ -283,10 +289,11 @@ def quality_view(records: list[Mapping[str, Any]]) -> dict[str, Any]:
             "others": [r for r in found if r not in flags]}
 
 
-def _evaluation_view(records: list[dict], audit: Mapping[str, Any]) -> dict[str, Any]:
+def _evaluation_view(records: list[dict], audit: Mapping[str, Any],
+                     roles: Roles | None = None) -> dict[str, Any]:
     evals = [r for r in records if _layer_of(r) in _EVALUATION_LAYERS]
     view: dict[str, Any] = {"records": evals}
-    charted = [r for r in evals if "scoreab" not in _text(r)][:40]
+    charted = [r for r in evals if not has_role(r, R.NOT_CHARTED, roles)][:40]
     items = _estimate_items(charted, label_of=lambda r: r.get("title") or r["id"])
     if items:
         view["metrics_fig"] = _safe_figure(figures.interval_chart, items, xlabel="metric value")
@@ -301,10 +308,9 @@ def _evaluation_view(records: list[dict], audit: Mapping[str, Any]) -> dict[str,
 
 
 def _transform_view(records: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Transform-sensitivity records (METHODS §2.7) as one table: transform × predicate,
-    each cell ``passed/assessed``."""
-    found = [r for r in records
-             if str(r.get("id", "")).startswith("near_duplicate.transform_sensitivity.")]
+    """Transform-sensitivity records (METHODS §2.7, those with ``details.pass_rates``) as one
+    table: transform × predicate, each cell ``passed/assessed``."""
+    found = [r for r in records if is_transform_sensitivity(r)]
     predicates = [r["predicate"]["name"] for r in found]
     transforms: list[str] = []
     for r in found:
@@ -321,20 +327,22 @@ def _transform_view(records: list[Mapping[str, Any]]) -> dict[str, Any]:
     return {"records": found, "predicates": predicates, "rows": rows}
 
 
-def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
-                   thumb_px: int = THUMB_PX, opener=None) -> dict[str, Any]:
+def report_context(audit: Mapping[str, Any], *, roles: Roles | None = None,
+                   max_pairs: int = MAX_PAIRS, thumb_px: int = THUMB_PX,
+                   opener=None) -> dict[str, Any]:
     """Everything the template shows, derived from the audit document (plus the gallery's
-    thumbnails, read from the files it names through ``opener``)."""
+    thumbnails, read from the files it names through ``opener``); ``roles``: what the layers
+    declare their records to be (:mod:`splitscope.records.roles`; the audit passes
+    :func:`splitscope.audit.protocol.record_roles`), which places them in the views."""
     records = list(audit.get("records") or [])
     images: dict[str, str | None] = {}
-    boundaries = [_boundary_view(b, records, audit, images, max_pairs, thumb_px, opener)
+    boundaries = [_boundary_view(b, records, audit, images, max_pairs, thumb_px, opener, roles)
                   for b in audit.get("boundaries") or []]
     named = {b["name"] for b in audit.get("boundaries") or []}
     unbounded = [r for r in records
                  if (r.get("boundary") or {}).get("name") not in named
                  and not _layer_of(r) in _EVALUATION_LAYERS
-                 and not (boundaries and not r.get("boundary")
-                          and _layer_of(r) in _PROVENANCE_LAYERS)]
+                 and not (boundaries and not r.get("boundary") and _provenance(r, roles))]
     transforms = _transform_view(records)
     quality = quality_view(records)
     unbounded = [r for r in unbounded if r not in transforms["records"]
@@ -352,7 +360,7 @@ def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
             i["path"] for i in audit.get("inputs") or [] if i.get("role") == "audited"),
         "boundaries": boundaries,
         "composition": composition,
-        "evaluation": _evaluation_view(records, audit),
+        "evaluation": _evaluation_view(records, audit, roles),
         "unbounded": unbounded,
         "transforms": transforms,
         "quality": quality,
@@ -363,7 +371,7 @@ def report_context(audit: Mapping[str, Any], *, max_pairs: int = MAX_PAIRS,
     }
 
 
-def _environment() -> jinja2.Environment:
+def _environment(roles: Roles | None = None) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
         autoescape=True,  # every value from the input is text, never markup
@@ -372,17 +380,19 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(num=fmt_num, estimate=fmt_estimate, interval=fmt_interval,
-                       params=fmt_params, pretty=to_json, control=control_text)
+                       params=fmt_params, pretty=to_json,
+                       control=lambda record: control_text(record, roles))
     return env
 
 
-def render_html(audit: Mapping[str, Any], **options) -> str:
+def render_html(audit: Mapping[str, Any], *, roles: Roles | None = None, **options) -> str:
     """The report as an HTML string (see :func:`render_report`)."""
-    return _environment().get_template("report.html.j2").render(**report_context(audit, **options))
+    return _environment(roles).get_template("report.html.j2").render(
+        **report_context(audit, roles=roles, **options))
 
 
-def render_report(audit: Mapping[str, Any], path: str | Path, *, max_pairs: int = MAX_PAIRS,
-                  thumb_px: int = THUMB_PX, opener=None) -> Path:
+def render_report(audit: Mapping[str, Any], path: str | Path, *, roles: Roles | None = None,
+                  max_pairs: int = MAX_PAIRS, thumb_px: int = THUMB_PX, opener=None) -> Path:
     """Write ``report.html`` for an audit document.
 
     Parameters
@@ -391,6 +401,12 @@ def render_report(audit: Mapping[str, Any], path: str | Path, *, max_pairs: int 
         The audit document (the content of ``audit.json``).
     path : path-like
         Where to write the page.
+    roles : mapping, optional
+        Per layer name, per role, the predicates of its records that play it
+        (:mod:`splitscope.records.roles`; the audit passes those of its registered layers,
+        :func:`splitscope.audit.protocol.record_roles`). None: no record plays any, and the
+        probe, partition, label-conflict and deduplicated-split records are shown among the
+        others.
     max_pairs : int
         At most this many flagged pairs per boundary in the gallery (the full pair tables are
         in ``lists/``); keeps the page small.
@@ -408,7 +424,8 @@ def render_report(audit: Mapping[str, Any], path: str | Path, *, max_pairs: int 
     from splitscope.records.exports import replacing
 
     path = Path(path)
-    page = render_html(audit, max_pairs=max_pairs, thumb_px=thumb_px, opener=opener)
+    page = render_html(audit, roles=roles, max_pairs=max_pairs, thumb_px=thumb_px,
+                       opener=opener)
     with replacing(path) as tmp:
         tmp.write_text(page, encoding="utf-8")
     return path
