@@ -265,7 +265,7 @@ def run_audit(root: Path, workers: int, out: Path, workspace: Path,
         raise MemoryError(f"the audit's process tree passed {limit_mib:,.0f} MiB PSS at "
                           f"{meter.stopped_at['s']} s and was killed; its last lines:\n"
                           + "\n".join(lines[-15:]))
-    if proc.returncode not in (0, 1):
+    if proc.returncode not in (0, 1, 3) or not (out / "audit.json").is_file():
         raise RuntimeError(f"audit failed ({proc.returncode}): {err[-3000:]}")
     reaped = (after.children_user - before.children_user
               + after.children_system - before.children_system)
@@ -274,7 +274,12 @@ def run_audit(root: Path, workers: int, out: Path, workspace: Path,
     layers = {x["layer"]: x.get("duration_s") for x in doc["layers"]}
     scan_s = doc["manifest"]["scan"].get("seconds")
     peaks = stage_peaks(meter.timeline, wall, scan_s, layers)
-    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+    # exit code 3: the audit finished but a layer failed; the run is reported, each layer that
+    # did not complete named with its reason
+    failed = {x["layer"]: f"{x.get('status')}: {x.get('reason')}" for x in doc["layers"]
+              if x.get("status") in ("partial", "not assessed")}
+    return {"exit_code": proc.returncode, "layers_not_completed": failed,
+            "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
             "peak_rss_mib": round(meter.peak_kib / 1024, 1),
             "peak_pss_mib": round(meter.peak_pss_kib / 1024, 1),
             "peak_anon_pss_mib": round(meter.peak_anon_kib / 1024, 1),

@@ -31,3 +31,51 @@ def test_thumb_index_is_computed_once_and_follows_replaced_tables():
     assert s.thumb_index([0, 1]).tolist() == [-1, 1]
     s.features = s.features.assign(thumb_index=np.array([0, 1, -1]))  # new features
     assert s.thumb_index([0, 1]).tolist() == [-1, 0]
+
+
+def _mapped_rss_kib(path: Path) -> int:
+    """Resident KiB of this process's mappings of ``path`` (from /proc/self/smaps)."""
+    total, mine = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:  # a mapping's header line
+            mine = line.rstrip().endswith(str(path))
+        elif mine and head and head[0] == "Rss:":
+            total += int(head[1])
+    return total
+
+
+def test_reading_thumbnails_keeps_the_mapped_store_bounded(tmp_path, monkeypatch):
+    import pytest
+
+    from splitscope.features import scanning
+    from splitscope.features.workspace import open_thumbnails, release_pages
+
+    if not Path("/proc/self/smaps").is_file():
+        pytest.skip("needs /proc/self/smaps (Linux) to read a mapping's resident size")
+    n, size = 4096, 64  # 4 KiB a thumbnail, 16 MiB in all
+    path = tmp_path / "thumbnails.npy"
+    np.save(path, (np.arange(n * size * size) % 251).astype(np.uint8).reshape(n, size, size))
+    store = open_thumbnails(path)
+    manifest = pd.DataFrame({"row": np.arange(n), "file": pd.array(
+        [f"f{i:04d}" for i in range(n)], dtype="string")})
+    features = pd.DataFrame({"file": manifest["file"], "thumb_index": np.arange(n)})
+    s = Scan(manifest=manifest, features=features, thumbnails=store, params=None,
+             workspace=tmp_path, meta={"thumb_size": size})
+    expected = np.load(path)
+    # without a release, a pass over every thumbnail leaves the whole store resident
+    monkeypatch.setattr(scanning, "RESIDENT_THUMB_BYTES", 1 << 40)
+    np.testing.assert_array_equal(s.thumbs(np.arange(n)), expected)
+    assert _mapped_rss_kib(path) >= 16000
+    release_pages(store)
+    assert _mapped_rss_kib(path) == 0
+    # released after every 256 KiB read: what stays resident is that and one 128 KiB block,
+    # rounded out to the kernel's fault-around and folio sizes (up to 2 MiB each), well
+    # below the store; every block read back is the stored one
+    monkeypatch.setattr(scanning, "RESIDENT_THUMB_BYTES", 256 << 10)
+    peak = 0
+    for b in range(0, n, 32):
+        np.testing.assert_array_equal(s.thumbs(np.arange(b, b + 32)), expected[b:b + 32])
+        peak = max(peak, _mapped_rss_kib(path))
+    assert peak <= 8 << 10
+    release_pages(expected)  # a plain array is left alone

@@ -218,3 +218,24 @@ def test_a_check_that_did_not_run_names_its_predicate_and_keeps_its_report_table
     assert [r["id"] for r in view["header"]] == ["provenance.header_probe.within_pool"]
     assert [r["id"] for r in view["image_stats"]] == ["provenance.image_stats_probe.within_pool"]
     assert [r["id"] for r in view["partition"]] == ["provenance.partition"]
+
+
+def test_probes_one_after_another_give_the_same_records(demo_scan, monkeypatch, fold_maps):
+    """Above TOGETHER_MAX_ROWS pool rows the probes and the partition classifier run one after
+    another (one probe's matrices held at a time): every record and table is the one of
+    running them together, and the fits go to more, smaller maps."""
+    from splitscope.provenance import checks
+
+    sc, _, _ = demo_scan
+    together = audit_provenance(sc)
+    maps_together = len(fold_maps)
+    monkeypatch.setattr(checks, "TOGETHER_MAX_ROWS", 0)
+    apart = audit_provenance(sc)
+    assert len(fold_maps) - maps_together > maps_together  # more rounds, one probe each
+    assert [r.id for r in apart.records] == [r.id for r in together.records]
+    for a, b in zip(apart.records, together.records):
+        da, db = a.to_dict(), b.to_dict()
+        assert da == db, a.id
+    assert sorted(apart.tables) == sorted(together.tables)
+    for name, table in together.tables.items():
+        pd.testing.assert_frame_equal(apart.tables[name], table, obj=name)

@@ -44,6 +44,7 @@ from splitscope.features.workspace import (
     file_signatures,
     open_thumbnails,
     read_json,
+    release_pages,
     shard_positions,
     workspace_errors,
     workspace_lock,
@@ -58,6 +59,8 @@ __all__ = ["DEFAULT_WORKSPACE", "Scan", "load_scan", "scan"]
 DEFAULT_WORKSPACE = "splitscope-workspace"
 NA_KEY = "<NA>"  # how a missing split/label/reason is spelled in summaries (JSON keys)
 NO_FILE = "no_file"  # row-level reason for a manifest row that names no file at all
+# thumbnail bytes read between releases of the store's mapped pages (Scan.thumbs)
+RESIDENT_THUMB_BYTES = 256 << 20
 
 Extractor = Callable[[list, Any], tuple[pd.DataFrame, np.ndarray]]
 
@@ -152,7 +155,18 @@ class Scan:
         out = np.zeros((len(index), size, size), dtype=np.uint8)
         if (~absent).any():
             out[~absent] = self.thumbnails[index[~absent]]
+            self._count_read(out.nbytes)
         return out
+
+    def _count_read(self, nbytes: int) -> None:
+        """Release the store's mapped pages after every ``RESIDENT_THUMB_BYTES`` read, so a
+        search over every thumbnail holds at most about that much of the store resident
+        (:func:`~splitscope.features.workspace.release_pages`)."""
+        done = self.__dict__.get("_thumb_bytes_read", 0) + nbytes
+        if done >= RESIDENT_THUMB_BYTES:
+            release_pages(self.thumbnails)
+            done = 0
+        self.__dict__["_thumb_bytes_read"] = done
 
     def _row_thumb_index(self) -> np.ndarray:
         """Thumbnail index per manifest row, computed once per manifest and feature table

@@ -55,6 +55,7 @@ import errno
 import hashlib
 import io
 import json
+import mmap
 import os
 import shutil
 import tempfile
@@ -223,6 +224,18 @@ def open_thumbnails(path: str | Path) -> np.ndarray:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError:  # zero-length data cannot be memory-mapped
         return np.load(path, allow_pickle=False)
+
+
+def release_pages(thumbnails) -> None:
+    """Drop the pages of a memory-mapped thumbnail store from this process's resident set.
+
+    The store is read-only, so its pages stay in the page cache and a later read faults them
+    back in from there; without this, a search that reads every thumbnail ends holding the
+    whole store (9 KiB a row at 96²) in its resident set. A plain array is left alone.
+    """
+    mm = getattr(thumbnails, "_mmap", None)
+    if mm is not None and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        mm.madvise(mmap.MADV_DONTNEED)
 
 
 @contextlib.contextmanager
@@ -746,6 +759,7 @@ class FeatureStore:
                     fh.write(view)
                     digest.update(view)
                     written += view.nbytes
+                release_pages(opened[source])  # else every shard's pages end resident
         opened.clear()
         self._written[folder / "thumbnails.npy"] = {"bytes": written, "sha256": digest.hexdigest()}
 

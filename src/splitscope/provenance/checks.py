@@ -27,6 +27,12 @@ from splitscope.provenance.stats import run_steps, single_threaded
 from splitscope.records import LayerResult
 from splitscope.records.inputs import release_inputs
 
+#: pool rows (one per file and side) above which the probes and the partition classifier run
+#: one after another rather than together (:func:`audit_provenance`): together, each holds its
+#: matrices while the others' folds run (18 GB in the auditing process at a million rows);
+#: every fold is seeded on its own, so the records are the same either way
+TOGETHER_MAX_ROWS = 200_000
+
 
 def scan_rows(scan: Any) -> tuple[pd.DataFrame, Any]:
     if isinstance(scan, pd.DataFrame):
@@ -115,8 +121,13 @@ def audit_provenance(
             classifier=classifier, internal_share=internal_share, max_rows=max_partition_rows,
             inputs=inputs, fit_max_rows=fit_max_rows,
             distinct=None if distinct is None else distinct["side_ids"])
+    # above TOGETHER_MAX_ROWS pool rows they run one after another instead, so that one
+    # probe's matrices are held at a time, not all of them at once
+    parts = [list(steps)] if len(pool) <= TOGETHER_MAX_ROWS else [[k] for k in steps]
+    done: dict[str, Any] = {}
     with single_threaded(1):
-        done = dict(zip(steps, run_steps(list(steps.values()))))
+        for names in parts:
+            done.update(zip(names, run_steps([steps.pop(k) for k in names])))
     if association:  # a census of the rows, not a fit
         done["association"] = association_record(census_pool, inputs)
     for part in ("header", "image_stats", "association", "partition"):

@@ -126,7 +126,7 @@ def _blocked_collect(merge: SearchMerge, query_vectors, reference_vectors,
             merge.add_candidates(qpos[qi], rpos[ri], canonical_values(qv, qi, rv, ri))
             if collect_pairs:
                 qi, ri = np.nonzero(prod >= tau - SETTLE)
-                qi, ri, vals = settled_pairs(qv, qi, rv, ri, prod[qi, ri], tau)
+                qi, ri, vals = settled_pairs(qv, qi, rv, ri, tau)
                 merge.add_pairs(qpos[qi], rpos[ri], vals)
             del prod, rv  # free this block before the next one is built
 
@@ -234,17 +234,14 @@ def canonical_values(qv: np.ndarray, qi: np.ndarray, rv: np.ndarray, ri: np.ndar
     return out
 
 
-def settled_pairs(qv, qi, rv, ri, vals, tau: float):
-    """The pairs ``(qi, ri)`` with values ``vals`` (all ≥ τ − :data:`SETTLE`) that reach τ;
-    those within :data:`SETTLE` of τ are decided on :func:`canonical_values`."""
-    vals = np.asarray(vals, np.float32).copy()
-    border = np.flatnonzero(vals < tau + SETTLE)
-    keep = np.ones(vals.size, bool)
-    if border.size:
-        canon = canonical_values(qv, qi[border], rv, ri[border])
-        keep[border] = canon >= tau
-        vals[border] = canon.astype(np.float32)
-    return qi[keep], ri[keep], vals[keep]
+def settled_pairs(qv, qi, rv, ri, tau: float):
+    """The pairs ``(qi, ri)`` (found at ≥ τ − :data:`SETTLE` by a product) that reach τ,
+    each with its :func:`canonical_values` value: it decides those within :data:`SETTLE` of τ,
+    and it is the value stored, so two copies of one image get equal values wherever their
+    pairs sat in a block (the pair table ranks capped pairs by it, ties by reference row)."""
+    canon = canonical_values(qv, qi, rv, ri)
+    keep = canon >= tau
+    return qi[keep], ri[keep], canon[keep].astype(np.float32)
 
 
 class NearBest:

@@ -569,7 +569,7 @@ def _add(merge: SearchMerge, qv, qi, rv, ir, vals, qpos, rpos, tau: float, colle
     merge.add_candidates(qpos[qi[sel]], rpos[ir[sel]], canonical_values(qv, qi[sel], rv, ir[sel]))
     if collect_pairs:
         m = vals >= tau - SETTLE
-        hq, hr, hv = settled_pairs(qv, qi[m], rv, ir[m], vals[m], tau)
+        hq, hr, hv = settled_pairs(qv, qi[m], rv, ir[m], tau)
         merge.add_pairs(qpos[hq], rpos[hr], hv)
 
 
