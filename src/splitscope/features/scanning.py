@@ -154,19 +154,21 @@ class Scan:
         size = int(self.meta.get("thumb_size", self.thumbnails.shape[-1]))
         out = np.zeros((len(index), size, size), dtype=np.uint8)
         if (~absent).any():
-            out[~absent] = self.thumbnails[index[~absent]]
-            self._count_read(out.nbytes)
+            out[~absent] = self.read_thumbnails(index[~absent])
         return out
 
-    def _count_read(self, nbytes: int) -> None:
-        """Release the store's mapped pages after every ``RESIDENT_THUMB_BYTES`` read, so a
-        search over every thumbnail holds at most about that much of the store resident
+    def read_thumbnails(self, index: np.ndarray) -> np.ndarray:
+        """The thumbnails at store positions ``index`` (all ≥ 0). The store's mapped pages are
+        released after every ``RESIDENT_THUMB_BYTES`` read, so a pass over every thumbnail
+        holds about that much of the store resident, not all of it
         (:func:`~splitscope.features.workspace.release_pages`)."""
-        done = self.__dict__.get("_thumb_bytes_read", 0) + nbytes
+        out = np.asarray(self.thumbnails[index])
+        done = self.__dict__.get("_thumb_bytes_read", 0) + out.nbytes
         if done >= RESIDENT_THUMB_BYTES:
             release_pages(self.thumbnails)
             done = 0
         self.__dict__["_thumb_bytes_read"] = done
+        return out
 
     def _row_thumb_index(self) -> np.ndarray:
         """Thumbnail index per manifest row, computed once per manifest and feature table

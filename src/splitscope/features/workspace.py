@@ -234,7 +234,7 @@ def release_pages(thumbnails) -> None:
     whole store (9 KiB a row at 96²) in its resident set. A plain array is left alone.
     """
     mm = getattr(thumbnails, "_mmap", None)
-    if mm is not None and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+    if mm is not None and hasattr(mmap, "MADV_DONTNEED"):  # not on every platform
         mm.madvise(mmap.MADV_DONTNEED)
 
 

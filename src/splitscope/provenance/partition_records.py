@@ -7,7 +7,6 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
-from splitscope.features.workspace import release_pages
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
 from splitscope.provenance.predicates import LAYER, PARTITION
 from splitscope.provenance.probe_records import Steps, caught
@@ -67,7 +66,7 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
             # read a block of thumbnails at a time: a fancy index of the memory-mapped store
             # would load every new thumbnail at once (9 KiB a row)
             bank["rows"] = np.concatenate([bank["rows"], *(
-                _block_features(sc.thumbnails, new[i:i + THUMB_BLOCK])
+                content_features(sc.read_thumbnails(new[i:i + THUMB_BLOCK]))
                 for i in range(0, new.size, THUMB_BLOCK))])
         return bank["rows"][bank["at"][t]], ok
 
@@ -169,12 +168,3 @@ def _ready(value):
     return value
     yield  # makes this function a generator
 
-
-def _block_features(thumbnails, index: np.ndarray) -> np.ndarray:
-    """Content features of one block of the thumbnail store, its pages released after (a
-    pass over every thumbnail would otherwise end with the whole store resident)."""
-    from splitscope.provenance.partition import content_features
-
-    out = content_features(thumbnails[index])
-    release_pages(thumbnails)
-    return out
