@@ -38,12 +38,37 @@ def test_content_features_shape_and_values():
 def test_content_features_equal_plain_numpy_in_every_block(size):
     t = np.random.default_rng(size).integers(0, 256, (1100, size, size)).astype(np.uint8)
     off = (size - 96) // 2
-    core = t[:, off:off + 96, off:off + 96].astype(np.float64)
-    means = core.reshape(-1, 16, 6, 16, 6).mean(axis=(2, 4)).reshape(len(t), -1) / 255
+    core = t[:, off:off + 96, off:off + 96].astype(np.int64)
+    # exact: integer block sums, one division correctly rounded to float32
+    sums = core.reshape(-1, 16, 6, 16, 6).sum(axis=(2, 4)).reshape(len(t), -1)
+    means = (sums / (36 * 255)).astype(np.float32)
     hist = np.stack([np.bincount(x.ravel() // 8, minlength=32) for x in t]) / size ** 2
     got = content_features(t, block=512)  # three blocks, the last one partial
-    assert np.allclose(got[:, :256], means, atol=1e-6)
+    assert np.array_equal(got[:, :256], means)
     assert np.array_equal(got[:, 256:], hist.astype(np.float32))
+
+
+def test_logistic_folds_reach_the_optimum():
+    """The logistic fits are converged: their held-out scores are those of a separately,
+    tightly converged fit of the same penalised loss (so no CPU-dependent stopping point)."""
+    import warnings
+
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    from splitscope.provenance.partition import _classifier
+
+    rng = np.random.default_rng(3)
+    X = content_features(np.concatenate([_thumbs(300, rng), _thumbs(200, rng, bright=3)]))
+    X = X.astype(np.float64)
+    y = np.r_[np.zeros(300, bool), np.ones(200, bool)]
+    got = _classifier("logistic", 0).fit(X, y).predict_proba(X)[:, 1]
+    Z = StandardScaler().fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = LogisticRegression(C=1.0, class_weight="balanced", tol=1e-12,
+                                 max_iter=100_000).fit(Z, y).predict_proba(Z)[:, 1]
+    assert np.abs(got - ref).max() < 1e-6
 
 
 def test_proxy_a_distance():
