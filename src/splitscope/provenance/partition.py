@@ -109,19 +109,21 @@ class PartitionResult:
     params: dict[str, Any] = field(default_factory=dict)
 
 
+#: The logistic classifier's settings. Newton steps reach the unique optimum of the
+#: L2-penalised loss (gradient ≤ 1e-8) in a handful of iterations, so the held-out scores (and
+#: the AUC's pair order) do not depend on the CPU's floating-point summation order, as a
+#: loosely converged L-BFGS trajectory does.
+LOGISTIC = {"C": 1.0, "class_weight": "balanced", "solver": "newton-cholesky", "tol": 1e-8,
+            "max_iter": 100}
+
+
 def _classifier(classifier: str, seed: int):
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     if classifier == "logistic":
-        # Newton steps reach the unique optimum of the L2-penalised loss (gradient ≤ 1e-8) in a
-        # handful of iterations, so the held-out scores (and the AUC's pair order) do not
-        # depend on the CPU's floating-point summation order, as a loosely converged L-BFGS
-        # trajectory does
-        return make_pipeline(StandardScaler(), LogisticRegression(
-            C=1.0, class_weight="balanced", solver="newton-cholesky", tol=1e-8,
-            max_iter=100))
+        return make_pipeline(StandardScaler(), LogisticRegression(**LOGISTIC))
     if classifier == "hgb":
         from sklearn.ensemble import HistGradientBoostingClassifier
 
@@ -300,8 +302,8 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
     return PartitionResult(
         name=name, auc=auc, auc_by_class=by_class, d_a=d_a, balanced_error=eps,
         n_test=int(y.sum()), n_train=int((~y).sum()), scores=scores, control=control,
-        params={"classifier": ("StandardScaler + LogisticRegression(class_weight='balanced', "
-                               "solver='newton-cholesky', tol=1e-8)"
+        params={"classifier": ("StandardScaler + LogisticRegression("
+                               + ", ".join(f"{k}={v!r}" for k, v in LOGISTIC.items()) + ")"
                                if classifier == "logistic" else
                                "HistGradientBoostingClassifier(class_weight='balanced')"),
                 "cv": ("StratifiedGroupKFold" if g is not None else "StratifiedKFold")
