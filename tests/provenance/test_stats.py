@@ -80,15 +80,18 @@ def test_within_strata_auc_ignores_offsets_between_strata():
     assert r["estimate"] == pytest.approx(want) and r["low"] < want < r["high"]
 
 
-@pytest.mark.parametrize("with_strata", [False, True])
-def test_bootstrap_auc_batches_bounded_by_cells_give_the_same_interval(monkeypatch, with_strata):
+@pytest.mark.parametrize("strata", ["none", "blocks", "interleaved"])
+def test_bootstrap_auc_batches_bounded_by_cells_give_the_same_interval(monkeypatch, strata):
     from splitscope.evaluation.uncertainty import bootstrap_weights
     from splitscope.provenance import stats
 
     rng = np.random.default_rng(5)
     y = rng.random(900) < 0.3
     score = rng.normal(size=900) + 0.7 * y
-    fold = np.repeat(np.arange(3), 300) if with_strata else None
+    # interleaved strata are what cross-validation folds look like: each stratum's plan
+    # addresses rows scattered through the whole weight matrix
+    fold = {"none": None, "blocks": np.repeat(np.arange(3), 300),
+            "interleaved": rng.integers(0, 3, 900)}[strata]
     # the interval as computed before batches were bounded: 250 resamples per batch, each
     # batch scored by weighted_auc (one sort per stratum and batch)
     aucs = np.concatenate([weighted_auc(y, score, w, strata=fold)

@@ -117,6 +117,16 @@ class AurocPlan:
         self.lt = np.searchsorted(ls, s[self.small], side="left")
         self.le = np.searchsorted(ls, s[self.small], side="right")
 
+    def within(self, rows: np.ndarray) -> AurocPlan:
+        """This plan, made on the subset ``rows`` of a larger table, addressing that table's
+        rows: one transposed weight matrix then serves the plans of every subset (e.g. of
+        every stratum) without copying its columns out."""
+        plan = object.__new__(AurocPlan)
+        rows = np.asarray(rows)
+        plan.flip, plan.lt, plan.le = self.flip, self.lt, self.le
+        plan.small, plan.large = rows[self.small], rows[self.large]
+        return plan
+
 
 def weighted_auroc(w: np.ndarray, positive: np.ndarray, score: np.ndarray,
                    plan: AurocPlan | None = None) -> np.ndarray:
@@ -130,10 +140,10 @@ def weighted_auroc_parts(w: np.ndarray, positive: np.ndarray, score: np.ndarray,
     """Numerator and denominator of :func:`weighted_auroc` for each row of ``w``: the weighted
     count of positive–negative pairs the positive wins (ties one half), and W_pos W_neg. Sums
     of these over strata give the AUROC of pairs within a stratum (e.g. within a fold)."""
-    return _weighted_auroc_parts_t(np.ascontiguousarray(w.T), plan or AurocPlan(positive, score))
+    return weighted_auroc_parts_t(np.ascontiguousarray(w.T), plan or AurocPlan(positive, score))
 
 
-def _weighted_auroc_parts_t(wt: np.ndarray, plan: AurocPlan) -> tuple[np.ndarray, np.ndarray]:
+def weighted_auroc_parts_t(wt: np.ndarray, plan: AurocPlan) -> tuple[np.ndarray, np.ndarray]:
     """:func:`weighted_auroc_parts` on transposed weights ``wt`` (n_rows, n_resamples): row
     gathers and a cumulative sum down the rows vectorize across resamples."""
     wl = wt[plan.large]
@@ -150,7 +160,7 @@ def _weighted_auroc_parts_t(wt: np.ndarray, plan: AurocPlan) -> tuple[np.ndarray
 
 
 def _weighted_auroc_t(wt: np.ndarray, plan: AurocPlan) -> np.ndarray:
-    num, den = _weighted_auroc_parts_t(wt, plan)
+    num, den = weighted_auroc_parts_t(wt, plan)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 

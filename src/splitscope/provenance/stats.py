@@ -376,8 +376,10 @@ def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = RunOpt
     Resamples are drawn ``chunk`` at a time, fewer when ``chunk`` × rows would exceed
     :data:`AUC_CHUNK_CELLS` (a resample is the same whatever the batch), and each stratum's
     sort is computed once for all of them: memory stays bounded at a million rows and the
-    interval is the one of any batch size."""
-    from splitscope.evaluation.uncertainty import AurocPlan, weighted_auroc_parts
+    interval is the one of any batch size. Each batch is transposed once and every stratum's
+    plan reads its rows in place (``AurocPlan.within``) rather than copying its columns out
+    of the batch: the same sums in the same order, so the same interval."""
+    from splitscope.evaluation.uncertainty import AurocPlan, weighted_auroc_parts_t
 
     y = np.asarray(y).astype(bool)
     est = (float(weighted_auc(y, score, strata=strata)[0]) if y.any() and not y.all()
@@ -389,17 +391,20 @@ def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = RunOpt
     from splitscope.evaluation.uncertainty import bootstrap_weights
 
     score = np.asarray(score, dtype=np.float64)
-    masks = [None] if strata is None else [np.asarray(strata) == k for k in np.unique(strata)]
-    plans = [AurocPlan(y if m is None else y[m], score if m is None else score[m])
-             for m in masks]
+    if strata is None:
+        plans = [AurocPlan(y, score)]
+    else:  # each stratum's plan addresses the rows of the whole table
+        strata = np.asarray(strata)
+        plans = [AurocPlan(y[m], score[m]).within(np.flatnonzero(m))
+                 for m in (strata == k for k in np.unique(strata))]
     chunk = max(1, min(int(chunk), AUC_CHUNK_CELLS // max(y.size, 1)))
     vals = []
     for w in bootstrap_weights(y.size, n_resamples, seed=seed, chunk=chunk):
-        w = np.asarray(w, np.float64)
-        num = np.zeros(w.shape[0])
-        den = np.zeros(w.shape[0])
-        for m, plan in zip(masks, plans):
-            a, b = weighted_auroc_parts(w if m is None else w[:, m], None, None, plan=plan)
+        wt = np.ascontiguousarray(w.T, dtype=np.float64)  # (rows, resamples), once per chunk
+        num = np.zeros(wt.shape[1])
+        den = np.zeros(wt.shape[1])
+        for plan in plans:
+            a, b = weighted_auroc_parts_t(wt, plan)
             num += a
             den += b
         with np.errstate(invalid="ignore", divide="ignore"):
