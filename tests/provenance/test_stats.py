@@ -82,7 +82,7 @@ def test_within_strata_auc_ignores_offsets_between_strata():
 
 @pytest.mark.parametrize("strata", ["none", "blocks", "interleaved"])
 def test_bootstrap_auc_batches_bounded_by_cells_give_the_same_interval(monkeypatch, strata):
-    from splitscope.evaluation.uncertainty import bootstrap_weights
+    from splitscope.evaluation.uncertainty import bootstrap_weights, weighted_auroc_parts
     from splitscope.provenance import stats
 
     rng = np.random.default_rng(5)
@@ -92,9 +92,17 @@ def test_bootstrap_auc_batches_bounded_by_cells_give_the_same_interval(monkeypat
     # addresses rows scattered through the whole weight matrix
     fold = {"none": None, "blocks": np.repeat(np.arange(3), 300),
             "interleaved": rng.integers(0, 3, 900)}[strata]
-    # the interval as computed before batches were bounded: 250 resamples per batch, each
-    # batch scored by weighted_auc (one sort per stratum and batch)
-    aucs = np.concatenate([weighted_auc(y, score, w, strata=fold)
+    # the interval as computed before batches were bounded and before strata read their rows
+    # in place: 250 resamples per batch, each stratum sorted again and scored on its own
+    # columns, copied out of the batch
+    def auc_of_copied_columns(w):
+        w = np.asarray(w, np.float64)
+        masks = [np.ones(900, bool)] if fold is None else [fold == k for k in np.unique(fold)]
+        parts = [weighted_auroc_parts(w[:, m], y[m], score[m]) for m in masks]
+        num, den = sum(p[0] for p in parts), sum(p[1] for p in parts)
+        return num / den
+
+    aucs = np.concatenate([auc_of_copied_columns(w)
                            for w in bootstrap_weights(900, 600, seed=2, chunk=250)])
     alpha = (1 - 0.95) / 2
     want = np.quantile(aucs, [alpha, 1 - alpha])

@@ -104,28 +104,22 @@ class AurocPlan:
     strictly below and tied with it.
     """
 
-    def __init__(self, positive: np.ndarray, score: np.ndarray):
+    def __init__(self, positive: np.ndarray, score: np.ndarray, rows: np.ndarray | None = None):
+        """``rows``: where the given rows sit in a larger table (e.g. one stratum's rows), so
+        that the plan reads that table's weight rows in place; default the given rows."""
         pos = np.asarray(positive).astype(bool)
         s = np.asarray(score, dtype=np.float64)
         self.flip = pos.sum() > (~pos).sum()
         small, large = (~pos, pos) if self.flip else (pos, ~pos)
-        self.small = np.flatnonzero(small)
+        small_idx = np.flatnonzero(small)
         large_idx = np.flatnonzero(large)
-        order = np.argsort(s[large_idx], kind="mergesort")
-        self.large = large_idx[order]
-        ls = s[self.large]
-        self.lt = np.searchsorted(ls, s[self.small], side="left")
-        self.le = np.searchsorted(ls, s[self.small], side="right")
-
-    def within(self, rows: np.ndarray) -> AurocPlan:
-        """This plan, made on the subset ``rows`` of a larger table, addressing that table's
-        rows: one transposed weight matrix then serves the plans of every subset (e.g. of
-        every stratum) without copying its columns out."""
-        plan = object.__new__(AurocPlan)
-        rows = np.asarray(rows)
-        plan.flip, plan.lt, plan.le = self.flip, self.lt, self.le
-        plan.small, plan.large = rows[self.small], rows[self.large]
-        return plan
+        large_idx = large_idx[np.argsort(s[large_idx], kind="mergesort")]
+        ls = s[large_idx]
+        self.lt = np.searchsorted(ls, s[small_idx], side="left")
+        self.le = np.searchsorted(ls, s[small_idx], side="right")
+        if rows is not None:
+            small_idx, large_idx = np.asarray(rows)[small_idx], np.asarray(rows)[large_idx]
+        self.small, self.large = small_idx, large_idx
 
 
 def weighted_auroc(w: np.ndarray, positive: np.ndarray, score: np.ndarray,

@@ -342,24 +342,38 @@ def weighted_auc(y: np.ndarray, score: np.ndarray, weights: np.ndarray | None = 
     cross-validation fold, so that fold-to-fold shifts of the scores do not enter: the
     pooled-within-fold AUC). NaN where no pair has weight. The pair counts are those of
     :func:`splitscope.evaluation.uncertainty.weighted_auroc_parts`."""
-    from splitscope.evaluation.uncertainty import weighted_auroc_parts
-
     y = np.asarray(y).astype(bool)
     score = np.asarray(score, dtype=np.float64)
     w = np.ones((1, y.size)) if weights is None else np.atleast_2d(np.asarray(weights, np.float64))
-    if strata is None:
-        num, den = weighted_auroc_parts(w, y, score)
-    else:
-        strata = np.asarray(strata)
-        num = np.zeros(w.shape[0])
-        den = np.zeros(w.shape[0])
-        for k in np.unique(strata):
-            m = strata == k
-            a, b = weighted_auroc_parts(w[:, m], y[m], score[m])
-            num += a
-            den += b
+    num, den = _auc_parts(np.ascontiguousarray(w.T), _stratum_plans(y, score, strata))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def _stratum_plans(y: np.ndarray, score: np.ndarray, strata: np.ndarray | None) -> list:
+    """One sort plan per stratum (one for all rows without strata), each reading its rows in
+    place in weights of the whole table."""
+    from splitscope.evaluation.uncertainty import AurocPlan
+
+    if strata is None:
+        return [AurocPlan(y, score)]
+    strata = np.asarray(strata)
+    return [AurocPlan(y[m], score[m], rows=np.flatnonzero(m))
+            for m in (strata == k for k in np.unique(strata))]
+
+
+def _auc_parts(wt: np.ndarray, plans: list) -> tuple[np.ndarray, np.ndarray]:
+    """Won and total pair weights summed over the strata's ``plans``, for each column of the
+    transposed weights ``wt`` (rows, resamples)."""
+    from splitscope.evaluation.uncertainty import weighted_auroc_parts_t
+
+    num = np.zeros(wt.shape[1])
+    den = np.zeros(wt.shape[1])
+    for plan in plans:
+        a, b = weighted_auroc_parts_t(wt, plan)
+        num += a
+        den += b
+    return num, den
 
 
 #: rows × resamples of one batch of bootstrap weights in :func:`bootstrap_auc` (about 32 MB of
@@ -377,10 +391,7 @@ def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = RunOpt
     :data:`AUC_CHUNK_CELLS` (a resample is the same whatever the batch), and each stratum's
     sort is computed once for all of them: memory stays bounded at a million rows and the
     interval is the one of any batch size. Each batch is transposed once and every stratum's
-    plan reads its rows in place (``AurocPlan.within``) rather than copying its columns out
-    of the batch: the same sums in the same order, so the same interval."""
-    from splitscope.evaluation.uncertainty import AurocPlan, weighted_auroc_parts_t
-
+    plan reads its rows in place rather than copying its columns out of the batch."""
     y = np.asarray(y).astype(bool)
     est = (float(weighted_auc(y, score, strata=strata)[0]) if y.any() and not y.all()
            else float("nan"))
@@ -390,23 +401,12 @@ def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = RunOpt
                 "kind": "not defined: one side has no cases"}
     from splitscope.evaluation.uncertainty import bootstrap_weights
 
-    score = np.asarray(score, dtype=np.float64)
-    if strata is None:
-        plans = [AurocPlan(y, score)]
-    else:  # each stratum's plan addresses the rows of the whole table
-        strata = np.asarray(strata)
-        plans = [AurocPlan(y[m], score[m]).within(np.flatnonzero(m))
-                 for m in (strata == k for k in np.unique(strata))]
+    plans = _stratum_plans(y, np.asarray(score, dtype=np.float64), strata)
     chunk = max(1, min(int(chunk), AUC_CHUNK_CELLS // max(y.size, 1)))
     vals = []
     for w in bootstrap_weights(y.size, n_resamples, seed=seed, chunk=chunk):
-        wt = np.ascontiguousarray(w.T, dtype=np.float64)  # (rows, resamples), once per chunk
-        num = np.zeros(wt.shape[1])
-        den = np.zeros(wt.shape[1])
-        for plan in plans:
-            a, b = weighted_auroc_parts_t(wt, plan)
-            num += a
-            den += b
+        # (rows, resamples), once per batch: every stratum's plan reads its rows in place
+        num, den = _auc_parts(np.ascontiguousarray(w.T, dtype=np.float64), plans)
         with np.errstate(invalid="ignore", divide="ignore"):
             vals.append(np.where(den > 0, num / np.where(den > 0, den, 1), np.nan))
     aucs = np.concatenate(vals)
