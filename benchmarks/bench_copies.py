@@ -13,6 +13,8 @@ workspace every run:
                 ``splitscope.cli.main`` (scan, every hash and NCC rule, the pair table and the
                 records); the answer is the test rows flagged byte-identical, hash-near or
                 NCC ≥ τ.
+``splitscope-fast``  the same with ``--mode fast``: JPEGs decoded at reduced scale
+                (METHODS §2.2), no decoded-pixel digest for them.
 ``imagededup``  ``PHash().encode_images(ROOT, recursive=True, num_enc_workers=W)``, then
                 ``find_duplicates(encoding_map=…, max_distance_threshold=10)`` (its default),
                 then the test files with a duplicate in train.
@@ -43,6 +45,8 @@ HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 
 from bench_features import DEFAULT_CACHE, make_mri_set, run_child
+
+ARMS = ("splitscope", "splitscope-fast", "imagededup")
 
 
 def make_release(cache: Path, n: int, test_share: float, planted: int, workers: int) -> Path:
@@ -79,7 +83,7 @@ def make_release(cache: Path, n: int, test_share: float, planted: int, workers: 
     return folder
 
 
-def child_splitscope(root: str, workers: int) -> None:
+def child_splitscope(root: str, workers: int, mode: str = "exact") -> None:
     import contextlib
     import io
 
@@ -92,13 +96,14 @@ def child_splitscope(root: str, workers: int) -> None:
         t = time.perf_counter()
         with contextlib.redirect_stdout(out):
             code = main(["duplicates", root, "-q", "test", "-r", "train", "--workers",
-                         str(workers), "--workspace", str(Path(ws) / "w"), "--json"])
+                         str(workers), "--workspace", str(Path(ws) / "w"), "--mode", mode,
+                         "--json"])
         seconds = time.perf_counter() - t
         meta = json.loads(next((Path(ws) / "w" / "features").glob("*/meta.json")).read_text())
     doc = json.loads(out.getvalue())
     flagged = {r["id"]: r.get("numerator") for r in doc["records"]
                if r["id"].split(".")[0] in ("identity", "near_duplicate", "ncc", "hash")}
-    print(json.dumps({"method": "splitscope", "code": code, "seconds": seconds,
+    print(json.dumps({"method": f"splitscope-{mode}", "code": code, "seconds": seconds,
                       "scan_seconds": meta["seconds"], "flagged": flagged}))
 
 
@@ -125,22 +130,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--child", choices=["splitscope", "imagededup"], default=None,
+    ap.add_argument("--arms", default="splitscope,splitscope-fast,imagededup",
+                    help="comma-separated arms, from splitscope, splitscope-fast, imagededup")
+    ap.add_argument("--child", choices=ARMS, default=None,
                     help=argparse.SUPPRESS)
     ap.add_argument("--root", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.child == "splitscope":
-        child_splitscope(args.root, args.workers)
+    if args.child in ("splitscope", "splitscope-fast"):
+        child_splitscope(args.root, args.workers, "fast" if args.child.endswith("fast") else
+                         "exact")
         return 0
     if args.child == "imagededup":
         child_imagededup(args.root, args.workers)
         return 0
     root = make_release(args.cache, args.n, args.test_share, args.planted, args.workers)
     print(f"release {root} ({args.n} files, {args.planted} planted copies in test)", flush=True)
-    runs: dict[str, list[dict]] = {"splitscope": [], "imagededup": []}
+    chosen = [a.strip() for a in args.arms.split(",") if a.strip()]
+    unknown = sorted(set(chosen) - set(ARMS))
+    if unknown or "imagededup" not in chosen or len(chosen) < 2:
+        ap.error(f"--arms: imagededup and at least one splitscope arm, from {', '.join(ARMS)}"
+                 + (f"; unknown: {unknown}" if unknown else ""))
+    runs: dict[str, list[dict]] = {arm: [] for arm in chosen}
     for r in range(args.repeats):
-        arms = ("splitscope", "imagededup") if r % 2 == 0 else ("imagededup", "splitscope")
-        for arm in arms:
+        for arm in (chosen if r % 2 == 0 else chosen[::-1]):
             res = run_child([sys.executable, str(HERE), "--child", arm, "--root", str(root),
                              "--workers", str(args.workers)])
             runs[arm].append(res)
@@ -153,10 +165,10 @@ def main(argv: list[str] | None = None) -> int:
                   f" {found}", flush=True)
     med = {arm: statistics.median(r["seconds"] for r in rs) for arm, rs in runs.items()}
     cpu = {arm: statistics.median(r["cpu_seconds_tree"] for r in rs) for arm, rs in runs.items()}
-    ratio = med["splitscope"] / med["imagededup"]
-    print(f"\nmedians of {args.repeats}: splitscope {med['splitscope']:.2f} s"
-          f" ({cpu['splitscope']:.1f} CPU-s), imagededup {med['imagededup']:.2f} s"
-          f" ({cpu['imagededup']:.1f} CPU-s); splitscope ÷ imagededup {ratio:.2f}×")
+    ratio = {arm: med[arm] / med["imagededup"] for arm in runs if arm != "imagededup"}
+    print(f"\nmedians of {args.repeats}: " + ", ".join(
+        f"{arm} {med[arm]:.2f} s ({cpu[arm]:.1f} CPU-s)" for arm in runs) + "; ÷ imagededup: "
+        + ", ".join(f"{arm} {v:.2f}×" for arm, v in ratio.items()))
     if args.json:
         args.json.write_text(json.dumps({"root": str(root), "n": args.n, "workers": args.workers,
                                          "runs": runs, "median_seconds": med,

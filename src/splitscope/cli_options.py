@@ -45,6 +45,15 @@ IMAGE_COLUMN_OPTION = click.option(
          "binary) of a Parquet/Arrow input; detected when there is one.")
 
 
+#: How each file is decoded for its features (METHODS §2.2; the mode is part of every pixel
+#: predicate and of the feature cache's key).
+MODE_OPTION = click.option(
+    "--mode", type=click.Choice(["exact", "fast"]), default="exact", show_default=True,
+    help="Feature extraction: 'exact' decodes every pixel; 'fast' decodes a JPEG whose "
+         "shorter side is at least 4 × max(S, 32) at reduced scale (another geometry, cached "
+         "apart; those files get no decoded-pixel digest).")
+
+
 def with_image_column(options: dict, image_column: str | None) -> dict:
     """``options`` with ``image_column`` added when it was given."""
     return {**options, "image_column": image_column} if image_column else options

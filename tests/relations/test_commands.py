@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from artifacts_check import assert_artifacts_cover
 from click.testing import CliRunner
@@ -78,3 +79,65 @@ def test_duplicates_reads_list_files_like_scan(planted_root, tmp_path):
     sha = next(p for p in json.loads(res.output)["predicates"] if p["predicate"] == "sha256"
                and p["boundary"] == "test → train")
     assert (sha["numerator"], sha["denominator"]) == (3, 18)
+
+
+def _fast_release(root):
+    """Train/test over 256² grey JPEGs (reduced-scale in fast mode at S = 32): test holds a
+    byte copy and a quality-75 re-encode of two training files, and two files of its own."""
+    from PIL import Image
+
+    rng = np.random.default_rng(11)
+    yy, xx = np.mgrid[0:256, 0:256] / 256.0
+
+    def image(k):
+        a, b, c = rng.uniform(2, 9, 3)
+        z = np.sin(a * xx + k) * np.cos(b * yy - k) + 0.5 * np.sin(c * (xx + yy))
+        z = z + rng.normal(0, 0.05, z.shape)
+        return Image.fromarray(np.uint8(np.clip(127 + 100 * z, 0, 255))).convert("RGB")
+
+    train = []
+    for k in range(8):
+        path = root / "train" / "AB"[k % 2] / f"t{k}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        image(k).save(path, quality=90)
+        train.append(path)
+    (root / "test" / "A").mkdir(parents=True)
+    (root / "test" / "B").mkdir(parents=True)
+    (root / "test" / "A" / "copy.jpg").write_bytes(train[0].read_bytes())
+    with Image.open(train[3]) as im:
+        im.save(root / "test" / "B" / "reencoded.jpg", quality=75)
+    for k in range(2):
+        image(100 + k).save(root / "test" / "AB"[k] / f"own{k}.jpg", quality=90)
+
+
+def test_duplicates_and_audit_take_the_fast_mode(tmp_path):
+    """``--mode fast`` reaches the scan of ``duplicates`` and of ``audit``: the copies are found
+    in both modes, the features are cached apart under the fast key, and decoded-pixel identity
+    is not assessed for reduced-scale decodes."""
+    root = tmp_path / "release"
+    _fast_release(root)
+    found = {}
+    for mode in ("exact", "fast"):
+        res = CliRunner().invoke(app, [
+            "duplicates", str(root), "-q", "test", "-r", "train", "--workers", "1",
+            "--thumb-size", "32", "--mode", mode, "--workspace", str(tmp_path / "ws"),
+            "--json"])
+        assert res.exit_code == 0, res.output
+        found[mode] = {p["predicate"]: (p["status"], p["numerator"])
+                       for p in json.loads(res.output)["predicates"]
+                       if p["boundary"] == "test → train"}
+    for mode in ("exact", "fast"):
+        assert found[mode]["sha256"] == ("completed", 1)
+        assert found[mode]["ncc_nearest"] == ("completed", 2)
+    assert found["exact"]["pixel_xxh128"][0] == "completed"
+    assert found["fast"]["pixel_xxh128"][0] == "not assessed"
+    metas = [json.loads(p.read_text()) for p in (tmp_path / "ws" / "features").glob("*/meta.json")]
+    assert sorted(m["params"]["mode"] for m in metas) == ["exact", "fast"]
+
+    out = tmp_path / "audit"
+    assert main(["audit", str(root), "--out", str(out), "--workers", "1", "--thumb-size", "32",
+                 "--mode", "fast", "--layers", "duplicates", "--json"]) == 0
+    doc = json.loads((out / "audit.json").read_text())
+    assert doc["options"]["features"]["mode"] == "fast"
+    pixel = next(r for r in doc["records"] if r["id"] == "identity.pixel_xxh128.test--train")
+    assert pixel["status"] == "not assessed"

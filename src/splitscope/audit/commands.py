@@ -16,6 +16,7 @@ from splitscope.cli_options import (
     IMAGE_COLUMN_OPTION,
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
+    MODE_OPTION,
     RUN_OPTIONS,
     SAFETY_OPTIONS,
     SEARCH_OPTIONS,
@@ -200,6 +201,7 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 @with_options(SEARCH_OPTIONS)
 @click.option("--thumb-size", default=FeatureParams.thumb_size, show_default=True, type=int,
               help="Thumbnail side S (part of every pixel predicate).")
+@MODE_OPTION
 @click.option("--transforms", default=SearchOptions.transforms, show_default=True, type=int,
               help="Reference images in the seeded transform-sensitivity sample (0: skip).")
 @with_options(RUN_OPTIONS)
@@ -229,7 +231,7 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
 def audit_command(inputs, control, external, predictions, sheet, header_row, sep, decimal,
                   score_kind, attribution_maps,
                   attribution_masks, group_regex, out_dir, workspace, tau, radius, thumb_size,
-                  dihedral, transforms, seed, resamples, workers, engine, scheduler, max_pairs,
+                  mode, dihedral, transforms, seed, resamples, workers, engine, scheduler, max_pairs,
                   layers, fail_on, label_map, external_label_map, control_label_map,
                   path_column, label_column, split_column, source_column, group_column,
                   list_root, constant_split, image_column, allow_outside_root, follow_links,
@@ -252,7 +254,7 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
     with contextlib.closing(executor) if executor is not None else contextlib.nullcontext():
         result = audit(list(inputs), control=control, external=external, predictions=predictions,
                        group_regex=group_regex, out_dir=out_dir, workspace=workspace, tau=tau,
-                       radius=radius, thumb_size=thumb_size, dihedral=dihedral,
+                       radius=radius, thumb_size=thumb_size, mode=mode, dihedral=dihedral,
                        transforms=transforms, fail_on=conditions, seed=seed,
                        resamples=resamples,
                        workers=workers, executor=executor, max_pairs=max_pairs, command=command,

@@ -12,6 +12,7 @@ from splitscope.cli_options import (
     IMAGE_COLUMN_OPTION,
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
+    MODE_OPTION,
     SAFETY_OPTIONS,
     list_options,
     safety_options,
@@ -107,8 +108,7 @@ def _print_summary(summary: dict) -> None:
               help="Workspace folder (default ./splitscope-workspace); never inside the data.")
 @click.option("--thumb-size", type=int, default=96, show_default=True,
               help="Thumbnail side S for NCC/SSIM.")
-@click.option("--mode", type=click.Choice(["exact", "fast"]), default="exact",
-              show_default=True, help="Feature extraction mode.")
+@MODE_OPTION
 @click.option("--interpolation", default="bicubic", show_default=True,
               help="Thumbnail resize filter.")
 @click.option("--workers", type=int, default=None,

@@ -13,6 +13,7 @@ from splitscope.cli_options import (
     IMAGE_COLUMN_OPTION,
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
+    MODE_OPTION,
     SAFETY_OPTIONS,
     SEARCH_OPTIONS,
     fail_on_option,
@@ -146,6 +147,7 @@ _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 @with_options(SEARCH_OPTIONS)
 @click.option("--thumb-size", type=int, default=96, show_default=True,
               help="Thumbnail side S (part of the NCC predicate).")
+@MODE_OPTION
 @click.option("--interpolation", default="bicubic", show_default=True,
               help="Thumbnail resize filter (part of the NCC predicate).")
 @click.option("--workspace", "-w", type=click.Path(file_okay=False), default=None,
@@ -181,7 +183,7 @@ _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 @with_options(SAFETY_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def duplicates_command(inputs, query, reference, boundaries, control_root, control_boundary,
-                       control_bound, tau, radius, dihedral, thumb_size, interpolation,
+                       control_bound, tau, radius, dihedral, thumb_size, mode, interpolation,
                        workspace, out_dir, workers, transform_sample, seed, embeddings,
                        embedding_tau, embedding_index, fail_on, group_regex, label_map,
                        path_column, label_column, split_column, source_column, group_column,
@@ -210,12 +212,12 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
     if query is not None:
         bounds.insert(0, (query, reference))
     ws = Path(workspace) if workspace else Path("splitscope-workspace")
-    audited = scan(list(inputs), ws, thumb_size=thumb_size, interpolation=interpolation,
+    audited = scan(list(inputs), ws, thumb_size=thumb_size, mode=mode, interpolation=interpolation,
                    workers=workers, progress=False, **reading)
     control = None
     if control_root is not None:
         cscan = scan(control_root, ws.parent / f"{ws.name}-control", thumb_size=thumb_size,
-                     interpolation=interpolation, workers=workers, progress=False,
+                     mode=mode, interpolation=interpolation, workers=workers, progress=False,
                      **safety_options(allow_outside_root, follow_links, max_file_size))
         control = (cscan, control_boundary) if control_boundary else cscan
     elif control_boundary:
