@@ -38,7 +38,8 @@ def check_rows(rows: pd.DataFrame, extra: tuple[str, ...] = ()) -> pd.DataFrame:
 def side(rows: pd.DataFrame, population: Population) -> pd.DataFrame:
     """The rows of one population, in ``row`` order."""
     sub = rows[rows["row"].isin(population.rows)]
-    return sub.sort_values("row", kind="stable")
+    # a table already in row order (Scan.rows() is) is not copied a second time by the sort
+    return sub if sub["row"].is_monotonic_increasing else sub.sort_values("row", kind="stable")
 
 
 def _labels(values: pd.Series) -> list[str]:
