@@ -182,3 +182,21 @@ def test_run_steps_passes_errors_on_and_checks_requests():
         return got, together
 
     assert run_steps([nothing()]) == [([], [])]
+
+
+def test_bootstrap_aucs_share_the_resamples_and_give_each_interval_alone():
+    from splitscope.provenance.stats import bootstrap_aucs
+
+    rng = np.random.default_rng(4)
+    y = rng.random(700) < 0.3
+    score = rng.random(700) + 0.4 * y
+    y_perm = rng.permutation(y)
+    strata = rng.integers(0, 5, 700)
+    cases = [(y, score, strata), (y_perm, score, None), (np.zeros(700, bool), score, None)]
+    together = bootstrap_aucs(cases, n_resamples=300, seed=3)
+    alone = [bootstrap_auc(a, b, strata=c, n_resamples=300, seed=3) for a, b, c in cases]
+    assert together == alone  # bit for bit, the undefined case included
+    assert together[0]["low"] < together[0]["estimate"] < together[0]["high"]
+    assert together[2]["kind"].startswith("not defined")
+    with pytest.raises(ValueError, match="differ in length"):
+        bootstrap_aucs([(y, score, None), (y[:10], score[:10], None)])

@@ -34,28 +34,39 @@ _CHUNK_CELLS = 4_000_000  # rows × resamples per batch (bounds memory to ~100 M
 # resampling
 
 
-def bootstrap_weights(n: int, n_boot: int = DEFAULT_BOOT, seed: int = RunOptions.seed, chunk: int | None = None):
+def bootstrap_weights(n: int, n_boot: int = DEFAULT_BOOT, seed: int = RunOptions.seed,
+                      chunk: int | None = None, transposed: bool = False):
     """Yield resample-count matrices ``W`` (chunk, n) of a case bootstrap, in resample order.
 
     The indices are the rows of ``default_rng(seed).integers(0, n, (n_boot, n))``, drawn chunk
     by chunk from the one generator: resample b is the same whatever the chunk size.
+    ``transposed``: each batch as ``W.T`` instead, C-ordered float64 (n, chunk), counted in that
+    layout (no transposed copy), for sums over the rows.
     """
     if n <= 0:
         raise InputError("cannot bootstrap an empty view")
     chunk = chunk or max(1, min(n_boot, _CHUNK_CELLS // n))
-    for w in _draw_counts(np.random.default_rng(seed), n, n_boot, chunk):
-        yield w.astype(np.float32)
+    rng = np.random.default_rng(seed)
+    for w in _draw_counts(rng, n, n_boot, chunk, transposed):
+        yield w.astype(np.float64 if transposed else np.float32)
 
 
-def _draw_counts(rng: np.random.Generator, n: int, n_boot: int, chunk: int):
+def _draw_counts(rng: np.random.Generator, n: int, n_boot: int, chunk: int,
+                 transposed: bool = False):
     """Yield ``(b, n)`` matrices counting how often each of ``n`` items is drawn in each of
-    ``n_boot`` resamples of size ``n`` (with replacement), ``chunk`` resamples at a time."""
+    ``n_boot`` resamples of size ``n`` (with replacement), ``chunk`` resamples at a time;
+    ``transposed``: the same counts as ``(n, b)``."""
     done = 0
     while done < n_boot:
         b = min(chunk, n_boot - done)
         idx = rng.integers(0, n, (b, n))
-        offs = (np.arange(b, dtype=np.int64) * n)[:, None]
-        yield np.bincount((idx + offs).ravel(), minlength=b * n).reshape(b, n)
+        if transposed:  # cell (item, resample) of an (n, b) table
+            idx *= b
+            idx += np.arange(b, dtype=np.int64)[:, None]
+        else:  # cell (resample, item) of a (b, n) table
+            idx += (np.arange(b, dtype=np.int64) * n)[:, None]
+        counts = np.bincount(idx.ravel(), minlength=b * n)
+        yield counts.reshape(n, b) if transposed else counts.reshape(b, n)
         done += b
 
 

@@ -33,6 +33,7 @@ from splitscope.provenance.stats import (
     FoldTasks,
     Together,
     bootstrap_auc,
+    bootstrap_aucs,
     fit_sample,
     run_steps,
     single_threaded,
@@ -272,7 +273,16 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
         runs.append(_oof_steps(X, y_perm, g, **opts))
     (prob, fold, fitted, left_out), *controls = yield Together(runs)
     ok = np.isfinite(prob)
-    auc = bootstrap_auc(y[ok], prob[ok], n_resamples=n_resamples, seed=seed, strata=fold[ok])
+    boot = {"n_resamples": n_resamples, "seed": seed}
+    cases = [(y[ok], prob[ok], fold[ok])]
+    if shuffled_control:
+        (p2, f2, _, _), = controls
+        ok2 = np.isfinite(p2)
+        cases.append((y_perm[ok2], p2[ok2], f2[ok2]))
+    # the classifier and its control share the resamples when they score as many rows
+    aucs = (bootstrap_aucs(cases, **boot) if len({len(c[0]) for c in cases}) == 1 else
+            [bootstrap_auc(a, b, strata=c, **boot) for a, b, c in cases])
+    auc = aucs[0]
     pooled = float(weighted_auc(y[ok], prob[ok])[0]) if ok.any() else float("nan")
     d_a, eps = proxy_a_distance(y[ok], prob[ok])
     labels = (rows["label"] if "label" in rows.columns else pd.Series(pd.NA, index=rows.index)
@@ -292,10 +302,7 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
     }).iloc[np.argsort(order)].reset_index(drop=True)
     control = None
     if shuffled_control:
-        (p2, f2, _, _), = controls
-        ok2 = np.isfinite(p2)
-        c_auc = bootstrap_auc(y_perm[ok2], p2[ok2], n_resamples=n_resamples, seed=seed,
-                              strata=f2[ok2])
+        c_auc = aucs[1]
         c_da, c_eps = proxy_a_distance(y_perm[ok2], p2[ok2])
         control = {"name": "shuffled partition labels", "auc": c_auc, "d_a": c_da,
                    "balanced_error": c_eps, "seed": seed}

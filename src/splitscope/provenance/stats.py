@@ -27,6 +27,7 @@ __all__ = [
     "Together",
     "balanced_accuracy_rows",
     "bootstrap_auc",
+    "bootstrap_aucs",
     "bootstrap_balanced_accuracy",
     "fit_sample",
     "fold_jobs",
@@ -390,29 +391,50 @@ def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = RunOpt
     Resamples are drawn ``chunk`` at a time, fewer when ``chunk`` × rows would exceed
     :data:`AUC_CHUNK_CELLS` (a resample is the same whatever the batch), and each stratum's
     sort is computed once for all of them: memory stays bounded at a million rows and the
-    interval is the one of any batch size. Each batch is transposed once and every stratum's
-    plan reads its rows in place rather than copying its columns out of the batch."""
-    y = np.asarray(y).astype(bool)
-    est = (float(weighted_auc(y, score, strata=strata)[0]) if y.any() and not y.all()
-           else float("nan"))
-    if not np.isfinite(est):
-        return {"estimate": None, "low": None, "high": None, "level": level,
-                "resamples": 0, "undefined_resamples": 0, "seed": seed,
-                "kind": "not defined: one side has no cases"}
+    interval is the one of any batch size. Each batch is drawn as rows × resamples and every
+    stratum's plan reads its rows in place rather than copying its columns out of it."""
+    return bootstrap_aucs([(y, score, strata)], n_resamples=n_resamples, seed=seed,
+                          level=level, chunk=chunk)[0]
+
+
+def bootstrap_aucs(cases: list[tuple], *, n_resamples: int = RunOptions.resamples,
+                   seed: int = RunOptions.seed, level: float = 0.95,
+                   chunk: int = 250) -> list[dict[str, Any]]:
+    """:func:`bootstrap_auc` of several ``(y, score, strata)`` of one length with one seed (a
+    classifier and its shuffled control): their resamples are the same, so each batch is
+    drawn once for all of them; each result is the one :func:`bootstrap_auc` gives alone."""
+    ys = [np.asarray(y).astype(bool) for y, _, _ in cases]
+    if len({y.size for y in ys}) > 1:
+        raise ValueError("bootstrap_aucs: the cases differ in length; bootstrap each alone")
+    out: list[dict[str, Any]] = [{
+        "estimate": None, "low": None, "high": None, "level": level, "resamples": 0,
+        "undefined_resamples": 0, "seed": seed, "kind": "not defined: one side has no cases"}
+        for _ in cases]
+    defined = []  # (case, estimate, its strata plans)
+    for i, (y, (_, score, strata)) in enumerate(zip(ys, cases)):
+        est = (float(weighted_auc(y, score, strata=strata)[0]) if y.any() and not y.all()
+               else float("nan"))
+        if np.isfinite(est):
+            defined.append((i, est, _stratum_plans(y, np.asarray(score, np.float64), strata)))
+    if not defined:
+        return out
     from splitscope.evaluation.uncertainty import bootstrap_weights
 
-    plans = _stratum_plans(y, np.asarray(score, dtype=np.float64), strata)
-    chunk = max(1, min(int(chunk), AUC_CHUNK_CELLS // max(y.size, 1)))
-    vals = []
-    for w in bootstrap_weights(y.size, n_resamples, seed=seed, chunk=chunk):
-        # (rows, resamples), once per batch: every stratum's plan reads its rows in place
-        num, den = _auc_parts(np.ascontiguousarray(w.T, dtype=np.float64), plans)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            vals.append(np.where(den > 0, num / np.where(den > 0, den, 1), np.nan))
-    aucs = np.concatenate(vals)
-    ok = np.isfinite(aucs)
+    n = ys[0].size
+    vals: list[list[np.ndarray]] = [[] for _ in defined]
+    batch = max(1, min(int(chunk), AUC_CHUNK_CELLS // max(n, 1)))
+    for wt in bootstrap_weights(n, n_resamples, seed=seed, chunk=batch, transposed=True):
+        # (rows, resamples), as drawn: every stratum's plan reads its rows in place
+        for got, (_, _, plans) in zip(vals, defined):
+            num, den = _auc_parts(wt, plans)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                got.append(np.where(den > 0, num / np.where(den > 0, den, 1), np.nan))
     alpha = (1 - level) / 2
-    low, high = np.quantile(aucs[ok], [alpha, 1 - alpha]) if ok.any() else (np.nan, np.nan)
-    return {"estimate": est, "low": float(low), "high": float(high), "level": level,
-            "resamples": int(n_resamples), "undefined_resamples": int((~ok).sum()),
-            "seed": seed, "kind": interval_kind(n_resamples)}
+    for got, (i, est, _) in zip(vals, defined):
+        aucs = np.concatenate(got)
+        ok = np.isfinite(aucs)
+        low, high = np.quantile(aucs[ok], [alpha, 1 - alpha]) if ok.any() else (np.nan, np.nan)
+        out[i] = {"estimate": est, "low": float(low), "high": float(high), "level": level,
+                  "resamples": int(n_resamples), "undefined_resamples": int((~ok).sum()),
+                  "seed": seed, "kind": interval_kind(n_resamples)}
+    return out
