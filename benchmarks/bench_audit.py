@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_features import TreeSampler
 from bench_output import emit
 
 HERE = Path(__file__).resolve()
@@ -188,15 +189,15 @@ def run_audit(folder: Path, workers: int, group_regex: str | None,
         env = dict(os.environ)
         if src is not None:
             env["PYTHONPATH"] = str(src)
-        before = os.times()
         t = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+        sampler = TreeSampler(proc.pid)  # the scan's and the fits' workers included
+        _, err = proc.communicate()
         seconds = time.perf_counter() - t
-        after = os.times()
-        cpu = (after.children_user - before.children_user
-               + after.children_system - before.children_system)
+        cpu = sampler.stop()["cpu_seconds_tree"]
         if proc.returncode not in (0, 1):
-            raise RuntimeError(f"audit failed ({proc.returncode}): {proc.stderr[-2000:]}")
+            raise RuntimeError(f"audit failed ({proc.returncode}): {err[-2000:]}")
         doc = json.loads((out / "audit.json").read_text())
     layers = {}
     for layer in doc.get("layers", []):

@@ -265,41 +265,54 @@ def _tree_sample(root_pid: int) -> tuple[int, int, int, dict[int, int]]:
     return total, largest, anon, cpu
 
 
+class TreeSampler:
+    """Samples the process tree of ``pid`` every ``interval`` seconds in a thread, from start to
+    :meth:`stop`: peak resident memory (sum over the tree, largest process, anonymous) and
+    CPU seconds (each process's last sample, so workers of a fork server or of loky count too;
+    a process that ends between samples loses at most ``interval``)."""
+
+    def __init__(self, pid: int, interval: float = 0.05):
+        self.pid, self.interval = pid, interval
+        self.peak = {"sum": 0, "max": 0, "anon": 0}
+        self.ticks: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total, largest, anon, ticks = _tree_sample(self.pid)
+            self.peak["sum"] = max(self.peak["sum"], total)
+            self.peak["max"] = max(self.peak["max"], largest)
+            self.peak["anon"] = max(self.peak["anon"], anon)
+            for pid, t in ticks.items():
+                self.ticks[pid] = max(self.ticks.get(pid, 0), t)
+            self._stop.wait(self.interval)
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        return {"peak_rss_tree_mib": round(self.peak["sum"] / 1024, 1),
+                "peak_rss_largest_process_mib": round(self.peak["max"] / 1024, 1),
+                "peak_rss_anon_tree_mib": round(self.peak["anon"] / 1024, 1),
+                "cpu_seconds_tree": round(sum(self.ticks.values()) / _TICK, 2)}
+
+
 def run_child(argv: list[str], src: Path | None = None) -> dict:
     """Run ``argv`` (its last stdout line is JSON) while sampling its process tree every
-    50 ms: peak resident memory and CPU seconds (each process's last sample; processes that
-    end between samples lose at most 50 ms). The 1-minute load average just before the run
-    is kept with it (``load_1min``): on a shared machine it says what else was running."""
+    50 ms (:class:`TreeSampler`). The 1-minute load average just before the run is kept with it
+    (``load_1min``): on a shared machine it says what else was running."""
     load_before = os.getloadavg()[0]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONWARNINGS": "ignore",
                                  **({"PYTHONPATH": str(src)} if src is not None else {})})
-    peak = {"sum": 0, "max": 0, "anon": 0}
-    cpu: dict[int, int] = {}
-    stop = threading.Event()
-
-    def sampler():
-        while not stop.is_set():
-            total, largest, anon, ticks = _tree_sample(proc.pid)
-            peak["sum"] = max(peak["sum"], total)
-            peak["max"] = max(peak["max"], largest)
-            peak["anon"] = max(peak["anon"], anon)
-            for pid, t in ticks.items():
-                cpu[pid] = max(cpu.get(pid, 0), t)
-            stop.wait(0.05)
-
-    thread = threading.Thread(target=sampler, daemon=True)
-    thread.start()
+    sampler = TreeSampler(proc.pid)
     out, err = proc.communicate()
-    stop.set()
-    thread.join()
+    sampled = sampler.stop()
     if proc.returncode != 0:
         raise RuntimeError(f"{argv[:4]} failed ({proc.returncode}): {err[-2000:]}")
     result = json.loads(out.strip().splitlines()[-1])
-    result["peak_rss_tree_mib"] = round(peak["sum"] / 1024, 1)
-    result["peak_rss_largest_process_mib"] = round(peak["max"] / 1024, 1)
-    result["peak_rss_anon_tree_mib"] = round(peak["anon"] / 1024, 1)
-    result["cpu_seconds_tree"] = round(sum(cpu.values()) / _TICK, 2)
+    result.update(sampled)
     result["load_1min"] = round(load_before, 2)
     return result
 

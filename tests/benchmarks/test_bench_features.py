@@ -70,3 +70,17 @@ def test_decode_pool_child_reports_json(mri_set):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["method"] == "decode_pool" and result["files"] == 6
     assert result["images_per_s"] > 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="samples /proc")
+def test_tree_sampler_counts_the_cpu_of_grandchildren(bench):
+    """A process started by a child (as a fork server's or loky's workers are) is counted: the
+    CPU of the whole tree, not only of the children the caller waits for."""
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass"
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {busy!r}])"
+    proc = subprocess.Popen([sys.executable, "-c", child])
+    sampler = bench.TreeSampler(proc.pid)
+    proc.wait()
+    got = sampler.stop()
+    assert got["cpu_seconds_tree"] >= 0.45
+    assert got["peak_rss_tree_mib"] > 0
