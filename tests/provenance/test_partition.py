@@ -125,3 +125,13 @@ def test_partition_folds_in_worker_processes_give_the_same_probabilities():
     p2, f2, _, _ = _oof_prob(X, y, None, folds=5, seed=0, classifier="logistic", jobs=2)
     np.testing.assert_array_equal(p1, p2)
     np.testing.assert_array_equal(f1, f2)
+
+
+@pytest.mark.parametrize("bins", [32, 24, 256, 7])
+def test_content_feature_histogram_bins_are_value_times_bins_over_256(bins):
+    """The byte shift used when ``bins`` divides 256 and the general rule give the same bins."""
+    t = np.random.default_rng(bins).integers(0, 256, (40, 96, 96)).astype(np.uint8)
+    want = np.stack([np.bincount(x.ravel().astype(np.int64) * bins // 256, minlength=bins)
+                     for x in t]) / 96 ** 2
+    got = content_features(t, bins=bins, block=16)
+    assert np.array_equal(got[:, 256:], want.astype(np.float32))

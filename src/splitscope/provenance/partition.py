@@ -68,13 +68,17 @@ def content_features(thumbs: np.ndarray, *, grid: int = 16, bins: int = 32,
     pool = np.kron(np.eye(grid, dtype=np.float32), np.ones((1, f), np.float32))
     pool_t = np.ascontiguousarray(pool.T)
     out = np.empty((n, grid * grid + bins), dtype=np.float32)
+    shift = (256 // bins).bit_length() - 1 if 256 % bins == 0 else None
     for start in range(0, n, block):
         b = np.asarray(t[start:start + block], dtype=np.uint8)
         m = b.shape[0]
         core = b[:, off:off + side, off:off + side].astype(np.float32)
         sums = (pool @ core @ pool_t).reshape(m, -1)
         out[start:start + m, :grid * grid] = sums / np.float32(f * f * 255)
-        idx = b.reshape(m, s * s).astype(np.intp) * bins // 256
+        flat = b.reshape(m, s * s)
+        # the bin of value v is v·bins // 256: a shift of the bytes when bins divides 256
+        idx = ((flat >> shift).astype(np.intp) if shift is not None else
+               flat.astype(np.intp) * bins // 256)
         idx += (np.arange(m, dtype=np.intp) * bins)[:, None]
         counts = np.bincount(idx.ravel(), minlength=m * bins).reshape(m, bins)
         out[start:start + m, grid * grid:] = counts / float(s * s)
