@@ -47,3 +47,31 @@ def test_string_labels_and_groups_like_the_probes():
     for (a_tr, a_te), (b_tr, b_te) in zip(ours, theirs):
         np.testing.assert_array_equal(a_tr, b_tr)
         np.testing.assert_array_equal(a_te, b_te)
+
+
+@pytest.mark.parametrize("k,classes", [(8, 3), (3, 9), (10, 12)])
+def test_same_folds_as_scikit_learn_beyond_the_python_scores(k, classes):
+    """More folds or classes than :data:`PYTHON_MAX`: the NumPy scores, the same folds."""
+    rng = np.random.default_rng(k * 100 + classes)
+    y = rng.integers(0, classes, 1500)
+    groups = rng.integers(0, 500, 1500)
+    X = np.zeros((1500, 1))
+    ours = GroupFolds(k, shuffle=True, random_state=3).split(X, y, groups)
+    theirs = StratifiedGroupKFold(k, shuffle=True, random_state=3).split(X, y, groups)
+    for (_, a_te), (_, b_te) in zip(ours, theirs):
+        np.testing.assert_array_equal(a_te, b_te)
+
+
+def test_python_fold_scores_equal_numpys_bit_for_bit():
+    from splitscope.provenance.folds import PYTHON_MAX, fold_scores, fold_scores_numpy
+
+    rng = np.random.default_rng(5)
+    for k in range(2, PYTHON_MAX + 1):
+        for c in range(2, PYTHON_MAX + 1):
+            for _ in range(200):
+                scale = int(rng.choice([3, 30, 3000]))
+                counts = rng.integers(0, scale, (k, c)).astype(float)
+                y_cnt = counts.sum(0).astype(np.int64) + rng.integers(1, scale, c)
+                group = rng.integers(0, max(2, scale // 10), c).astype(float)
+                assert fold_scores(counts.tolist(), y_cnt.tolist(), group.tolist()) == \
+                    fold_scores_numpy(counts, y_cnt, group)
