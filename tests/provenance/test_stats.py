@@ -192,11 +192,12 @@ def test_bootstrap_aucs_share_the_resamples_and_give_each_interval_alone():
     score = rng.random(700) + 0.4 * y
     y_perm = rng.permutation(y)
     strata = rng.integers(0, 5, 700)
-    cases = [(y, score, strata), (y_perm, score, None), (np.zeros(700, bool), score, None)]
+    cases = [(y, score, strata), (y_perm, score, None), (np.zeros(700, bool), score, None),
+             (y[:400], score[:400], strata[:400])]  # another length: drawn on its own
     together = bootstrap_aucs(cases, n_resamples=300, seed=3)
     alone = [bootstrap_auc(a, b, strata=c, n_resamples=300, seed=3) for a, b, c in cases]
     assert together == alone  # bit for bit, the undefined case included
     assert together[0]["low"] < together[0]["estimate"] < together[0]["high"]
     assert together[2]["kind"].startswith("not defined")
-    with pytest.raises(ValueError, match="differ in length"):
-        bootstrap_aucs([(y, score, None), (y[:10], score[:10], None)])
+    # the estimate from the plans equals weighted_auc's
+    assert together[0]["estimate"] == float(weighted_auc(y, score, strata=strata)[0])

@@ -277,15 +277,13 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
         runs.append(_oof_steps(X, y_perm, g, **opts))
     (prob, fold, fitted, left_out), *controls = yield Together(runs)
     ok = np.isfinite(prob)
-    boot = {"n_resamples": n_resamples, "seed": seed}
     cases = [(y[ok], prob[ok], fold[ok])]
     if shuffled_control:
         (p2, f2, _, _), = controls
         ok2 = np.isfinite(p2)
         cases.append((y_perm[ok2], p2[ok2], f2[ok2]))
     # the classifier and its control share the resamples when they score as many rows
-    aucs = (bootstrap_aucs(cases, **boot) if len({len(c[0]) for c in cases}) == 1 else
-            [bootstrap_auc(a, b, strata=c, **boot) for a, b, c in cases])
+    aucs = bootstrap_aucs(cases, n_resamples=n_resamples, seed=seed)
     auc = aucs[0]
     pooled = float(weighted_auc(y[ok], prob[ok])[0]) if ok.any() else float("nan")
     d_a, eps = proxy_a_distance(y[ok], prob[ok])

@@ -400,41 +400,40 @@ def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = RunOpt
 def bootstrap_aucs(cases: list[tuple], *, n_resamples: int = RunOptions.resamples,
                    seed: int = RunOptions.seed, level: float = 0.95,
                    chunk: int = 250) -> list[dict[str, Any]]:
-    """:func:`bootstrap_auc` of several ``(y, score, strata)`` of one length with one seed (a
-    classifier and its shuffled control): their resamples are the same, so each batch is
+    """:func:`bootstrap_auc` of several ``(y, score, strata)`` with one seed (a classifier and
+    its shuffled control): cases of one length have the same resamples, so each batch is
     drawn once for all of them; each result is the one :func:`bootstrap_auc` gives alone."""
-    ys = [np.asarray(y).astype(bool) for y, _, _ in cases]
-    if len({y.size for y in ys}) > 1:
-        raise ValueError("bootstrap_aucs: the cases differ in length; bootstrap each alone")
+    from splitscope.evaluation.uncertainty import bootstrap_weights
+
     out: list[dict[str, Any]] = [{
         "estimate": None, "low": None, "high": None, "level": level, "resamples": 0,
         "undefined_resamples": 0, "seed": seed, "kind": "not defined: one side has no cases"}
         for _ in cases]
-    defined = []  # (case, estimate, its strata plans)
-    for i, (y, (_, score, strata)) in enumerate(zip(ys, cases)):
-        est = (float(weighted_auc(y, score, strata=strata)[0]) if y.any() and not y.all()
-               else float("nan"))
-        if np.isfinite(est):
-            defined.append((i, est, _stratum_plans(y, np.asarray(score, np.float64), strata)))
-    if not defined:
-        return out
-    from splitscope.evaluation.uncertainty import bootstrap_weights
-
-    n = ys[0].size
-    vals: list[list[np.ndarray]] = [[] for _ in defined]
-    batch = max(1, min(int(chunk), AUC_CHUNK_CELLS // max(n, 1)))
-    for wt in bootstrap_weights(n, n_resamples, seed=seed, chunk=batch, transposed=True):
-        # (rows, resamples), as drawn: every stratum's plan reads its rows in place
-        for got, (_, _, plans) in zip(vals, defined):
-            num, den = _auc_parts(wt, plans)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                got.append(np.where(den > 0, num / np.where(den > 0, den, 1), np.nan))
+    by_length: dict[int, list] = {}  # rows → [(case, estimate, its strata plans)]
+    for i, (y, score, strata) in enumerate(cases):
+        y = np.asarray(y).astype(bool)
+        if not y.any() or y.all():
+            continue
+        plans = _stratum_plans(y, np.asarray(score, np.float64), strata)
+        num, den = _auc_parts(np.ones((y.size, 1)), plans)  # the estimate: unit weights
+        if den[0] > 0:
+            by_length.setdefault(y.size, []).append((i, float(num[0] / den[0]), plans))
     alpha = (1 - level) / 2
-    for got, (i, est, _) in zip(vals, defined):
-        aucs = np.concatenate(got)
-        ok = np.isfinite(aucs)
-        low, high = np.quantile(aucs[ok], [alpha, 1 - alpha]) if ok.any() else (np.nan, np.nan)
-        out[i] = {"estimate": est, "low": float(low), "high": float(high), "level": level,
-                  "resamples": int(n_resamples), "undefined_resamples": int((~ok).sum()),
-                  "seed": seed, "kind": interval_kind(n_resamples)}
+    for n, defined in by_length.items():
+        vals: list[list[np.ndarray]] = [[] for _ in defined]
+        batch = max(1, min(int(chunk), AUC_CHUNK_CELLS // n))
+        for wt in bootstrap_weights(n, n_resamples, seed=seed, chunk=batch, transposed=True):
+            # (rows, resamples), as drawn: every stratum's plan reads its rows in place
+            for got, (_, _, plans) in zip(vals, defined):
+                num, den = _auc_parts(wt, plans)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    got.append(np.where(den > 0, num / np.where(den > 0, den, 1), np.nan))
+        for got, (i, est, _) in zip(vals, defined):
+            aucs = np.concatenate(got)
+            ok = np.isfinite(aucs)
+            low, high = (np.quantile(aucs[ok], [alpha, 1 - alpha]) if ok.any() else
+                         (np.nan, np.nan))
+            out[i] = {"estimate": est, "low": float(low), "high": float(high), "level": level,
+                      "resamples": int(n_resamples), "undefined_resamples": int((~ok).sum()),
+                      "seed": seed, "kind": interval_kind(n_resamples)}
     return out
