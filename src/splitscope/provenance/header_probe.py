@@ -34,6 +34,7 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.options import ProvenanceOptions, RunOptions
+from splitscope.provenance.binning import one_sort_per_column
 from splitscope.provenance.stats import (
     PARALLEL_CELLS,
     FoldTasks,
@@ -317,7 +318,7 @@ def fit_model(X: np.ndarray, y: np.ndarray, categorical: list[bool], seed: int,
     if not len(columns) and X.shape[1]:
         columns, fitted, flags = np.zeros(1, dtype=np.intp), np.zeros((len(X), 1)), [False]
     model = _model(seed, flags, early_stopping)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), one_sort_per_column():
         warnings.simplefilter("ignore")
         model.fit(fitted, y)
     return model, columns

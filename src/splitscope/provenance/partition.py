@@ -17,6 +17,7 @@ error of the out-of-fold predictions at probability 0.5 (negative when ε > 0.5,
 from __future__ import annotations
 
 import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ import pandas as pd
 from splitscope.errors import InputError
 from splitscope.features.embeddings import load_embeddings
 from splitscope.options import ProvenanceOptions, RunOptions
+from splitscope.provenance.binning import one_sort_per_column
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
 from splitscope.provenance.stats import (
     PARALLEL_CELLS,
@@ -140,7 +142,8 @@ def _fold_prob(X, y, train, test, classifier: str, seed: int) -> np.ndarray | No
     """Held-out probabilities of one fold (None when its training part lacks a partition)."""
     if y[train].all() or (~y[train]).all():
         return None  # a fold without both partitions cannot be fitted; left as NaN
-    with warnings.catch_warnings():
+    binning = one_sort_per_column() if classifier == "hgb" else nullcontext()
+    with warnings.catch_warnings(), binning:
         warnings.simplefilter("ignore")
         model = _classifier(classifier, seed).fit(np.asarray(X[train], np.float64), y[train])
         return model.predict_proba(np.asarray(X[test], np.float64))[:, 1]
