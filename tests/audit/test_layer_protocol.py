@@ -127,3 +127,79 @@ def test_old_module_paths_still_import_with_a_warning():
         with pytest.warns(DeprecationWarning, match="moved to"):
             module = importlib.import_module(old)
         assert module is importlib.import_module(new)
+
+
+class _Beside:
+    """A background layer that finishes only once a later layer has run: it can complete only
+    when the audit runs it beside the layers that follow it."""
+
+    name = "beside"
+    order = 36
+    background = True
+
+    def __init__(self, event):
+        self.event = event
+
+    def run(self, context) -> LayerResult:
+        ran = self.event.wait(timeout=20)
+        return LayerResult([AuditRecord(id="beside.ran", layer="beside", title="ran beside",
+                                        numerator=int(ran), denominator=1)])
+
+
+class _SetsEvent:
+    name = "sets_event"
+    order = 37
+
+    def __init__(self, event):
+        self.event = event
+
+    def run(self, context) -> LayerResult:
+        self.event.set()
+        return LayerResult([AuditRecord(id="sets_event.done", layer="sets_event",
+                                        title="set", numerator=1, denominator=1)])
+
+
+class _ReadsBeside:
+    name = "reads_beside"
+    order = 38
+    after: ClassVar[dict[str, str]] = {"beside": "needs the background layer"}
+
+    def run(self, context) -> LayerResult:
+        done = context.outcomes["beside"].result.records[0].numerator
+        return LayerResult([AuditRecord(id="reads_beside.n", layer="reads_beside",
+                                        title="read", numerator=done, denominator=1)])
+
+
+class _CrashesBeside:
+    name = "crashes_beside"
+    order = 39
+    background = True
+
+    def run(self, context) -> LayerResult:
+        raise RuntimeError("boom in the background")
+
+
+def test_a_background_layer_runs_beside_the_next_ones(tmp_path):
+    import threading
+
+    event = threading.Event()
+    layers = [_Beside(event), _SetsEvent(event), _ReadsBeside(), _CrashesBeside()]
+    for layer in layers:
+        register(layer)
+    try:
+        audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", workers=1,
+              progress=True, layers=[layer.name for layer in layers], transforms=0)
+    finally:
+        for layer in layers:
+            unregister(layer.name)
+    doc = json.loads((tmp_path / "out" / "audit.json").read_text())
+    names = [l["layer"] for l in doc["layers"]]
+    assert names.index("beside") < names.index("sets_event") < names.index("reads_beside")
+    records = {r["id"]: r for r in doc["records"]}
+    assert records["beside.ran"]["numerator"] == 1  # the later layer ran while it waited
+    assert records["reads_beside.n"]["numerator"] == 1  # waited for it, then read it
+    crashed = next(l for l in doc["layers"] if l["layer"] == "crashes_beside")
+    assert crashed["status"] == "not assessed"
+    assert "boom in the background" in crashed["reason"]
+    assert [r["layer"] for r in doc["records"]].index("beside") < \
+        [r["layer"] for r in doc["records"]].index("sets_event")

@@ -47,6 +47,7 @@ from splitscope.audit.protocol import (
     registered_layers,
     run_layer,
     scorecard_measures,
+    why_not_run,
 )
 from splitscope.audit.verdicts import summary_notes, verdicts
 from splitscope.boundary import release_boundaries
@@ -358,21 +359,84 @@ def audit(
 
 def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: bool) -> None:
     """Every registered layer in order through the one guarded call (a layer left out by
-    ``layers=`` is recorded ``not assessed``), each outcome kept in ``context.outcomes``;
-    with ``show``, one progress line per layer on stderr."""
-    for i, layer in enumerate(registry, 1):
-        step = f"splitscope audit: layer {i}/{len(registry)} {layer.name}"
-        if wanted is not None and layer.name not in wanted:
-            outcome = not_run(layer, context, NotRun("not requested (layers= option)",
-                                                     status="not assessed"))
-        else:
+    ``layers=`` is recorded ``not assessed``), each outcome kept in ``context.outcomes`` in
+    the registry's order; with ``show``, one progress line per layer on stderr.
+
+    A layer that declares ``background`` (its work is mostly in worker processes of its own)
+    and reads no other layer starts first, in a thread, so that the layers before it in the
+    method's order run in this process while its workers compute; a layer that reads it
+    waits for it. Each layer's records do not depend on which layers ran beside it."""
+    steps = {layer.name: f"splitscope audit: layer {i}/{len(registry)} {layer.name}"
+             for i, layer in enumerate(registry, 1)}
+    outcomes: dict[str, Any] = {}
+    started: dict[str, _Background] = {}
+
+    def finish(name: str, outcome) -> None:
+        outcomes[name] = context.outcomes[name] = outcome
+        if show:
+            print(f"{steps[name]}: {outcome.status} ({outcome.duration_s:.1f} s)",
+                  file=sys.stderr, flush=True)
+
+    def join(names) -> None:
+        for name in names:
+            if name in started:
+                finish(name, started.pop(name).result())
+
+    for layer in registry:
+        if (getattr(layer, "background", False) and not _reads(layer)
+                and (wanted is None or layer.name in wanted) and why_not_run(layer, context)
+                is None):
             if show:
-                print(f"{step} …", file=sys.stderr, flush=True)
-            outcome = run_layer(layer, context)
+                print(f"{steps[layer.name]} … (beside the next layers)", file=sys.stderr,
+                      flush=True)
+            started[layer.name] = _Background(layer, context)
+    try:
+        for layer in registry:
+            if layer.name in started:
+                continue
+            if wanted is not None and layer.name not in wanted:
+                outcomes[layer.name] = context.outcomes[layer.name] = not_run(
+                    layer, context, NotRun("not requested (layers= option)",
+                                           status="not assessed"))
+                continue
+            join(_reads(layer))
             if show:
-                print(f"{step}: {outcome.status} ({outcome.duration_s:.1f} s)",
-                      file=sys.stderr, flush=True)
-        context.outcomes[layer.name] = outcome
+                print(f"{steps[layer.name]} …", file=sys.stderr, flush=True)
+            finish(layer.name, run_layer(layer, context))
+    finally:
+        join(list(started))
+    context.outcomes.clear()
+    context.outcomes.update((layer.name, outcomes[layer.name]) for layer in registry
+                            if layer.name in outcomes)
+
+
+def _reads(layer) -> list[str]:
+    return [*(getattr(layer, "after", None) or {}), *(getattr(layer, "uses", None) or {})]
+
+
+class _Background:
+    """One layer run through :func:`run_layer` in a thread; :meth:`result` waits for it."""
+
+    def __init__(self, layer, context: AuditContext):
+        import threading
+
+        self._outcome = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(layer, context),
+                                        name=f"splitscope-layer-{layer.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self, layer, context) -> None:
+        try:
+            self._outcome = run_layer(layer, context)
+        except BaseException as exc:  # noqa: BLE001 - raised again where it is awaited
+            self._error = exc
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._outcome
 
 
 def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,

@@ -42,6 +42,7 @@ class ProvenanceLayer:
     verdicts = PROVENANCE_VERDICTS  # verdict lines (splitscope.audit.verdicts)
     scorecard = PROVENANCE_SCORECARD  # score-card details (splitscope.records.scorecard)
     roles = PROVENANCE_ROLES  # its records in the report (splitscope.records.roles)
+    background = True  # its fits run in worker processes, beside the layers before it
 
     def run(self, context) -> LayerResult:
         run = context.options.run
