@@ -203,3 +203,46 @@ def test_a_background_layer_runs_beside_the_next_ones(tmp_path):
     assert "boom in the background" in crashed["reason"]
     assert [r["layer"] for r in doc["records"]].index("beside") < \
         [r["layer"] for r in doc["records"]].index("sets_event")
+
+
+class _WhereItRan:
+    def __init__(self, name, order, background):
+        self.name, self.order, self.background = name, order, background
+
+    def run(self, context) -> LayerResult:
+        import threading
+
+        main = threading.current_thread() is threading.main_thread()
+        return LayerResult([AuditRecord(id=f"{self.name}.main", layer=self.name,
+                                        title="ran in the main thread", numerator=int(main),
+                                        denominator=1)])
+
+
+def test_background_may_be_decided_per_input(tmp_path):
+    layers = [_WhereItRan("asks_no", 36, lambda context: len(context.manifest) > 10**6),
+              _WhereItRan("asks_yes", 37, lambda context: len(context.manifest) > 0),
+              _WhereItRan("plain", 38, False)]
+    for layer in layers:
+        register(layer)
+    try:
+        audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", workers=1,
+              progress=False, layers=[layer.name for layer in layers], transforms=0)
+    finally:
+        for layer in layers:
+            unregister(layer.name)
+    records = {r["id"]: r for r in json.loads((tmp_path / "out" / "audit.json").read_text())
+               ["records"]}
+    assert records["asks_no.main"]["numerator"] == 1
+    assert records["asks_yes.main"]["numerator"] == 0
+    assert records["plain.main"]["numerator"] == 1
+
+
+def test_the_provenance_layer_runs_beside_the_others_only_up_to_its_row_limit(monkeypatch):
+    from types import SimpleNamespace
+
+    import splitscope.provenance.layer as provenance_layer
+
+    context = SimpleNamespace(manifest=list(range(50)))
+    assert provenance_layer.ProvenanceLayer().background(context)
+    monkeypatch.setattr(provenance_layer, "TOGETHER_MAX_ROWS", 49)
+    assert not provenance_layer.ProvenanceLayer().background(context)

@@ -127,11 +127,12 @@ class Layer(Protocol):
         What its records are to the report and the Croissant record
         (:mod:`splitscope.records.roles`): role → the predicate names of those records (see
         :func:`record_roles`).
-    background : bool, optional
+    background : bool or callable(context) -> bool, optional
         Its work is mostly in worker processes of its own, so the audit may start it first,
         in a thread, beside the layers before it in the method's order (only when it reads
         no other layer; one that reads it waits for it). Its records must not depend on
-        what runs beside it.
+        what runs beside it; a callable says so per input (e.g. not where the two layers'
+        peak memory would add up past what the machine has).
     title : str, optional
         What the layer measures, in words; the record left when it does not run is titled
         ``<title> <status>`` (default ``<name> layer <status>``).

@@ -362,8 +362,8 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
     ``layers=`` is recorded ``not assessed``), each outcome kept in ``context.outcomes`` in
     the registry's order; with ``show``, one progress line per layer on stderr.
 
-    A layer that declares ``background`` (its work is mostly in worker processes of its own)
-    and reads no other layer starts first, in a thread, so that the layers before it in the
+    A layer whose ``background`` holds (its work is mostly in worker processes of its own)
+    and that reads no other layer starts first, in a thread, so that the layers before it in the
     method's order run in this process while its workers compute; a layer that reads it
     waits for it. Each layer's records do not depend on which layers ran beside it."""
     steps = {layer.name: f"splitscope audit: layer {i}/{len(registry)} {layer.name}"
@@ -383,9 +383,8 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
                 finish(name, started.pop(name).result())
 
     for layer in registry:
-        if (getattr(layer, "background", False) and not _reads(layer)
-                and (wanted is None or layer.name in wanted) and why_not_run(layer, context)
-                is None):
+        if (wanted is None or layer.name in wanted) and not _reads(layer) \
+                and _background(layer, context) and why_not_run(layer, context) is None:
             if show:
                 print(f"{steps[layer.name]} … (beside the next layers)", file=sys.stderr,
                       flush=True)
@@ -408,6 +407,11 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
     context.outcomes.clear()
     context.outcomes.update((layer.name, outcomes[layer.name]) for layer in registry
                             if layer.name in outcomes)
+
+
+def _background(layer, context: AuditContext) -> bool:
+    beside = getattr(layer, "background", False)
+    return bool(beside(context) if callable(beside) else beside)
 
 
 def _reads(layer) -> list[str]:
