@@ -316,3 +316,37 @@ def test_within_pool_with_a_field_only_some_folds_have():
     only = header_probe_within_pool(table.drop(columns="file_size"), folds=3, n_resamples=50,
                                     importance_repeats=2)
     assert len(only.predictions) == n and 0.0 <= only.balanced_accuracy["estimate"] <= 1.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_single_field_accuracy_is_that_of_balanced_trees_on_the_labels(seed):
+    """Label ranks and each split's weights computed once give the trees scikit-learn grows
+    from the string labels with class_weight="balanced", fit by fit (a split may lack a
+    class)."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    from splitscope.provenance.header_probe import field_of, single_field_accuracy
+    from splitscope.provenance.stats import balanced_accuracy_rows
+
+    rng = np.random.default_rng(seed)
+    n = 600
+    y = rng.choice(np.array(["b", "a", "c", "z"]), n, p=[0.5, 0.3, 0.19, 0.01])
+    X = np.column_stack([rng.normal(size=n) + (y == "a"), rng.integers(0, 5, n),
+                         rng.normal(size=n), np.where(rng.random(n) < 0.2, np.nan, 1.0)])
+    names = ["f[0]", "f[1]", "g", "h"]
+    order = rng.permutation(n)
+    splits = [(np.setdiff1d(order, order[i::3]), np.sort(order[i::3])) for i in range(3)]
+    rare = np.flatnonzero(y == "z")
+    splits[0] = (np.setdiff1d(splits[0][0], rare), np.union1d(splits[0][1], rare))  # no "z"
+    ours = single_field_accuracy(X, y, names, splits, seed=seed)
+    scored = np.concatenate([te for _, te in splits])
+    expected = {}
+    for f in dict.fromkeys(field_of(c) for c in names):
+        cols = [i for i, c in enumerate(names) if field_of(c) == f]
+        pred = np.empty(n, dtype=object)
+        for tr, te in splits:
+            tree = DecisionTreeClassifier(max_leaf_nodes=8, class_weight="balanced",
+                                          random_state=seed).fit(X[np.ix_(tr, cols)], y[tr])
+            pred[te] = tree.predict(X[np.ix_(te, cols)])
+        expected[f] = float(balanced_accuracy_rows(y[scored], pred[scored].astype(str))[0])
+    assert dict(zip(ours["feature"], ours["balanced_accuracy"])) == expected

@@ -497,19 +497,24 @@ def single_field_accuracy(X: np.ndarray, y: np.ndarray, names: list[str],
     decision tree of at most 8 leaves (balanced class weights; NaN handled by the tree) over
     the given (train, test) index splits, predictions pooled over the splits."""
     from sklearn.tree import DecisionTreeClassifier
+    from sklearn.utils.class_weight import compute_sample_weight
 
     fields = list(dict.fromkeys(field_of(n) for n in names))
     scored = np.concatenate([te for _, te in splits]) if splits else np.array([], int)
+    # the labels' ranks (what scikit-learn encodes them to, in the same order) and each
+    # split's balanced class weights (what class_weight="balanced" gives the fit) once, rather
+    # than strings sorted and weights counted again by every field's fit: the same trees
+    codes = np.unique(np.asarray(y), return_inverse=True)[1].reshape(-1)
+    weights = [compute_sample_weight("balanced", codes[tr]) for tr, _ in splits]
     out = []
     for f in fields:
         cols = [i for i, n in enumerate(names) if field_of(n) == f]
-        pred = np.empty(len(y), dtype=object)
-        for tr, te in splits:
-            tree = DecisionTreeClassifier(max_leaf_nodes=8, class_weight="balanced",
-                                          random_state=seed)
-            tree.fit(X[np.ix_(tr, cols)], y[tr])
+        pred = np.full(len(y), -1, dtype=np.int64)
+        for (tr, te), w in zip(splits, weights):
+            tree = DecisionTreeClassifier(max_leaf_nodes=8, random_state=seed)
+            tree.fit(X[np.ix_(tr, cols)], codes[tr], sample_weight=w)
             pred[te] = tree.predict(X[np.ix_(te, cols)])
-        out.append(float(balanced_accuracy_rows(y[scored], pred[scored].astype(str))[0]))
+        out.append(float(balanced_accuracy_rows(codes[scored], pred[scored])[0]))
     t = pd.DataFrame({"feature": pd.array(fields, dtype="string"),
                       "balanced_accuracy": np.asarray(out, dtype=float)})
     return t.sort_values(["balanced_accuracy", "feature"], ascending=[False, True],
