@@ -37,8 +37,8 @@ def _weights(n: int, rng) -> np.ndarray:
 
 def _cases():
     rng = np.random.default_rng(0)
-    for case in range(48):
-        n = int(rng.integers(1, 4000))
+    for case in range(24):
+        n = int(rng.integers(1, 1500))
         values = _column(case % 4, n, rng)
         if case % 2:
             values = np.sort(values)  # the library sorts before it asks

@@ -389,21 +389,21 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
                 print(f"{steps[layer.name]} … (beside the next layers)", file=sys.stderr,
                       flush=True)
             started[layer.name] = _Background(layer, context)
-    try:
-        for layer in registry:
-            if layer.name in started:
-                continue
-            if wanted is not None and layer.name not in wanted:
-                outcomes[layer.name] = context.outcomes[layer.name] = not_run(
-                    layer, context, NotRun("not requested (layers= option)",
-                                           status="not assessed"))
-                continue
-            join(_reads(layer))
-            if show:
-                print(f"{steps[layer.name]} …", file=sys.stderr, flush=True)
-            finish(layer.name, run_layer(layer, context))
-    finally:
-        join(list(started))
+    for layer in registry:
+        if layer.name in started:
+            continue
+        if wanted is not None and layer.name not in wanted:
+            outcomes[layer.name] = context.outcomes[layer.name] = not_run(
+                layer, context, NotRun("not requested (layers= option)",
+                                       status="not assessed"))
+            continue
+        join(_reads(layer))
+        if show:
+            print(f"{steps[layer.name]} …", file=sys.stderr, flush=True)
+        finish(layer.name, run_layer(layer, context))
+    # an interrupt above is not held up by a background layer: its thread is a daemon, and
+    # its workers end with this process
+    join(list(started))
     context.outcomes.clear()
     context.outcomes.update((layer.name, outcomes[layer.name]) for layer in registry
                             if layer.name in outcomes)
