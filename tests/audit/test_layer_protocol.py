@@ -244,5 +244,5 @@ def test_the_provenance_layer_runs_beside_the_others_only_up_to_its_row_limit(mo
 
     context = SimpleNamespace(manifest=list(range(50)))
     assert provenance_layer.ProvenanceLayer().background(context)
-    monkeypatch.setattr(provenance_layer, "TOGETHER_MAX_ROWS", 49)
+    monkeypatch.setattr(provenance_layer, "BESIDE_MAX_ROWS", 49)
     assert not provenance_layer.ProvenanceLayer().background(context)
