@@ -223,7 +223,11 @@ def rollup(pid: int) -> dict:
 def stage_peaks(timeline, wall: float, scan_s: float, layers: dict) -> dict:
     """Peak PSS and its anonymous part (MiB) in each stage. Stages are placed from the end: the layers ran in the order
     audit.json lists them, for their recorded durations, and ended with the run; the scan and
-    start-up are what came before them."""
+    start-up are what came before them. When the layers' durations and the scan add up to more
+    than the run, some layers ran beside others (a layer's ``background``), their windows
+    cannot be placed from durations, and only the whole run's peak is given."""
+    if (scan_s or 0.0) + sum(d or 0.0 for d in layers.values()) > wall:
+        return {"stages": "not separable: layers ran beside one another"}
     bounds, end = [], wall
     for name, dur in reversed(list(layers.items())):
         bounds.append((name, end - (dur or 0.0), end))
