@@ -8,8 +8,8 @@ takes this path). :func:`one_sort_per_column` answers those calls, while a fit r
 sort and one cumulative sum of the column, with the same operations on the same sorted order,
 so every edge, and so every tree, is the same bit for bit (tested against the library). A call
 this does not cover (NaN values, zero or non-finite weights, several columns, several
-percentiles, another array library) goes to the library's own function; so does every call of a
-version that computes its edges another way.
+percentiles, another array library) goes to the library's own function, and a version that
+computes its edges another way never calls it.
 """
 
 from __future__ import annotations
