@@ -219,7 +219,11 @@ class _WhereItRan:
 
 
 def test_background_may_be_decided_per_input(tmp_path):
+    def fails(context):
+        raise RuntimeError("cannot tell")
+
     layers = [_WhereItRan("asks_no", 36, lambda context: len(context.manifest) > 10**6),
+              _WhereItRan("cannot_tell", 36, fails),
               _WhereItRan("asks_yes", 37, lambda context: len(context.manifest) > 0),
               _WhereItRan("plain", 38, False)]
     for layer in layers:
@@ -233,6 +237,7 @@ def test_background_may_be_decided_per_input(tmp_path):
     records = {r["id"]: r for r in json.loads((tmp_path / "out" / "audit.json").read_text())
                ["records"]}
     assert records["asks_no.main"]["numerator"] == 1
+    assert records["cannot_tell.main"]["numerator"] == 1
     assert records["asks_yes.main"]["numerator"] == 0
     assert records["plain.main"]["numerator"] == 1
 

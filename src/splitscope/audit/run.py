@@ -410,8 +410,13 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
 
 
 def _background(layer, context: AuditContext) -> bool:
+    """Whether ``layer`` asks to run beside the others; a question that fails is a no (the
+    layer then runs in its turn, where run_layer records any error)."""
     beside = getattr(layer, "background", False)
-    return bool(beside(context) if callable(beside) else beside)
+    try:
+        return bool(beside(context) if callable(beside) else beside)
+    except Exception:  # noqa: BLE001 - deciding where to run must not take the audit down
+        return False
 
 
 def _reads(layer) -> list[str]:
