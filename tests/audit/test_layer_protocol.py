@@ -179,20 +179,25 @@ class _CrashesBeside:
         raise RuntimeError("boom in the background")
 
 
-def test_a_background_layer_runs_beside_the_next_ones(tmp_path):
-    import threading
-
-    event = threading.Event()
-    layers = [_Beside(event), _SetsEvent(event), _ReadsBeside(), _CrashesBeside()]
+def _audit_with(tmp_path, layers, progress=False) -> dict:
+    """audit.json of an audit of the tiny release with only ``layers``, registered for it."""
     for layer in layers:
         register(layer)
     try:
         audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", workers=1,
-              progress=True, layers=[layer.name for layer in layers], transforms=0)
+              progress=progress, layers=[layer.name for layer in layers], transforms=0)
     finally:
         for layer in layers:
             unregister(layer.name)
-    doc = json.loads((tmp_path / "out" / "audit.json").read_text())
+    return json.loads((tmp_path / "out" / "audit.json").read_text())
+
+
+def test_a_background_layer_runs_beside_the_next_ones(tmp_path):
+    import threading
+
+    event = threading.Event()
+    doc = _audit_with(tmp_path, [_Beside(event), _SetsEvent(event), _ReadsBeside(),
+                                 _CrashesBeside()], progress=True)
     names = [l["layer"] for l in doc["layers"]]
     assert names.index("beside") < names.index("sets_event") < names.index("reads_beside")
     records = {r["id"]: r for r in doc["records"]}
@@ -226,16 +231,7 @@ def test_background_may_be_decided_per_input(tmp_path):
               _WhereItRan("cannot_tell", 36, fails),
               _WhereItRan("asks_yes", 37, lambda context: len(context.manifest) > 0),
               _WhereItRan("plain", 38, False)]
-    for layer in layers:
-        register(layer)
-    try:
-        audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", workers=1,
-              progress=False, layers=[layer.name for layer in layers], transforms=0)
-    finally:
-        for layer in layers:
-            unregister(layer.name)
-    records = {r["id"]: r for r in json.loads((tmp_path / "out" / "audit.json").read_text())
-               ["records"]}
+    records = {r["id"]: r for r in _audit_with(tmp_path, layers)["records"]}
     assert records["asks_no.main"]["numerator"] == 1
     assert records["cannot_tell.main"]["numerator"] == 1
     assert records["asks_yes.main"]["numerator"] == 0

@@ -47,7 +47,6 @@ from splitscope.audit.protocol import (
     registered_layers,
     run_layer,
     scorecard_measures,
-    why_not_run,
 )
 from splitscope.audit.verdicts import summary_notes, verdicts
 from splitscope.boundary import release_boundaries
@@ -368,11 +367,10 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
     waits for it. Each layer's records do not depend on which layers ran beside it."""
     steps = {layer.name: f"splitscope audit: layer {i}/{len(registry)} {layer.name}"
              for i, layer in enumerate(registry, 1)}
-    outcomes: dict[str, Any] = {}
     started: dict[str, _Background] = {}
 
     def finish(name: str, outcome) -> None:
-        outcomes[name] = context.outcomes[name] = outcome
+        context.outcomes[name] = outcome
         if show:
             print(f"{steps[name]}: {outcome.status} ({outcome.duration_s:.1f} s)",
                   file=sys.stderr, flush=True)
@@ -384,7 +382,7 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
 
     for layer in registry:
         if (wanted is None or layer.name in wanted) and not _reads(layer) \
-                and _background(layer, context) and why_not_run(layer, context) is None:
+                and _background(layer, context):
             if show:
                 print(f"{steps[layer.name]} … (beside the next layers)", file=sys.stderr,
                       flush=True)
@@ -393,7 +391,7 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
         if layer.name in started:
             continue
         if wanted is not None and layer.name not in wanted:
-            outcomes[layer.name] = context.outcomes[layer.name] = not_run(
+            context.outcomes[layer.name] = not_run(
                 layer, context, NotRun("not requested (layers= option)",
                                        status="not assessed"))
             continue
@@ -404,9 +402,9 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
     # an interrupt above is not held up by a background layer: its thread is a daemon, and
     # its workers end with this process
     join(list(started))
+    ordered = [(layer.name, context.outcomes[layer.name]) for layer in registry]
     context.outcomes.clear()
-    context.outcomes.update((layer.name, outcomes[layer.name]) for layer in registry
-                            if layer.name in outcomes)
+    context.outcomes.update(ordered)
 
 
 def _background(layer, context: AuditContext) -> bool:
