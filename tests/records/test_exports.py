@@ -76,3 +76,33 @@ def test_file_stem_and_json(tmp_path):
     assert file_stem("...") == "table"
     path = write_json({"x": np.float64(0.5), "p": Path("/a")}, tmp_path / "d" / "x.json")
     assert json.loads(path.read_text()) == {"x": 0.5, "p": "/a"}
+
+
+def test_neutralise_formulas_cell_by_cell():
+    """Each text cell that begins like a formula and is not a plain number gets a leading
+    quote, whatever the table's index; other cells and columns are left as they were."""
+    import re
+
+    from splitscope.records.exports import _FORMULA_START, _NUMBER, neutralise_formulas
+
+    cells = ["=1+1", "-3.5", "+x", "@SUM(A1)", "plain", None, "-", "\tx", "1e5", "-1e-3", "=",
+             "+.5", "\r", "-.", "+1.", "x=1"]
+    rng = np.random.default_rng(3)
+    table = pd.DataFrame({"a": [cells[i] for i in rng.integers(0, len(cells), 40)],
+                          "s": pd.array([cells[i] for i in rng.integers(0, len(cells), 40)],
+                                        dtype="string"),
+                          "n": rng.integers(-5, 5, 40)}, index=rng.permutation(40) + 100)
+    out = neutralise_formulas(table)
+
+    def expected(v):
+        if pd.isna(v):
+            return None
+        risky = v.startswith(_FORMULA_START) and not re.fullmatch(_NUMBER, v)
+        return "'" + v if risky else v
+
+    for col in ("a", "s"):
+        got = [None if pd.isna(v) else v for v in out[col].tolist()]
+        assert got == [expected(v) for v in table[col].tolist()]
+    assert out.index.equals(table.index) and out["n"].equals(table["n"])
+    clean = pd.DataFrame({"a": ["x", "1", None]})
+    pd.testing.assert_frame_equal(neutralise_formulas(clean), clean)

@@ -190,3 +190,21 @@ def test_records_match_the_schema(audited):
     result, _ = audited
     for rec in result.records:
         schema.validate_record(rec.to_dict())
+
+
+def test_near_duplicates_take_the_scans_flatness(planted_scan):
+    """The NCC search takes each thumbnail's flatness from the scan's ``flat`` column (no
+    extra pass over the store); without that column it finds the same flatness itself."""
+    from splitscope.relations.near_duplicate import near_duplicates
+
+    rows = planted_scan.rows()
+    b = resolve_boundaries(planted_scan.manifest, ["test->train"])[0]
+    with_column = near_duplicates(rows, planted_scan.thumbs, b)
+    without = near_duplicates(rows.drop(columns="flat"), planted_scan.thumbs, b)
+    pd.testing.assert_frame_equal(with_column.flags, without.flags)
+    pd.testing.assert_frame_equal(with_column.pairs, without.pairs)
+    # the column is what the search used: marked flat, a row is no longer assessed for NCC
+    marked = rows.copy()
+    marked["flat"] = pd.array([True] * len(marked), dtype="boolean")
+    none_left = near_duplicates(marked, planted_scan.thumbs, b)
+    assert none_left.assessed["ncc_nearest"] == 0 < with_column.assessed["ncc_nearest"]

@@ -244,3 +244,33 @@ def test_canonical_values_do_not_depend_on_how_many_pairs_are_gathered_at_a_time
     for v in values[1:]:
         np.testing.assert_array_equal(v, values[0])
     np.testing.assert_allclose(values[0], want, rtol=0, atol=1e-12)
+
+
+def test_recorded_flatness_replaces_a_pass_over_the_thumbnails():
+    q, r = _inputs("background", 2)
+    q[[3, 40]] = 77  # two flat queries: never matched, never a counterpart
+    r[[5]] = 0
+    store = np.concatenate([q, r])
+    reads = []
+
+    def read(ids):
+        reads.append(len(ids))
+        return store[ids]
+
+    def search(flat_q=None, flat_r=None):
+        reads.clear()
+        res = ncc_search(ThumbnailRows(read, np.arange(300), 32, flat_q),
+                         ThumbnailRows(read, np.arange(300, 1000), 32, flat_r),
+                         method="brute", block=128, query_chunk=100)
+        return res, sum(reads)
+
+    found, read_found = search()
+    given, read_given = search(_flat(q), _flat(r))
+    np.testing.assert_array_equal(found.query_flat, given.query_flat)
+    np.testing.assert_array_equal(found.best_index, given.best_index)
+    np.testing.assert_array_equal(found.best_rho, given.best_rho)
+    assert found.pairs.equals(given.pairs)
+    assert given.query_flat[[3, 40]].all() and (given.best_index[[3, 40]] == -1).all()
+    assert read_found - read_given == 1000  # the pass that found the flat rows is gone
+    with pytest.raises(Exception, match="flat has 2 entries"):
+        ThumbnailRows(read, np.arange(3), 32, np.zeros(2, bool))

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from splitscope.records.model import sha256_file
@@ -89,8 +90,10 @@ def neutralise_formulas(table: pd.DataFrame) -> pd.DataFrame:
         if not (values.dtype == object or isinstance(values.dtype, pd.StringDtype)):
             continue
         text = values.astype("string")
-        risky = text.str.startswith(_FORMULA_START) & ~text.str.fullmatch(_NUMBER)
-        risky = risky.fillna(False).to_numpy(dtype=bool)
+        risky = text.str.startswith(_FORMULA_START).fillna(False).to_numpy(dtype=bool)
+        if risky.any():  # the number test only where a cell starts like a formula
+            at = np.flatnonzero(risky)
+            risky[at] = ~text.iloc[at].str.fullmatch(_NUMBER).fillna(False).to_numpy(bool)
         if risky.any():
             text = text.copy()
             text[risky] = "'" + text[risky]

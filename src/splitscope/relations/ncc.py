@@ -243,6 +243,11 @@ def _blocked_search(query_vectors, reference_vectors, query_undefined: np.ndarra
 
 
 def _flat(thumbs: np.ndarray) -> np.ndarray:
+    """Zero variance per thumbnail; for :class:`ThumbnailRows` that carry it, the recorded
+    flatness (no thumbnail read)."""
+    known = getattr(thumbs, "flat", None) if isinstance(thumbs, ThumbnailRows) else None
+    if known is not None:
+        return known.copy()
     n = thumbs.shape[0]
     if n == 0:
         return np.zeros(0, bool)

@@ -18,15 +18,24 @@ class ThumbnailRows:
     over the workspace's memory-mapped store). Indexing with a slice or an array of positions
     reads only those rows, so a search over it holds one block at a time, never the whole
     population.
+
+    ``flat``, when given, is each row's flatness (every pixel equal) as the scan recorded it
+    from the same thumbnail: the search then takes it from there instead of reading every
+    thumbnail once more to find it.
     """
 
     ndim = 3
     dtype = np.dtype(np.uint8)
 
-    def __init__(self, read, rows, size: int):
+    def __init__(self, read, rows, size: int, flat: np.ndarray | None = None):
         self.read = read
         self.rows = np.asarray(rows, dtype=np.int64)
         self.shape = (int(self.rows.size), int(size), int(size))
+        if flat is not None:
+            flat = np.asarray(flat, dtype=bool)
+            if flat.shape != self.rows.shape:
+                raise InputError(f"flat has {flat.size} entries for {self.rows.size} rows")
+        self.flat = flat
 
     def __len__(self) -> int:
         return self.shape[0]

@@ -96,6 +96,17 @@ def _valid_thumb(df: pd.DataFrame) -> np.ndarray:
     return (pd.to_numeric(df["thumb_index"], errors="coerce").fillna(-1) >= 0).to_numpy(bool)
 
 
+def _recorded_flat(df: pd.DataFrame, has_thumb: np.ndarray) -> np.ndarray | None:
+    """The scan's ``flat`` of the rows with a thumbnail (computed from that thumbnail), or
+    None when the table lacks it for any of them (the search then finds it itself)."""
+    if "flat" not in df:
+        return None
+    flat = df["flat"].to_numpy()[has_thumb]
+    if pd.isna(flat).any():
+        return None
+    return flat.astype(bool)
+
+
 def _exclude_positions(q_rows: np.ndarray, r_rows: np.ndarray) -> np.ndarray:
     """Per query, the reference position holding the same manifest row (-1 when none)."""
     return _positions(r_rows, q_rows)
@@ -262,8 +273,10 @@ def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
     qt_rows, rt_rows = q_rows[qt], r["row"].to_numpy(np.int64)[rt]
     # read block by block from the thumbnail store, never the whole population at once
     size = int(geometry.get("thumb_size") or 96)
-    qthumbs = ThumbnailRows(thumbs, qt_rows, size) if qt_rows.size else None
-    rthumbs = (qthumbs if boundary.within else ThumbnailRows(thumbs, rt_rows, size)) \
+    qthumbs = ThumbnailRows(thumbs, qt_rows, size, _recorded_flat(q, qt)) \
+        if qt_rows.size else None
+    rthumbs = (qthumbs if boundary.within else
+               ThumbnailRows(thumbs, rt_rows, size, _recorded_flat(r, rt))) \
         if rt_rows.size else None
     tpos = np.flatnonzero(qt)
     if qthumbs is not None and rthumbs is not None:
