@@ -127,11 +127,42 @@ def test_partition_folds_in_worker_processes_give_the_same_probabilities():
     np.testing.assert_array_equal(f1, f2)
 
 
-@pytest.mark.parametrize("bins", [32, 24, 256, 7])
+@pytest.mark.parametrize("bins", [32, 24, 256, 7, 1])
 def test_content_feature_histogram_bins_are_value_times_bins_over_256(bins):
-    """The byte shift used when ``bins`` divides 256 and the general rule give the same bins."""
+    """Bin of value v is v·bins // 256, whether or not ``bins`` divides 256."""
     t = np.random.default_rng(bins).integers(0, 256, (40, 96, 96)).astype(np.uint8)
     want = np.stack([np.bincount(x.ravel().astype(np.int64) * bins // 256, minlength=bins)
                      for x in t]) / 96 ** 2
     got = content_features(t, bins=bins, block=16)
     assert np.array_equal(got[:, 256:], want.astype(np.float32))
+
+
+def test_auc_intervals_run_in_workers_above_their_size_with_the_same_result(monkeypatch):
+    """A partition's AUC intervals are one request of seeded calls: below
+    PARALLEL_CELLS_BOOTSTRAP they run here, above it in worker processes, with the same
+    intervals."""
+    from splitscope.provenance import partition, stats
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 5))
+    y = rng.random(400) < 0.4
+    X[y, 0] += 0.6
+    rows = pd.DataFrame({"row": np.arange(400), "path": [f"f{i}" for i in range(400)],
+                         "label": np.where(rng.random(400) < 0.5, "a", "b")})
+    seen = []
+    real = stats.map_folds
+
+    def recording(func, tasks, jobs=1):
+        seen.append((tasks[0][0], jobs))
+        return real(func, tasks, jobs)
+
+    monkeypatch.setattr(stats, "map_folds", recording)
+    here = partition_classifier(X, y, rows=rows, n_resamples=300)
+    monkeypatch.setattr(partition, "PARALLEL_CELLS_BOOTSTRAP", 1)
+    there = partition_classifier(X, y, rows=rows, n_resamples=300)
+    rounds = [(fn, jobs) for fn, jobs in seen if fn is partition._bootstrap_aucs]
+    # three calls: the classifier with its control, and each class (one worker per core)
+    assert [jobs for _, jobs in rounds] == [1, stats.fold_jobs(1, 3, None, 1)]
+    assert here.auc == there.auc and here.control == there.control
+    pd.testing.assert_frame_equal(here.auc_by_class, there.auc_by_class, check_exact=True)
+    assert list(here.auc_by_class["label"]) == ["a", "b"]

@@ -190,10 +190,11 @@ def test_demo_provenance_the_same_with_every_fit_in_worker_processes(demo_scan, 
     here = audit_provenance(sc)
     monkeypatch.setattr(stats, "_round_jobs", lambda requests, n, jobs: 2)
     workers = audit_provenance(sc)
-    # one map each: per probe 5 folds + its single-field trees and the one cross split; the
+    # two maps each: per probe 5 folds + its single-field trees and the one cross split; the
     # partition classifier's 5 folds and 5 control folds for test vs train and train's
-    # internal split
-    assert maps == [(2 * (5 + 1 + 1) + 2 * 10, 1), (34, 2)]
+    # internal split; then both partitions' AUC intervals (the classifier with its control,
+    # and each of the demo's two classes)
+    assert maps == [(2 * (5 + 1 + 1) + 2 * 10, 1), (2 * (1 + 2), 1), (34, 2), (6, 2)]
     assert records(here) == records(workers)
     assert here.tables.keys() == workers.tables.keys()
     for name, table in here.tables.items():

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from PIL import Image
 
 from splitscope.errors import InputError
 from splitscope.features.embeddings import load_embeddings
@@ -34,7 +35,6 @@ from splitscope.provenance.stats import (
     PARALLEL_CELLS_LINEAR,
     FoldTasks,
     Together,
-    bootstrap_auc,
     bootstrap_aucs,
     fit_sample,
     run_steps,
@@ -70,19 +70,20 @@ def content_features(thumbs: np.ndarray, *, grid: int = 16, bins: int = 32,
     pool = np.kron(np.eye(grid, dtype=np.float32), np.ones((1, f), np.float32))
     pool_t = np.ascontiguousarray(pool.T)
     out = np.empty((n, grid * grid + bins), dtype=np.float32)
-    shift = (256 // bins).bit_length() - 1 if 256 % bins == 0 else None
+    # the bin of value v is v·bins // 256: consecutive runs of levels, starting here
+    starts = np.searchsorted(np.arange(256) * bins // 256, np.arange(bins))
+    levels = np.empty((min(block, n), 256), dtype=np.int64)
     for start in range(0, n, block):
         b = np.asarray(t[start:start + block], dtype=np.uint8)
         m = b.shape[0]
         core = b[:, off:off + side, off:off + side].astype(np.float32)
         sums = (pool @ core @ pool_t).reshape(m, -1)
         out[start:start + m, :grid * grid] = sums / np.float32(f * f * 255)
-        flat = b.reshape(m, s * s)
-        # the bin of value v is v·bins // 256: a shift of the bytes when bins divides 256
-        idx = ((flat >> shift).astype(np.intp) if shift is not None else
-               flat.astype(np.intp) * bins // 256)
-        idx += (np.arange(m, dtype=np.intp) * bins)[:, None]
-        counts = np.bincount(idx.ravel(), minlength=m * bins).reshape(m, bins)
+        # each thumbnail's 256-level count in C (Pillow), then summed per bin: exact counts,
+        # without an index array eight times the size of the block
+        for i in range(m):
+            levels[i] = Image.fromarray(b[i]).histogram()
+        counts = np.add.reduceat(levels[:m], starts, axis=1)
         out[start:start + m, grid * grid:] = counts / float(s * s)
     return out
 
@@ -285,17 +286,23 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
         (p2, f2, _, _), = controls
         ok2 = np.isfinite(p2)
         cases.append((y_perm[ok2], p2[ok2], f2[ok2]))
+    labels = (rows["label"] if "label" in rows.columns else pd.Series(pd.NA, index=rows.index)
+              ).astype("string").fillna("<NA>").to_numpy(dtype=object).astype(str)
+    classes = sorted(set(labels))
+    in_class = [(labels == lab) & ok for lab in classes]
+    # the intervals are independent seeded calls: one more request, so that on a large
+    # release they run in the workers (both boundaries' at once) rather than one by one here;
     # the classifier and its control share the resamples when they score as many rows
-    aucs = bootstrap_aucs(cases, n_resamples=n_resamples, seed=seed)
+    calls = [(_bootstrap_aucs, (cases, n_resamples, seed))]
+    calls += [(_bootstrap_aucs, ([(y[m], prob[m], fold[m])], n_resamples, seed))
+              for m in in_class]
+    cells = n_resamples * (sum(len(c[0]) for c in cases) + int(ok.sum()))
+    aucs, *per_class = yield FoldTasks(calls, None, cells / PARALLEL_CELLS_BOOTSTRAP)
     auc = aucs[0]
     pooled = float(weighted_auc(y[ok], prob[ok])[0]) if ok.any() else float("nan")
     d_a, eps = proxy_a_distance(y[ok], prob[ok])
-    labels = (rows["label"] if "label" in rows.columns else pd.Series(pd.NA, index=rows.index)
-              ).astype("string").fillna("<NA>").to_numpy(dtype=object).astype(str)
     per = []
-    for lab in sorted(set(labels)):
-        m = (labels == lab) & ok
-        b = bootstrap_auc(y[m], prob[m], n_resamples=n_resamples, seed=seed, strata=fold[m])
+    for lab, m, (b,) in zip(classes, in_class, per_class):
         per.append({"label": lab, "train_rows": int((~y[m]).sum()), "test_rows": int(y[m].sum()),
                     "auc": b["estimate"], "low": b["low"], "high": b["high"]})
     by_class = pd.DataFrame(per)
@@ -325,6 +332,16 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
                 "fit_rows": fitted,
                 **({"fit_sample": "seeded, stratified by side, round-robin over groups; "
                     f"{left_out:,} training row(s) left out of the fits"} if left_out else {})})
+
+
+#: Rows × resamples of a boundary's AUC intervals from which they are worth running in worker
+#: processes (with the folds' workers still running, they cost no start-up)
+PARALLEL_CELLS_BOOTSTRAP = 100_000_000
+
+
+def _bootstrap_aucs(cases: list[tuple], n_resamples: int, seed: int) -> list[dict[str, Any]]:
+    """:func:`bootstrap_aucs` as one fold-task call (positional arguments)."""
+    return bootstrap_aucs(cases, n_resamples=n_resamples, seed=seed)
 
 
 def internal_split(n: int, share: float = 0.2, seed: int = RunOptions.seed,
