@@ -91,9 +91,8 @@ def neutralise_formulas(table: pd.DataFrame) -> pd.DataFrame:
             continue
         text = values.astype("string")
         risky = text.str.startswith(_FORMULA_START).fillna(False).to_numpy(dtype=bool)
-        if risky.any():  # the number test only where a cell starts like a formula
-            at = np.flatnonzero(risky)
-            risky[at] = ~text.iloc[at].str.fullmatch(_NUMBER).fillna(False).to_numpy(bool)
+        at = np.flatnonzero(risky)  # the number test only where a cell starts like a formula
+        risky[at] = ~text.iloc[at].str.fullmatch(_NUMBER).fillna(False).to_numpy(bool)
         if risky.any():
             text = text.copy()
             text[risky] = "'" + text[risky]

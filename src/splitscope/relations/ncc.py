@@ -245,9 +245,8 @@ def _blocked_search(query_vectors, reference_vectors, query_undefined: np.ndarra
 def _flat(thumbs: np.ndarray) -> np.ndarray:
     """Zero variance per thumbnail; for :class:`ThumbnailRows` that carry it, the recorded
     flatness (no thumbnail read)."""
-    known = getattr(thumbs, "flat", None) if isinstance(thumbs, ThumbnailRows) else None
-    if known is not None:
-        return known.copy()
+    if isinstance(thumbs, ThumbnailRows) and thumbs.flat is not None:
+        return thumbs.flat.copy()
     n = thumbs.shape[0]
     if n == 0:
         return np.zeros(0, bool)
