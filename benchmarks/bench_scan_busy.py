@@ -2,13 +2,17 @@
 
 Two arms, each in a fresh interpreter, alternating (order reversed every other repeat):
 
-``scan``  a cold ``splitscope.features.scanning.scan`` of the folder (exact mode, ``--workers``
-          W, a fresh workspace under ``--workspace-root``), the call timed from start to return
+``scan``  a cold ``splitscope.features.scanning.scan`` of the folder (``--mode``, exact by
+          default; ``--workers`` W, a fresh workspace under ``--workspace-root``), the call
+          timed from start to return
           (folder walk, pool start, extraction, shard commits with their fsyncs, the result
           table and its files, the manifest).
 ``pool``  the same files, listed beforehand, decoded by a plain ``ProcessPoolExecutor`` of W
           processes doing only Pillow's decode, ``convert("L")`` and a 96² bicubic resize, in
-          chunks of 64, keeping nothing; timed from the pool's creation to its shutdown.
+          chunks of 64, keeping nothing; timed from the pool's creation to its shutdown. With
+          ``--mode fast`` a JPEG is decoded as the fast scan decodes it (Pillow ``draft("L")``
+          at the reduced DCT scale that keeps both sides ≥ 192, for images at least 384 on
+          their short side).
 
 Busy-core share = CPU seconds (user + system) of the process tree during the timed call ÷
 (wall seconds × W). The tree is the timing process and all its descendants (from
@@ -68,16 +72,20 @@ class TreeCPU:
         return {"cpu_s": me + children, "parent_cpu_s": me}
 
 
-def _decode_resize(paths: list[str]) -> int:
+def _decode_resize(paths: list[str], mode: str = "exact") -> int:
     from PIL import Image
 
+    need = 2 * 96  # the fast scan's decode: twice the thumbnail side (features/extract.py)
     for path in paths:
         with Image.open(path) as img:
+            if mode == "fast" and img.format == "JPEG" and min(img.size) >= 2 * need:
+                img.draft("L", (need, need))
             img.convert("L").resize((96, 96), Image.Resampling.BICUBIC)
     return len(paths)
 
 
-def child(arm: str, folder: str, workers: int, workspace_root: str | None) -> None:
+def child(arm: str, folder: str, workers: int, workspace_root: str | None,
+          mode: str = "exact") -> None:
     files = sorted(str(p) for p in Path(folder).rglob("*")
                    if p.is_file() and not p.name.startswith("."))
     meter = TreeCPU()
@@ -91,7 +99,7 @@ def child(arm: str, folder: str, workers: int, workspace_root: str | None) -> No
         meter.start()
         t = time.perf_counter()
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            n = sum(pool.map(_decode_resize, chunks))
+            n = sum(pool.map(_decode_resize, chunks, [mode] * len(chunks)))
         seconds = time.perf_counter() - t
         timings = {}
     else:
@@ -101,7 +109,8 @@ def child(arm: str, folder: str, workers: int, workspace_root: str | None) -> No
         with tempfile.TemporaryDirectory(prefix="busy-ws-", dir=workspace_root) as ws:
             meter.start()
             t = time.perf_counter()
-            result = scan(folder, Path(ws) / "workspace", workers=workers, progress=False)
+            result = scan(folder, Path(ws) / "workspace", workers=workers, mode=mode,
+                          progress=False)
             seconds = time.perf_counter() - t
             n = len(result.features)
             meta = FeatureStore(Path(ws) / "workspace", result.params.key()).meta()
@@ -118,7 +127,7 @@ def child(arm: str, folder: str, workers: int, workspace_root: str | None) -> No
 def run(arm: str, args) -> dict:
     load = os.getloadavg()[0]
     cmd = [sys.executable, str(HERE), "--child", arm, "--folder", str(args.folder),
-           "--workers", str(args.workers)]
+           "--workers", str(args.workers), "--mode", args.mode]
     if args.workspace_root:
         cmd += ["--workspace-root", args.workspace_root]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True,
@@ -133,13 +142,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--folder", type=Path, default=DEFAULT_FOLDER)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--mode", choices=["exact", "fast"], default="exact",
+                    help="the scan's mode; fast: the pool decodes JPEGs as the fast scan does")
     ap.add_argument("--workspace-root", default=None,
                     help="where the scan's workspaces go (default: the temporary folder)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--child", choices=["scan", "pool"], default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        child(args.child, str(args.folder), args.workers, args.workspace_root)
+        child(args.child, str(args.folder), args.workers, args.workspace_root, args.mode)
         return 0
     runs: dict[str, list[dict]] = {"scan": [], "pool": []}
     for r in range(args.repeats):
@@ -160,13 +171,15 @@ def main(argv: list[str] | None = None) -> int:
             summary[arm]["in_batch_share"] = statistics.median(r["in_batch_share"] for r in rs)
         summary[arm]["load_1min"] = [r["load_1min"] for r in rs]
     ratio = summary["scan"]["images_per_s"] / summary["pool"]["images_per_s"]
-    print(f"\nmedians of {args.repeats}, {args.workers} workers, {args.folder.name}:")
+    print(f"\nmedians of {args.repeats}, {args.workers} workers, {args.mode} mode,"
+          f" {args.folder.name}:")
     for arm, s in summary.items():
         print(f"  {arm:4s} {s['images_per_s']:8.1f} images/s  busy-core share"
               f" {s['busy_core_share']:.2f}  CPU {s['cpu_s']:.2f} s (parent {s['parent_cpu_s']:.2f})")
     print(f"  scan ÷ pool, images/s: {ratio:.2f}")
     if args.json:
         args.json.write_text(json.dumps({"folder": str(args.folder), "workers": args.workers,
+                                         "mode": args.mode,
                                          "repeats": args.repeats, "runs": runs,
                                          "summary": summary, "scan_over_pool": ratio}, indent=1))
     return 0
