@@ -3,7 +3,6 @@ hashes and thumbnails as exact mode, and its decode floor decodes every file."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_module import load_benchmark
 
 from splitscope.features.scanning import scan
 
@@ -19,10 +19,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_features.py"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_features", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_features")
 
 
 @pytest.fixture(scope="module")

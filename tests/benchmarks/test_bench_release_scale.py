@@ -3,22 +3,13 @@ after another."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_release_scale.py"
+from benchmark_module import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_release_scale", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_release_scale"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_release_scale")
 
 
 def _timeline():

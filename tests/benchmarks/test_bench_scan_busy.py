@@ -3,25 +3,17 @@ reduced scale) only in fast mode, and its arms take the mode from the command li
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_module import load_benchmark
 from PIL import Image, JpegImagePlugin
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scan_busy.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_scan_busy", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_scan_busy"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_scan_busy")
 
 
 def _files(tmp_path):

@@ -3,24 +3,19 @@ uninterrupted one, a changed output is reported, and no worker outlives the kill
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_module import load_benchmark
 from PIL import Image
-
-SOAK = Path(__file__).resolve().parents[2] / "benchmarks" / "soak_kill.py"
 
 
 @pytest.fixture(scope="module")
 def soak():
-    spec = importlib.util.spec_from_file_location("soak_kill", SOAK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("soak_kill")
 
 
 def _release(root: Path) -> Path:

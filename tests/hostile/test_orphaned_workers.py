@@ -23,12 +23,9 @@ ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
 def _soak_helpers():
     """The process-tree helpers of ``benchmarks/soak_kill.py`` (descendants and liveness from
     /proc), which counts orphans the same way."""
-    import importlib.util
+    from benchmark_module import load_benchmark
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "soak_kill.py"
-    spec = importlib.util.spec_from_file_location("soak_kill", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("soak_kill")
     return module._children, module._alive
 
 

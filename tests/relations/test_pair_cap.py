@@ -5,31 +5,24 @@ blocks, not the population (peak memory flat in the reference count)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from benchmark_module import load_benchmark
 from skimage.metrics import structural_similarity
 
 from splitscope.boundary import boundary
 from splitscope.relations.ncc import pair_rho
 from splitscope.relations.near_duplicate import cap_pairs, near_duplicates
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scale.py"
-
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_scale", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass needs the module registered
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_scale")
 
 
 @pytest.fixture(scope="module")
