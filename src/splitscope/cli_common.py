@@ -1,6 +1,7 @@
 """What the verbs of the group and provenance layers share: the manifest of the inputs,
-boundaries from ``--query``/``--reference``, row-keyed tables written with ``artifacts.json``,
-and the printing of records."""
+boundaries from ``--query``/``--reference``, row-keyed tables written with ``artifacts.json``
+into an ``--out`` folder published as a whole (:func:`out_folder`, ``--force``), and the
+printing of records."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pandas as pd
 
 from splitscope.errors import InputError
 
-__all__ = ["COMMON_OPTIONS", "emit", "fmt", "load_manifest", "records_payload",
-           "resolve_boundaries", "rich_console", "status_table", "write_outputs"]
+__all__ = ["COMMON_OPTIONS", "FORCE_OPTION", "emit", "fmt", "forced", "load_manifest",
+           "out_folder", "records_payload", "resolve_boundaries", "rich_console",
+           "status_table", "write_outputs"]
 
 
 def load_manifest(inputs, *, split_per_list: bool = False, group_regex: str | None = None,
@@ -63,14 +65,49 @@ def resolve_boundaries(manifest: pd.DataFrame, query: str | None, reference: str
     return [boundary(manifest, q, r) for q in splits for r in splits if q != r]
 
 
-def write_outputs(tables: dict, out_dir: str | Path) -> list[str]:
-    """Write each table as ``<name>.csv`` and ``<name>.parquet`` under ``out_dir`` and list them,
-    with their SHA-256, in ``artifacts.json``; returns their paths relative to ``out_dir``."""
-    from splitscope.records.exports import write_artifacts_manifest, write_tables
+def write_outputs(tables: dict, out_dir: str | Path, *, force: bool | None = None) -> list[str]:
+    """Write each table as ``<name>.csv`` and ``<name>.parquet`` into ``out_dir``, published with
+    ``artifacts.json`` listing them (:func:`out_folder`); returns their paths relative to
+    ``out_dir``. ``force``: as the command line's ``--force`` when not given."""
+    from splitscope.records.exports import write_tables
 
-    written = write_tables(tables, out_dir)
-    write_artifacts_manifest(out_dir, written)
-    return sorted(p.relative_to(out_dir).as_posix() for p in written)
+    with out_folder(out_dir, force=force) as folder:
+        written = write_tables(tables, folder.path)
+        names = sorted(p.relative_to(folder.path).as_posix() for p in written)
+    return names
+
+
+def out_folder(out_dir: str | Path, *, force: bool | None = None, keep=()):
+    """:func:`splitscope.records.publish.publishing` for a verb's ``--out``: write under the
+    yielded folder's ``path``; the files appear in ``out_dir``, listed in ``artifacts.json``,
+    when the block ends. ``force``: as the command line's ``--force`` when not given;
+    ``keep``: folders (a workspace) the verb uses that may lie inside ``out_dir``, left alone."""
+    from splitscope.records.publish import inside, publishing
+
+    return publishing(out_dir, force=forced() if force is None else force,
+                      keep=inside(out_dir, [k for k in keep if k]))
+
+
+_FORCE = "splitscope.force"
+
+
+def _remember_force(ctx: click.Context, param, value: bool) -> bool:
+    ctx.meta[_FORCE] = bool(value)
+    return value
+
+
+FORCE_OPTION = click.option(
+    "--force", is_flag=True, expose_value=False, callback=_remember_force,
+    help="Write into an --out folder holding files splitscope did not write there (they are "
+         "kept; one standing where the verb writes is still refused).")
+"""``--force`` of a verb writing an ``--out`` folder; its value is read by :func:`forced`, so
+the verb's function takes no parameter for it."""
+
+
+def forced() -> bool:
+    """Whether the running command was given ``--force`` (:data:`FORCE_OPTION`)."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get(_FORCE))
 
 
 def records_payload(result, written=None) -> dict:
@@ -176,5 +213,6 @@ COMMON_OPTIONS = [
                  help="Bootstrap / group resamples."),
     click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
                  help="Write the row-keyed tables here (CSV and Parquet)."),
+    FORCE_OPTION,
     click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout."),
 ]

@@ -71,11 +71,16 @@ LABEL_MAP_OPTION = click.option(
 #: Options deciding what a scan may read (every verb that scans a release takes them).
 SAFETY_OPTIONS = [
     click.option("--allow-outside-root", is_flag=True, default=InputOptions.allow_outside_root,
-                 help="Read rows whose resolved path (.., an absolute path, a symbolic link) "
-                      "lies outside the release root; they stay marked outside_root."),
+                 help="Read local files whose resolved path (.., an absolute path, a symbolic "
+                      "link) lies outside the release root, and follow linked folders there; "
+                      "they stay marked outside_root. URLs need --allow-urls."),
+    click.option("--allow-urls", is_flag=True, default=InputOptions.allow_urls,
+                 help="Read listed URLs (s3://, gs://, https://, …) through fsspec; without "
+                      "it they are listed as not read (url)."),
     click.option("--follow-links", is_flag=True, default=InputOptions.follow_links,
-                 help="Follow symbolic links to directories in a folder release (loops are "
-                      "left out and listed)."),
+                 help="Follow symbolic links to directories in a folder release (loops, and "
+                      "links out of the root without --allow-outside-root, are left out and "
+                      "listed)."),
     click.option("--max-file-size", type=int, default=None, metavar="BYTES",
                  help="Files larger than this are listed as too_large and never read "
                       "(default 2 GiB)."),
@@ -129,11 +134,12 @@ def fail_on_option(metrics, note: str = ""):
              f"is the largest over the boundaries. Metrics: {names}.{note}")
 
 
-def safety_options(allow_outside_root=False, follow_links=False, max_file_size=None) -> dict:
+def safety_options(allow_outside_root=False, follow_links=False, max_file_size=None,
+                   allow_urls=False) -> dict:
     """Keyword arguments for :func:`splitscope.features.scanning.scan` from
     :data:`SAFETY_OPTIONS`."""
     out: dict = {"allow_outside_root": bool(allow_outside_root),
-                 "follow_links": bool(follow_links)}
+                 "follow_links": bool(follow_links), "allow_urls": bool(allow_urls)}
     if max_file_size is not None:
         out["max_file_bytes"] = int(max_file_size)
     return out

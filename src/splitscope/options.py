@@ -24,7 +24,7 @@ class InputOptions:
     """How the release is read: groups from file names, the label map (applied to every
     corpus whose labels it names) and the external and control corpora's own maps, the
     list-file columns (``columns`` by role, ``root``, ``split``, ``image_column``), and what a
-    scan may read."""
+    scan may read: paths outside the release root, linked folders, URLs."""
 
     group_regex: str | None = None
     label_map: str | Mapping[str, str] | None = None
@@ -33,6 +33,7 @@ class InputOptions:
     list_options: Mapping[str, Any] = field(default_factory=dict)
     allow_outside_root: bool = False
     follow_links: bool = False
+    allow_urls: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Listed URLs read through fsspec (``memory://`` here; ``s3://`` works the same with s3fs):
-the same features as local files, the hardened checks and reason codes, the root rule, the
-cache signature, and byte confirmation of identity groups."""
+"""Listed URLs read through fsspec (``memory://`` here; ``s3://`` works the same with s3fs)
+when URLs are allowed: the same features as local files, the hardened checks and reason codes,
+the root rule, the cache signature, and byte confirmation of identity groups."""
 
 from __future__ import annotations
 
@@ -82,20 +82,23 @@ def test_url_rule():
 
 def test_url_scan_equals_local_scan(tmp_path, bucket):
     urls, local = _release(tmp_path, bucket)
-    by_url = scan(urls, tmp_path / "ws-url", root=bucket[0], workers=1, thumb_size=16)
+    by_url = scan(urls, tmp_path / "ws-url", root=bucket[0], workers=1, thumb_size=16,
+                  allow_urls=True)
     by_path = scan(local, tmp_path / "ws-local", workers=1, thumb_size=16)
     assert by_url.manifest["file"].str.startswith(bucket[0] + "/").all()
-    assert by_url.manifest["path_issue"].isna().all()
+    assert (by_url.manifest["path_issue"] == "url").all()
     cols = [c for c in by_path.features.columns if c != "file"]
     pd.testing.assert_frame_equal(by_url.features[cols], by_path.features[cols])
     np.testing.assert_array_equal(np.asarray(by_url.thumbnails), np.asarray(by_path.thumbnails))
     assert by_url.summary()["features_ok"] == 12
     # signatures from fs.info: the second scan reuses everything; a changed object is read again
-    again = scan(urls, tmp_path / "ws-url", root=bucket[0], workers=1, thumb_size=16)
+    again = scan(urls, tmp_path / "ws-url", root=bucket[0], workers=1, thumb_size=16,
+                 allow_urls=True)
     assert (again.meta["extracted"], again.meta["reused"]) == (0, 12)
     name, fs = bucket
     fs.pipe(f"{name}/train/a/img0.png", _png(99))
-    changed = scan(urls, tmp_path / "ws-url", root=bucket[0], workers=1, thumb_size=16)
+    changed = scan(urls, tmp_path / "ws-url", root=bucket[0], workers=1, thumb_size=16,
+                   allow_urls=True)
     assert (changed.meta["extracted"], changed.meta["reused"]) == (1, 11)
 
 
@@ -110,7 +113,7 @@ def test_url_failures_have_their_reason_codes(tmp_path, bucket):
               {"path": "nosuch://x/y.png", "split": "test", "label": "a"}]
     urls, _ = _release(tmp_path, bucket, extra)
     result = scan(urls, tmp_path / "ws", root=bucket[0], workers=1, thumb_size=16,
-                  max_file_bytes=4000, allow_outside_root=True)
+                  max_file_bytes=4000, allow_outside_root=True, allow_urls=True)
     status = dict(zip(result.rows()["path"], result.rows()["status"]))
     assert status["test/a/empty.png"] == "zero_byte"
     assert status["test/a/big.png"] == "too_large"
@@ -128,15 +131,18 @@ def test_urls_outside_a_url_root_are_not_read(tmp_path, bucket):
     extra = [{"path": f"{name}-other/x.png", "split": "test", "label": "a"},
              {"path": "../escape.png", "split": "test", "label": "a"}]
     urls, _ = _release(tmp_path, bucket, extra)
-    # a list whose root is a local folder: every URL is outside it
+    # a list whose root is a local folder: a URL in it is a URL, ../ is outside
     local_root = read_list(urls)
-    assert (local_root["path_issue"] == "outside_root").all()
+    issue = dict(zip(local_root["path"], local_root["path_issue"]))
+    assert issue[f"{name}-other/x.png"] == "url"
+    assert issue["../escape.png"] == "outside_root"
     manifest = read_list(urls, root=bucket[0])
     issue = dict(zip(manifest["path"], manifest["path_issue"]))
-    assert pd.isna(issue["train/a/img0.png"])
+    assert issue["train/a/img0.png"] == "url"
     assert issue[f"{name}-other/x.png"] == "outside_root"
     assert issue["../escape.png"] == "outside_root"
-    result = scan(urls, tmp_path / "ws", root=bucket[0], workers=1, thumb_size=16)
+    result = scan(urls, tmp_path / "ws", root=bucket[0], workers=1, thumb_size=16,
+                  allow_urls=True)
     status = dict(zip(result.rows()["path"], result.rows()["status"]))
     assert status[f"{name}-other/x.png"] == "outside_root"
     fs.rm(f"{name}-other".removeprefix("memory://"), recursive=True)

@@ -239,6 +239,7 @@ def test_broken_pipe_ends_quietly(tmp_path):
 # -- read cap -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_files_above_the_read_cap_are_listed_and_never_read(tmp_path):
     root = tmp_path / "release" / "a"
     root.mkdir(parents=True)

@@ -104,6 +104,7 @@ RESULT_DAMAGE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(RESULT_DAMAGE))
 def test_damaged_result_is_refused_on_load_and_rebuilt_by_scan(clean, tmp_path, kind):
     root, reference = clean

@@ -119,6 +119,7 @@ def _cli(args):
     return CliRunner().invoke(app, args, catch_exceptions=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("condition, code", [
     ("byte_identical_rate>0", 1), ("byte_identical_rate>0.5", 0), ("byte_identical_rows==1", 1),
     ("ncc_rows<1", 0),
@@ -201,6 +202,7 @@ def test_run_layer_outcomes(tmp_path, monkeypatch):
     assert empty.status == "not applicable" and empty.result.records
 
 
+@pytest.mark.slow
 def test_control_and_external_corpus(release, tmp_path):
     control = tmp_path / "control"
     for split, n in (("train", 6), ("test", 3)):
@@ -239,6 +241,7 @@ def test_control_and_external_corpus(release, tmp_path):
     assert (res.out_dir / "lists" / "query_flags.csv").read_text().count("external") == 0
 
 
+@pytest.mark.slow
 def test_release_without_split_is_audited_against_itself(tmp_path):
     flat = tmp_path / "flat"
     for label in ("yes", "no"):
@@ -260,6 +263,7 @@ def test_release_without_split_is_audited_against_itself(tmp_path):
     validate(doc)
 
 
+@pytest.mark.slow
 def test_predictions_evaluation_layer(release, tmp_path, workspace):
     import pandas as pd
 
@@ -296,17 +300,26 @@ def test_predictions_evaluation_layer(release, tmp_path, workspace):
     assert 'data-section="reliability"' in html and "<img src=x" not in html
 
 
+@pytest.mark.slow
 def test_rerun_into_the_same_folder_lists_only_this_run(release, tmp_path, workspace):
     out = tmp_path / "o"
     first = audit(release, out_dir=out, workspace=workspace, workers=1, progress=False,
                   layers=["duplicates"])
-    stale = out / "lists" / "stale.csv"
-    stale.write_text("x\n")
     second = audit(release, out_dir=out, workspace=workspace, workers=1, progress=False,
                    layers=["groups"])
-    assert not stale.exists()
-    assert {a["path"] for a in second.document["artifacts"]} < \
-        {a["path"] for a in first.document["artifacts"]}
+    lists = {a["path"] for a in second.document["artifacts"]}
+    assert lists < {a["path"] for a in first.document["artifacts"]}
+    # the first run's other lists are gone: the folder holds this run's files only
+    assert {p.relative_to(out).as_posix() for p in (out / "lists").rglob("*")
+            if p.is_file()} == lists
+    mine = out / "lists" / "mine.csv"  # a file the audit did not write is never removed
+    mine.write_text("x\n")
+    with pytest.raises(InputError, match="lists/mine.csv"):
+        audit(release, out_dir=out, workspace=workspace, workers=1, progress=False,
+              layers=["groups"])
+    audit(release, out_dir=out, workspace=workspace, workers=1, progress=False,
+          layers=["duplicates"], force=True)
+    assert mine.read_text() == "x\n"
 
 
 @pytest.mark.slow

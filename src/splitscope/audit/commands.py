@@ -110,7 +110,7 @@ def print_summary(result, extra_lines: list[str] | None = None) -> None:
         state = "HELD" if cond["held"] else "not held"
         console.print(escape(f"--fail-on {cond['condition']}: {value} → {state}"))
     lists = result.out_dir / "lists"
-    n_lists = sum(1 for p in lists.rglob("*") if p.is_file()) if lists.is_dir() else 0
+    n_lists = sum(1 for a in doc.get("artifacts", []) if a["path"].startswith("lists/"))
     console.print(escape(
         f"Wrote {result.audit_json} ({_size(result.audit_json)}), {result.report} "
         f"({_size(result.report)}), {n_lists} files in {lists}/, artifacts.json "
@@ -195,7 +195,12 @@ def _finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) 
               help="Named-group regex over the file name giving the group (and frame), "
                    "e.g. 'person(?P<group>\\d+)_'.")
 @click.option("--out", "out_dir", default="splitscope-audit", show_default=True,
-              type=click.Path(file_okay=False), help="Output folder.")
+              type=click.Path(file_okay=False),
+              help="Output folder: absent, empty, or one an earlier run wrote (its files, as "
+                   "its artifacts.json lists them, are replaced).")
+@click.option("--force", is_flag=True,
+              help="Write into an --out folder holding files splitscope did not write there "
+                   "(they are kept; one where the audit writes is still refused).")
 @click.option("--workspace", default=None, type=click.Path(file_okay=False),
               help="Feature cache (default OUT/workspace); reused across runs.")
 @with_options(SEARCH_OPTIONS)
@@ -234,14 +239,16 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
                   mode, dihedral, transforms, seed, resamples, workers, engine, scheduler, max_pairs,
                   layers, fail_on, label_map, external_label_map, control_label_map,
                   path_column, label_column, split_column, source_column, group_column,
-                  list_root, constant_split, image_column, allow_outside_root, follow_links,
-                  max_file_size, croissant, as_json) -> None:
+                  list_root, constant_split, image_column, allow_outside_root, allow_urls,
+                  follow_links, max_file_size, croissant, force, as_json) -> None:
     """Audit a release (folder ROOT/<split>/<class>/…, a list file, a table of embedded
     images, a save_to_disk folder or a MedMNIST .npz) with every layer.
 
     Writes OUT/audit.json (the source of truth), OUT/report.html (self-contained),
     OUT/lists/ (contaminated-file lists, pair tables, group mappings, deduplicated splits)
-    and OUT/artifacts.json (every output with its SHA-256). Exit codes: 0 ok, 1 a --fail-on
+    and OUT/artifacts.json (every output with its SHA-256). A rerun replaces the files the
+    previous run listed there; anything else in OUT is refused (exit 2, named) unless --force.
+    The outputs appear at once, when the audit is done. Exit codes: 0 ok, 1 a --fail-on
     condition held, 2 input error, 3 a layer failed (recorded in audit.json).
     """
     from splitscope.audit.conditions import parse_condition
@@ -265,12 +272,14 @@ def audit_command(inputs, control, external, predictions, sheet, header_row, sep
                        list_options=with_image_column(list_options(
                            path_column, label_column, split_column, source_column,
                            group_column, list_root, constant_split), image_column),
-                       **safety_options(allow_outside_root, follow_links, max_file_size),
+                       **safety_options(allow_outside_root, follow_links, max_file_size,
+                                        allow_urls),
                        prediction_reading={k: v for k, v in (
                            ("sheet", sheet), ("header_row", header_row),
                            ("sep", {"\\t": "\t", "tab": "\t"}.get(sep, sep)),
                            ("decimal", decimal)) if v is not None},
-                       progress=None if not as_json else False, croissant=croissant)
+                       progress=None if not as_json else False, croissant=croissant,
+                       force=force)
     _finish(result, as_json)
 
 

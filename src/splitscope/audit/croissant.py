@@ -13,36 +13,68 @@ from pathlib import Path
 
 import click
 
-from splitscope.records.croissant import write_croissant
-from splitscope.records.exports import ARTIFACTS_FILE, write_artifacts_manifest, write_json
+from splitscope.records.exports import ARTIFACTS_FILE, write_json
 
 __all__ = ["COMMANDS", "add_croissant", "croissant_command"]
 
 
 def add_croissant(out_dir: str | Path, *, license: str | None = None,
-                  cite_as: str | None = None, url: str | None = None) -> Path:
+                  cite_as: str | None = None, url: str | None = None,
+                  force: bool = False) -> Path:
     """Write ``OUT_DIR/croissant.json`` for the finished audit in ``out_dir`` (see the module
-    docstring); returns its path. A list changed since the audit is an ``InputError``."""
+    docstring); returns its path. A list changed since the audit is an ``InputError``; so is
+    a file in ``out_dir`` the audit did not write, unless ``force`` (it is then kept).
+
+    The folder is rewritten as a whole (:func:`splitscope.records.publish.publishing`): the
+    audit's other files carry over, and a kill leaves either the audit as it was or the audit
+    with its record."""
     from splitscope.audit.protocol import record_roles
+    from splitscope.audit.run import caches
     from splitscope.features.sources import open_image
-    from splitscope.records.croissant import croissant_record
+    from splitscope.records.croissant import CROISSANT_FILE, croissant_record
+    from splitscope.records.publish import publishing
     from splitscope.report.html import render_report
 
     out = Path(out_dir)
     roles = record_roles()
-    croissant_record(out, roles=roles)  # checks the folder and lists before anything is rewritten
-    audit_json = out / "audit.json"
-    doc = json.loads(audit_json.read_text(encoding="utf-8"))
-    if not doc["params"].get("croissant"):
-        doc["params"]["croissant"] = True
-        write_json(doc, audit_json)
-        render_report(doc, out / "report.html", roles=roles,
-                      max_pairs=int(doc["params"].get("max_gallery_pairs") or 60),
-                      opener=open_image)
-    path = write_croissant(out, roles=roles, license=license, cite_as=cite_as, url=url)
-    files = [audit_json, out / "report.html", path] + [out / a["path"] for a in doc["artifacts"]]
-    write_artifacts_manifest(out, [f for f in files if f.is_file()])
-    return path
+    with publishing(out, force=force, keep=caches(out, _workspace(out)),
+                    writes=("audit.json", "report.html", CROISSANT_FILE),
+                    what="OUT_DIR") as folder:
+        folder.carry()  # the lists and everything else the audit wrote stay as they are
+        # checks the folder and lists before anything is written
+        record = croissant_record(out, roles=roles, license=license, cite_as=cite_as, url=url)
+        doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+        if not doc["params"].get("croissant"):
+            doc["params"]["croissant"] = True
+            write_json(doc, folder.path / "audit.json")
+            render_report(doc, folder.path / "report.html", roles=roles,
+                          max_pairs=int(doc["params"].get("max_gallery_pairs") or 60),
+                          opener=open_image)
+            _describe_staged(record, folder.path)
+        write_json({k: v for k, v in record.items() if v is not None},
+                   folder.path / CROISSANT_FILE)
+    return out / CROISSANT_FILE
+
+
+def _describe_staged(record: dict, staged: Path) -> None:
+    """Give the record's entries of ``audit.json`` and ``report.html`` the size and SHA-256 of
+    the ones staged to replace them (the record was made from the folder's)."""
+    from splitscope.records.model import sha256_file
+
+    for entry in record["distribution"]:
+        path = staged / str(entry.get("contentUrl"))
+        if entry.get("@type") == "cr:FileObject" and entry.get("contentUrl") in (
+                "audit.json", "report.html") and path.is_file():
+            entry["sha256"] = sha256_file(path)
+            entry["contentSize"] = f"{path.stat().st_size} B"
+
+
+def _workspace(out: Path) -> str | None:
+    """The workspace the audit in ``out`` used (``params.workspace``), if it says."""
+    try:
+        return json.loads((out / "audit.json").read_text(encoding="utf-8"))["params"]["workspace"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 @click.command("croissant")
@@ -51,16 +83,19 @@ def add_croissant(out_dir: str | Path, *, license: str | None = None,
               help="The release's licence (URL or SPDX name), written as the record's license.")
 @click.option("--cite-as", default=None, help="The release's citation (citeAs).")
 @click.option("--url", default=None, help="The release's home page (url).")
+@click.option("--force", is_flag=True,
+              help="Write although OUT_DIR holds files the audit did not write (they are kept).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-def croissant_command(out_dir, license_, cite_as, url, as_json) -> None:
+def croissant_command(out_dir, license_, cite_as, url, force, as_json) -> None:
     """Write OUT_DIR/croissant.json, a Croissant 1.0 JSON-LD record (with RAI fields) of the
     release a finished audit in OUT_DIR audited: its files, the deduplicated and re-split
     record sets, the contaminated-file lists, each file with its SHA-256.
 
     The report is rendered again to link it, and artifacts.json lists it. Exit code 2 when
-    OUT_DIR holds no audit or one of its lists changed since the audit wrote it.
+    OUT_DIR holds no audit, one of its lists changed since the audit wrote it, or a file the
+    audit did not write (kept with --force).
     """
-    path = add_croissant(out_dir, license=license_, cite_as=cite_as, url=url)
+    path = add_croissant(out_dir, license=license_, cite_as=cite_as, url=url, force=force)
     record = json.loads(path.read_text(encoding="utf-8"))
     payload = {"croissant_json": str(path), "bytes": path.stat().st_size,
                "artifacts_json": str(Path(out_dir) / ARTIFACTS_FILE),

@@ -23,6 +23,7 @@ from splitscope.evaluation.predicates import (
     BALANCED_ACCURACY,
 )
 from splitscope.evaluation.predicates import LAYER as EVALUATION_LAYER
+from splitscope.records.exports import read_csv
 from splitscope.relations.predicates import (
     HASH_EXACT_PHASH,
     HASH_JOINT,
@@ -51,7 +52,7 @@ BOUNDARY = "test → train"
 
 def _read(lists: Path, name: str) -> pd.DataFrame | None:
     for suffix, reader in ((".parquet", pd.read_parquet),
-                           (".csv", lambda p: pd.read_csv(p, dtype=str, keep_default_na=False))):
+                           (".csv", lambda p: read_csv(p, dtype=str, keep_default_na=False))):
         path = lists / f"{name}{suffix}"
         if path.is_file():
             return reader(path)
@@ -146,7 +147,7 @@ def check_demo(root: str | Path, out_dir: str | Path, audit_doc: dict | None = N
     planted_path = root / "planted.csv"
     if not planted_path.is_file():
         raise InputError(f"{planted_path} not found: not a demo made by splitscope.datasets")
-    planted = pd.read_csv(planted_path, dtype=str, keep_default_na=False)
+    planted = read_csv(planted_path, dtype=str, keep_default_na=False)
     found = flagged_paths(lists)
     if audit_doc is None and (Path(out_dir) / "audit.json").is_file():
         import json

@@ -46,15 +46,13 @@ def run_experiment(result, release, out_dir: Path, *, workspace, group_regex, wo
                    label_map=None, external=None):
     """After training (``result`` of :func:`train_experiment`): effects, explain and the
     audit. Returns ``(AuditResult, effects result, explain result)``."""
-    import pandas as pd
-
     from splitscope.audit.run import audit
     from splitscope.evaluation.effects import protocol_effects
     from splitscope.experiments.explain import explain_run
     from splitscope.experiments.layer import contrasts_for
-    from splitscope.records.exports import write_artifacts_manifest
+    from splitscope.records.exports import read_csv, write_artifacts_manifest
 
-    runs = pd.read_csv(out_dir / "runs.csv")
+    runs = read_csv(out_dir / "runs.csv")
     effects = protocol_effects(out_dir / "runs.csv", contrasts=contrasts_for(runs),
                                n_boot=n_boot, seed=seed)
     write_artifacts_manifest(out_dir / "effects", effects.write(out_dir / "effects"))

@@ -35,6 +35,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
+from splitscope.features.failures import identity_rows
+
 IDENTITY = ("row", "path", "split", "label", "corpus", "source", "group", "file")
 #: per-query scores of ``query_flags`` and how rows of several boundaries are combined
 SCORES = {"ncc_best_rho": "max", "ncc_best_rho_dihedral": "max", "d_p_min": "min",
@@ -88,6 +90,7 @@ def issue_table(rows: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
         pd.NA, index=rows.index, dtype="string")
     out["readable"] = (status == "ok").fillna(False).to_numpy(bool)
     out["failure_reason"] = status.where(status != "ok").to_numpy()
+    rows = identity_rows(rows)  # an empty file is a failure, never a copy
     for col, name in (("sha256", "byte"), ("pixel_xxh128", "pixel")):
         if col in rows:
             out[f"{name}_copies"] = _copies(rows[col]).to_numpy()

@@ -89,6 +89,7 @@ class AuditOptions:
               list_options: Mapping[str, Any] | None = None,
               allow_outside_root: bool = InputOptions.allow_outside_root,
               follow_links: bool = InputOptions.follow_links,
+              allow_urls: bool = InputOptions.allow_urls,
               score_kind: str = EvaluationOptions.score_kind, prediction_reading: Mapping[str, Any] | None = None,
               folds: int = ProvenanceOptions.folds, seed: int = RunOptions.seed,
               resamples: int = RunOptions.resamples, layers=None, workers: int | None = None,
@@ -111,7 +112,7 @@ class AuditOptions:
                                 control_label_map=control_label_map,
                                 list_options=dict(list_options or {}),
                                 allow_outside_root=bool(allow_outside_root),
-                                follow_links=bool(follow_links)),
+                                follow_links=bool(follow_links), allow_urls=bool(allow_urls)),
             features=FeatureParams(thumb_size=thumb_size, interpolation=interpolation,
                                    mode=mode, max_file_bytes=DEFAULT_MAX_FILE_BYTES
                                    if max_file_bytes is None else int(max_file_bytes)),
@@ -131,7 +132,8 @@ class AuditOptions:
         f, i = self.features, self.inputs
         out = {"thumb_size": f.thumb_size, "mode": f.mode, "interpolation": f.interpolation,
                "workers": self.run.workers, "progress": self.run.progress,
-               "allow_outside_root": i.allow_outside_root, "follow_links": i.follow_links}
+               "allow_outside_root": i.allow_outside_root, "follow_links": i.follow_links,
+               "allow_urls": i.allow_urls}
         if f.max_file_bytes != DEFAULT_MAX_FILE_BYTES:
             out["max_file_bytes"] = f.max_file_bytes
         return out

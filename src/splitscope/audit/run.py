@@ -12,6 +12,12 @@ fingerprints of every input), runs each registered layer through one guarded cal
 - ``artifacts.json`` — every output file with its size and SHA-256 (Croissant-style
   ``distribution`` of ``FileObject`` entries), so a published audit can be verified.
 
+The outputs are written in a staging folder inside ``out_dir`` and published at once by
+:func:`splitscope.records.publish.publishing`: the files of the previous audit there are replaced
+or removed (only those its ``artifacts.json`` lists with a matching SHA-256), anything else in
+the folder is refused unless ``force`` (and then kept), and a kill at any moment leaves either
+the previous audit or the new one (or a publish the next run finishes).
+
 Exit codes: 0 success; 1 a ``--fail-on`` condition held; 2 input error (raised as
 ``InputError`` before anything is written); 3 the audit was written but at least one layer
 failed (see ``layers`` in audit.json).
@@ -25,7 +31,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -53,15 +58,10 @@ from splitscope.boundary import release_boundaries
 from splitscope.errors import InputError
 from splitscope.features.extract import DEFAULT_MAX_FILE_BYTES
 from splitscope.features.failures import failures_table, write_failure_lists
-from splitscope.records import software_versions
-from splitscope.records.exports import (
-    artifact,
-    write_artifacts_manifest,
-    write_csv,
-    write_json,
-    write_tables,
-)
+from splitscope.records import publish, software_versions
+from splitscope.records.exports import artifact, write_csv, write_json, write_tables
 from splitscope.records.inputs import fingerprint_input, fingerprint_path
+from splitscope.records.publish import inside, publishing
 from splitscope.records.schema import SCHEMA_VERSION, validation_errors
 from splitscope.records.scorecard import score_card
 from splitscope.relations.hashes import DEFAULT_RADIUS
@@ -182,8 +182,10 @@ def audit(
     allow_outside_root: bool = False,
     follow_links: bool = False,
     max_file_bytes: int | None = None,
+    allow_urls: bool = False,
     prediction_reading: Mapping[str, Any] | None = None,
     croissant: bool = False,
+    force: bool = False,
     seed: int = RunOptions.seed,
     resamples: int = RunOptions.resamples,
     options: AuditOptions | None = None,
@@ -207,7 +209,10 @@ def audit(
     group_regex : str, optional
         Named-group regex over the basename giving the group (patient, video) and frame.
     out_dir : path-like
-        Where ``audit.json``, ``report.html``, ``lists/`` and ``artifacts.json`` go.
+        Where ``audit.json``, ``report.html``, ``lists/`` and ``artifacts.json`` go. The
+        folder must be absent, empty or hold only what an earlier run listed in its
+        ``artifacts.json`` (:mod:`splitscope.records.publish`): anything else is an
+        ``InputError`` naming it, before any work.
     workspace : path-like, optional
         Feature cache (default ``OUT_DIR/workspace``); reused across runs. Control and external
         corpora are cached in sibling folders ``<workspace>-control`` / ``-external``.
@@ -259,13 +264,17 @@ def audit(
         How the prediction files are read: ``sheet`` (name or 0-based index), ``header_row``
         (1-based), ``sep``, ``decimal``; default detected (what was found is in the verdicts).
         Parsed workbooks are cached in the workspace.
-    allow_outside_root, follow_links, max_file_bytes : optional
+    allow_outside_root, follow_links, max_file_bytes, allow_urls : optional
         What the scans may read (:func:`splitscope.features.scanning.scan`): rows outside
-        their release root are not read unless allowed (and stay marked), links to folders
-        are followed on request, files above the cap (default 2 GiB) are listed, never read.
+        their release root, and listed URLs, are not read unless allowed (and stay marked),
+        links to folders are followed on request, files above the cap (default 2 GiB) are
+        listed, never read.
     croissant : bool
         Also write ``croissant.json``, a Croissant JSON-LD record of the release
         (:mod:`splitscope.records.croissant`), linked from the report.
+    force : bool
+        Write into an ``out_dir`` that holds files splitscope did not write there; they are
+        kept as they are (one standing where the audit writes is still refused).
     seed, resamples : int
         Seed of every draw and the number of bootstrap / group resamples of every layer.
     options : AuditOptions, optional
@@ -283,7 +292,7 @@ def audit(
                 "label_map": label_map, "external_label_map": external_label_map,
                 "control_label_map": control_label_map, "list_options": list_options,
                 "allow_outside_root": allow_outside_root, "follow_links": follow_links,
-                "score_kind": score_kind, "prediction_reading": prediction_reading,
+                "allow_urls": allow_urls, "score_kind": score_kind, "prediction_reading": prediction_reading,
                 "seed": seed, "resamples": resamples, "layers": layers, "workers": workers,
                 "workspace": workspace, "max_pairs": max_pairs, "progress": progress,
                 "croissant": croissant}
@@ -313,13 +322,41 @@ def audit(
     roots = release_roots(inputs_list, **dict(options.inputs.list_options)) + release_roots(
         [p for p in (control, external) if p is not None])
     refuse_inside_release(out_dir, roots)  # before anything is created
-    out_dir.mkdir(parents=True, exist_ok=True)
     if options.run.workspace is None:
         options = dataclasses.replace(options, run=dataclasses.replace(
             options.run, workspace=str(out_dir / "workspace")))
-    started_wall, started = _now(), time.perf_counter()
+    writes = OWN_FILES + (("croissant.json",) if options.run.croissant else ())
+    with publishing(out_dir, force=force, keep=caches(out_dir, options.run.workspace),
+                    writes=writes) as folder:
+        doc = _audit_into(folder.path, out_dir, inputs_list, given, options, executor,
+                          registry, wanted, conditions, command, reproduce)
+    return AuditResult(document=doc, out_dir=out_dir, exit_code=doc["run"]["exit_code"],
+                       files=folder.published)
 
-    context, scan_seconds, input_fps = _context(inputs_list, given, out_dir / "lists", options,
+
+#: files every audit writes (``lists/manifest.csv`` puts ``lists/`` on the way), checked
+#: against what the output folder holds before the audit starts
+OWN_FILES = ("audit.json", "report.html", "lists/manifest.csv")
+
+
+def caches(out_dir: str | Path, workspace: str | Path | None = None) -> list[str]:
+    """The feature caches inside an audit folder (relative paths), which its publish leaves
+    alone: the default ``workspace`` (with its ``-control`` and ``-external`` siblings), which
+    an earlier audit may have filled, and ``workspace`` when it lies there."""
+    tails = ("", "-control", "-external")
+    found = [Path(out_dir) / f"workspace{tail}" for tail in tails]
+    if workspace is not None:
+        found += [Path(f"{workspace}{tail}") for tail in tails]
+    return sorted(set(inside(out_dir, found)))
+
+
+def _audit_into(folder: Path, published_in: Path, inputs_list, given, options: AuditOptions,
+                executor, registry, wanted, conditions, command,
+                reproduce) -> dict[str, Any]:
+    """Scan, run the layers and write every output under ``folder`` (the staging folder of
+    the publish into ``published_in``); returns the audit document."""
+    started_wall, started = _now(), time.perf_counter()
+    context, scan_seconds, input_fps = _context(inputs_list, given, folder / "lists", options,
                                                 executor)
 
     _run_layers(registry, wanted, context, sys.stderr.isatty() if options.run.progress is None
@@ -329,7 +366,7 @@ def audit(
     max_pairs = options.run.max_pairs
     ran = [layer for layer in registry if layer.name in context.outcomes
            and context.outcomes[layer.name].status in ("completed", "partial")]
-    doc, export_problems = _document(context, outcomes, max_pairs, out_dir,
+    doc, export_problems = _document(context, outcomes, max_pairs, folder,
                                      _declared(ran, "issue_columns"))
     doc["run"].update({"started": started_wall, "command": command, "reproduce": reproduce,
                        "scan_seconds": round(scan_seconds, 3)})
@@ -353,7 +390,8 @@ def audit(
     doc["run"]["finished"] = _now()
     doc["run"]["duration_s"] = round(time.perf_counter() - started, 3)
     doc["run"]["exit_code"] = exit_code
-    return _write(doc, out_dir, max_pairs, exit_code)
+    _write(doc, folder, max_pairs, published_in)
+    return doc
 
 
 def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: bool) -> None:
@@ -448,8 +486,8 @@ class _Background:
 
 def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
              executor: Any) -> tuple[AuditContext, float, list[dict]]:
-    """Scan the audited release (and the control and external corpora), fingerprint every
-    input, and clear an earlier audit's lists."""
+    """Scan the audited release (and the control and external corpora) and fingerprint every
+    input."""
     from splitscope.features.scanning import scan as run_scan
 
     workspace = Path(options.run.workspace)
@@ -485,11 +523,7 @@ def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
         if given[role] is not None:
             input_fps.append(fingerprint_path(role.replace("_", " "), given[role]))
     record_inputs = [{"path": i["path"], "sha256": i["sha256"]} for i in input_fps]
-    out_dir = lists_dir.parent
-    if lists_dir.is_dir() and ((out_dir / "audit.json").is_file()
-                               or (out_dir / "artifacts.json").is_file()):
-        shutil.rmtree(lists_dir)  # an earlier audit's lists: never mixed with this run's
-    lists_dir.mkdir(parents=True, exist_ok=True)
+    lists_dir.mkdir(parents=True, exist_ok=True)  # in the staging folder: empty
     paths = {role: Path(given[role]) for role in _PATH_INPUTS if given[role] is not None}
     context = AuditContext(scan=audited, boundaries=boundaries, options=options,
                            record_inputs=record_inputs, lists_dir=lists_dir, scans=scans,
@@ -600,7 +634,7 @@ def _params(options: AuditOptions, context: AuditContext) -> dict[str, Any]:
             "layers": sorted(run.layers) if run.layers is not None else "all",
             "label_map": context.manifest.attrs.get("label_map"),
             "allow_outside_root": i.allow_outside_root, "follow_links": i.follow_links,
-            "max_file_bytes": None if f.max_file_bytes == DEFAULT_MAX_FILE_BYTES
+            "allow_urls": i.allow_urls, "max_file_bytes": None if f.max_file_bytes == DEFAULT_MAX_FILE_BYTES
             else f.max_file_bytes,
             "list_options": dict(i.list_options), "prediction_reading": reading,
             "croissant": run.croissant}
@@ -641,8 +675,10 @@ def _ordered(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: doc[k] for k in _KEYS}
 
 
-def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, exit_code: int) -> AuditResult:
-    """Validate, write audit.json, render report.html, list every output in artifacts.json."""
+def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, published_in: Path) -> None:
+    """Validate, write audit.json, render report.html (and croissant.json when asked) into
+    ``out_dir``, the staging folder of ``published_in``; the publish lists every output in
+    artifacts.json."""
     errors = validation_errors(doc)
     if errors:  # the document is still written; the problem is visible, never silent
         doc["summary"]["lines"].append(
@@ -654,18 +690,15 @@ def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, exit_code: int) -
     from splitscope.features.sources import open_image
     from splitscope.report.html import render_report
 
-    audit_json = out_dir / "audit.json"
-    write_json(doc, audit_json)
+    write_json(doc, out_dir / "audit.json")
+    publish.checkpoint("audit.json written")  # the kill soak may stop here
     roles = record_roles()
-    report = render_report(doc, out_dir / "report.html", roles=roles, max_pairs=max_pairs,
-                           opener=open_image)
-    files = [audit_json, report] + [out_dir / a["path"] for a in doc["artifacts"]]
+    render_report(doc, out_dir / "report.html", roles=roles, max_pairs=max_pairs,
+                  opener=open_image)
     if doc["params"].get("croissant"):
         from splitscope.records.croissant import write_croissant
 
-        files.append(write_croissant(out_dir, roles=roles))
-    files.append(write_artifacts_manifest(out_dir, files))
-    return AuditResult(document=doc, out_dir=out_dir, exit_code=exit_code, files=files)
+        write_croissant(out_dir, roles=roles, published_in=published_in)
 
 
 def _now() -> str:

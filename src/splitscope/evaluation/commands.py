@@ -16,9 +16,10 @@ import click
 import numpy as np
 import pandas as pd
 
+from splitscope.cli_common import FORCE_OPTION, out_folder
 from splitscope.cli_options import resamples_option, with_options
 from splitscope.errors import InputError
-from splitscope.records.exports import write_artifacts_manifest, write_csv
+from splitscope.records.exports import write_csv
 
 _KINDS = click.Choice(["probability", "logit", "score"])
 
@@ -124,6 +125,7 @@ _truth_options = [
     click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
     click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
                  help="Folder for CSV/JSON exports."),
+    FORCE_OPTION,
     click.option("--sheet", default=None,
                  help="Workbook sheet of the prediction files: NAME or 0-based INDEX "
                       "(default: the first; a note says when another sheet holds the paths)."),
@@ -213,11 +215,10 @@ def metrics_cmd(predictions, truth_path, classes, query, views, path_mode, seed,
         if fit_sel or eval_sel:
             result["transfer"] = _transfer(truth, aligned, pred.score_kind, fit_sel, eval_sel)
     if out_dir:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "metrics.json").write_text(_dump(result))
-        write_csv(pd.DataFrame([_metrics_row(m) for m in result["views"]]), out / "metrics.csv")
-        write_artifacts_manifest(out, [out / "metrics.json", out / "metrics.csv"])
+        with out_folder(out_dir) as folder:
+            (folder.path / "metrics.json").write_text(_dump(result))
+            write_csv(pd.DataFrame([_metrics_row(m) for m in result["views"]]),
+                      folder.path / "metrics.csv")
     if as_json:
         click.echo(_dump(result))
         return
@@ -328,10 +329,10 @@ def rescore_cmd(folder, truth_path, classes, query, views, path_mode, seed, as_j
                   reported=reported, final=final, exclude=exclude, rank_metric=rank_metric,
                   bootstrap=n_boot, seed=seed, read=read, entry_bootstrap=entry_boot)
     if out_dir:
-        written = res.write(out_dir)
-        if final_folder:
-            written += final.write(Path(out_dir) / "final")
-        write_artifacts_manifest(out_dir, written)
+        with out_folder(out_dir) as staged:
+            res.write(staged.path)
+            if final_folder:
+                final.write(staged.path / "final")
     if as_json:
         click.echo(res.json_text())
         return
@@ -437,6 +438,7 @@ def _print_aggregates(con, aggregates: list[dict], metric: str) -> None:
 @click.option("--control", default="distant", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None)
+@FORCE_OPTION
 def effects_cmd(runs, metrics, identity, value_column, metric_column, contrast_specs, condition,
                 by, n_boot, seed, components, baselines, official, deduplicated, external,
                 did_table, treated, control, as_json, out_dir):
@@ -463,7 +465,8 @@ def effects_cmd(runs, metrics, identity, value_column, metric_column, contrast_s
             "p_true")
         res.contrasts.append(did_true_class_probability(t, treated=treated, control=control))
     if out_dir:
-        write_artifacts_manifest(out_dir, res.write(out_dir))
+        with out_folder(out_dir) as folder:
+            res.write(folder.path)
     if as_json:
         click.echo(_dump(res.to_json()))
         return
@@ -539,6 +542,7 @@ _PAIRED_FIELDS = {"contrast", "condition", "metric", "pairs", "mean", "sd", "t_l
               help="Order in which classes are drawn from the seeded generator.")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None)
+@FORCE_OPTION
 def pools_cmd(manifest, train, drop_source, flagged, batch_size, no_drop_last, seed, draw_order,
               as_json, out_dir):
     """Training-pool controls from a manifest, exported as row lists."""
@@ -550,7 +554,8 @@ def pools_cmd(manifest, train, drop_source, flagged, batch_size, no_drop_last, s
                          batch_size=batch_size, drop_last=not no_drop_last,
                          draw_order=draw_order)
     if out_dir:
-        write_artifacts_manifest(out_dir, res.write(out_dir, m))
+        with out_folder(out_dir) as folder:
+            res.write(folder.path, m)
     if as_json:
         click.echo(_dump(res.to_json()))
         return
@@ -587,6 +592,7 @@ def pools_cmd(manifest, train, drop_source, flagged, batch_size, no_drop_last, s
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Folder for attribution_rows.csv and attribution.json.")
+@FORCE_OPTION
 def attribution_cmd(manifest, maps_src, masks_src, flagged, rows_sel, group_column, group_regex,
                     exposed_name, n_boot, seed, as_json, out_dir):
     """Share of attribution mass outside anatomy: exposed versus clean rows (METHODS 5.10)."""
@@ -617,11 +623,9 @@ def attribution_cmd(manifest, maps_src, masks_src, flagged, rows_sel, group_colu
               "flagged_unmatched_entries": unmatched,
               **{k: v for k, v in summary.items() if k != "contrast"}}
     if out_dir:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        write_csv(table, out / "attribution_rows.csv")
-        (out / "attribution.json").write_text(_dump(result))
-        write_artifacts_manifest(out, [out / "attribution_rows.csv", out / "attribution.json"])
+        with out_folder(out_dir) as folder:
+            write_csv(table, folder.path / "attribution_rows.csv")
+            (folder.path / "attribution.json").write_text(_dump(result))
     if as_json:
         click.echo(_dump(result))
         return

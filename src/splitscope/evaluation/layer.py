@@ -393,7 +393,9 @@ class EvaluationLayer:
         views = []
         removed = _dedup_removed(context, "test")
         if removed is not None:  # the duplicates layer's deduplicated test split
-            listed = context.lists_dir / "dedup" / "test_removed.csv"  # where it lists them
+            # where it lists them, named relative to the audit folder (the lists are written
+            # in a staging folder and moved into place when the audit is published)
+            listed = Path(context.lists_dir.name) / "dedup" / "test_removed.csv"
             views.append(lambda truth: view_from_list(truth, removed, "exclude", "deduplicated",
                                                       where=str(listed)))
         options = context.options

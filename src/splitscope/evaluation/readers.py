@@ -16,7 +16,9 @@ Rules
   as wide as the table whose cells are all text. Rows above it are title lines, counted.
 - **CSV dialect**: encoding from the byte-order mark (UTF-8, UTF-16) or UTF-8; the delimiter
   declared (``sep``) or sniffed among ``,`` ``;`` tab ``|`` on the first lines; the decimal mark
-  declared or, when the delimiter is not ``,``, a comma when numeric-looking cells use one.
+  declared or, when the delimiter is not ``,``, a comma when numeric-looking cells use one. A
+  cell that the project's CSV writer guarded against formulas (``'=…``) reads without that
+  ``'`` (:func:`splitscope.records.exports.restore_formulas`).
 - **Workbooks** are parsed with python-calamine (pandas ``engine="calamine"``), which is several
   times faster than openpyxl; openpyxl is the fallback for a workbook calamine cannot read, and
   the engine used is recorded. With a cache folder, the parsed table is stored as Parquet keyed
@@ -38,6 +40,7 @@ import pandas as pd
 from splitscope.errors import InputError
 from splitscope.manifest.workbook import filled as _filled
 from splitscope.manifest.workbook import read_sheet, rows_to_frame, sheet_rows, unique_names
+from splitscope.records.exports import restore_formulas
 
 XLSX_SUFFIXES = (".xlsx", ".xlsm")
 CSV_SUFFIXES = (".csv", ".tsv", ".txt")
@@ -321,7 +324,13 @@ def _read_csv(path: Path, options: ReadOptions, keys: set[str], text: bool, info
     kw = {"dtype": str} if text else {}
     table = pd.read_csv(io.StringIO(content), sep=sep, decimal=decimal, skiprows=h,
                         keep_default_na=False, na_values=[""], **kw)
-    return table
+    restored = restore_formulas(table)  # a list this project wrote reads as written from
+    changed = sum(int((restored[c].fillna("") != table[c].fillna("")).sum())
+                  for c in table.columns if not pd.api.types.is_numeric_dtype(table[c]))
+    if changed:
+        info["notes"].append(f"{changed} cell(s) guarded against spreadsheet formulas read "
+                             f"without their leading '")
+    return restored
 
 
 def _sniff_sep(lines: list[str], keys: set[str]) -> str:

@@ -11,14 +11,23 @@ the name of its last convolutional block (the Grad-CAM target). Names:
   downloads: without ``--weights PATH`` such a name is an input error naming the file to
   supply.
 
+A name the libraries would resolve online (``hf-hub:``/``hf_hub:`` repositories, ``local-dir:``
+folders, URLs of any scheme, repository paths) is refused, weights or not: only names of the
+libraries' own registries are built, and they are built with the Hugging Face Hub switched to
+offline mode and with no pretrained weights requested, so building a model opens no connection.
+
 Weights come only from a local file (a state dict, or a checkpoint holding one under
-``state_dict``/``model``) or from random initialisation with a recorded seed.
+``state_dict``/``model``) read as tensors alone (``.safetensors``, or ``torch.load`` with
+``weights_only=True``), or from random initialisation with a recorded seed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +104,45 @@ def needs_download(name: str) -> bool:
     return ":" in name
 
 
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+_HUB = re.compile(r"(?i)^(?:timm:)?hf[-_]hub:")
+
+
+def online_source(name: str) -> str | None:
+    """What ``name`` would be fetched from or resolved against outside the libraries' own
+    registries (a URL, the Hugging Face Hub, a repository or folder path), or ``None`` for a
+    plain registry name. timm resolves ``hf-hub:``/``hf_hub:``/``local-dir:`` prefixes and
+    names with ``/``; a ``://`` names a URL whatever comes before it."""
+    if _URL.search(name):
+        return "a URL"
+    if _HUB.match(name):
+        return "a Hugging Face Hub repository"
+    if name.startswith("timm:"):
+        rest = name[5:]
+        if any(c in rest for c in ":/\\"):
+            return "a model source outside timm's registry (a Hub repository or a folder)"
+    elif name.startswith("tv:"):
+        rest = name[3:]
+        if rest.count(":") > 1 or any(c in rest for c in "/\\"):
+            return "a model source outside torchvision's registry"
+    return None
+
+
+def refuse_online(name: str) -> None:
+    """:class:`InputError` when ``name`` would be resolved online (:func:`online_source`),
+    saying what to use instead: the architecture's registry name with local weights."""
+    where = online_source(name)
+    if where is None:
+        return
+    repo = re.sub(r"(?i)^(?:timm:)?(?:hf[-_]hub|local-dir):", "", name)
+    arch = repo.rstrip("/").rsplit("/", 1)[-1] if _HUB.match(name) else ""
+    use = f"timm:{arch}" if arch and not _URL.search(name) else "tv:NAME or timm:NAME"
+    raise InputError(f"backbone {name!r} names {where}; splitscope builds registry "
+                     f"architectures only and never downloads: name the architecture ({use}) "
+                     f"and pass its weights, fetched beforehand, as a local file with "
+                     f"--weights PATH")
+
+
 def resolve_backbone(name: str, weights: str | Path | None = None, init_seed: int = 0
                      ) -> BackboneSpec:
     """Check a backbone name and its weights source before anything is built.
@@ -102,9 +150,11 @@ def resolve_backbone(name: str, weights: str | Path | None = None, init_seed: in
     Raises
     ------
     InputError
-        Unknown name; a name that needs pretrained weights without ``weights`` (naming the
-        file to supply); a weights file that does not exist; torchvision/timm not importable.
+        A name resolved online (:func:`refuse_online`); unknown name; a name that needs
+        pretrained weights without ``weights`` (naming the file to supply); a weights file
+        that does not exist; torchvision/timm not importable.
     """
+    refuse_online(name)
     if needs_download(name) and weights is None:
         file = KNOWN_CHECKPOINTS.get(name.removeprefix("tv:"))
         what = f"the file {file}" if file else f"the checkpoint file of {name}"
@@ -154,11 +204,40 @@ def small_cnn(in_channels: int = 1, widths=(32, 64, 128, 128)):
     return nn.Sequential(nn.Sequential(*layers), nn.AdaptiveAvgPool2d(1), nn.Flatten()), c
 
 
+_OFFLINE_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
+@contextmanager
+def offline():
+    """The Hugging Face Hub in offline mode for the duration: its environment switches set,
+    and ``huggingface_hub``'s own flag (read once at its import) set where it is already
+    imported; all restored afterwards."""
+    before = {k: os.environ.get(k) for k in _OFFLINE_ENV}
+    os.environ.update({k: "1" for k in _OFFLINE_ENV})
+    hub = sys.modules.get("huggingface_hub.constants")
+    flag = getattr(hub, "HF_HUB_OFFLINE", None)
+    if hub is not None:
+        hub.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if hub is not None:
+            hub.HF_HUB_OFFLINE = flag
+
+
 def build_backbone(spec: BackboneSpec):
     """``(module, feature_dim, target_layer)``: the feature extractor with its start weights
-    and the module Grad-CAM hooks (the last convolutional block)."""
+    and the module Grad-CAM hooks (the last convolutional block). Library architectures are
+    built by registry name with no pretrained weights requested and the Hub offline; a name
+    resolved online is refused here too (a spec may come from a run record on disk)."""
     torch = require_torch()
-    with torch.random.fork_rng(devices=[]):
+    refuse_online(spec.name)
+    with torch.random.fork_rng(devices=[]), offline():
         torch.manual_seed(spec.init_seed)
         if spec.name == "small-cnn":
             module, dim = small_cnn(spec.in_channels)
@@ -215,14 +294,24 @@ def _load_weights(torch, module, path: Path) -> None:
     ``state_dict``/``model``/``model_state``, and a run's ``selected.pt`` (its
     ``backbone.`` tensors). Every tensor of the backbone must be found; tensors it has no
     place for (a classification head) are left out."""
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+        try:
             state = load_file(str(path))
-        else:
+        except Exception as exc:
+            raise InputError(f"cannot read weights {path} as a .safetensors file "
+                             f"({type(exc).__name__}: {exc}); supply the file again or "
+                             f"another copy") from exc
+    else:
+        try:
             state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise InputError(f"cannot read weights {path}: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:
+            raise InputError(
+                f"cannot read weights {path} as tensors alone ({type(exc).__name__}): it "
+                f"holds other Python objects, which splitscope never unpickles (they could "
+                f"run code), or it is no weights file; save a plain state dict "
+                f"(torch.save(model.state_dict(), PATH)) or convert it to .safetensors "
+                f"(safetensors.torch.save_file), and pass that file with --weights") from exc
     for key in ("state_dict", "model", "model_state"):
         if isinstance(state, dict) and isinstance(state.get(key), dict):
             state = state[key]

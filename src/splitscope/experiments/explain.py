@@ -13,13 +13,23 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.experiments.backbones import BackboneSpec, require_torch
 from splitscope.options import RunOptions
 
 _BATCH = 64
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path} is not readable JSON ({type(exc).__name__}); use the run "
+                         f"folder as train wrote it") from exc
+    if not isinstance(doc, dict):
+        raise InputError(f"{path} holds no JSON object; use the run folder as train wrote it")
+    return doc
 
 
 def _experiment_of(run_dir: Path) -> tuple[dict, dict, Path]:
@@ -30,21 +40,37 @@ def _experiment_of(run_dir: Path) -> tuple[dict, dict, Path]:
     exp_path = exp_dir / "experiment.json"
     if not exp_path.exists():
         raise InputError(f"{exp_dir}: no experiment.json above the run folder")
-    return json.loads(rec_path.read_text()), json.loads(exp_path.read_text()), exp_dir
+    return _read_json(rec_path), _read_json(exp_path), exp_dir
 
 
 def load_run_model(run_dir: Path):
-    """The selected model of a run and its Grad-CAM target layer."""
-    from splitscope.experiments.training import classifier
+    """The selected model of a run and its Grad-CAM target layer.
+
+    The architecture comes from ``run.json``, built without its start weights (``selected.pt``
+    sets every tensor, so no other file named there is read); ``selected.pt`` is read only
+    once ``selected.json`` names this run (:func:`~splitscope.experiments.training.read_selected`).
+    """
+    from splitscope.experiments.backbones import refuse_online
+    from splitscope.experiments.training import classifier, load_state, read_selected
 
     torch = require_torch()
     rec, exp, _ = _experiment_of(run_dir)
-    b = rec["backbone"]
-    spec = BackboneSpec(b["name"], b["weights"], b["weights_sha256"], b["init_seed"],
-                        b["in_channels"])
-    model, target = classifier(spec, len(exp["classes"]), rec["seed"])
-    saved = torch.load(run_dir / "selected.pt", map_location="cpu", weights_only=False)
-    model.load_state_dict(saved["model"])
+    try:
+        b = rec["backbone"]
+        refuse_online(str(b["name"]))
+        spec = BackboneSpec(str(b["name"]), None, None, int(b["init_seed"]),
+                            int(b["in_channels"]))
+        n_classes = len(exp["classes"])
+        expected = {"run": rec["run"], "backbone": b, "policy": rec["policy"],
+                    "seed": rec["seed"], "n_classes": n_classes}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{run_dir}: run.json or experiment.json lacks what train writes "
+                         f"({type(exc).__name__}: {exc}); use the run folder as train wrote "
+                         f"it") from exc
+    state = read_selected(torch, run_dir, expected)
+    model, target = classifier(spec, n_classes, int(rec["seed"]))
+    load_state(model, state, run_dir / "selected.pt",
+               "use the run folder as train wrote it")
     return model, target, rec, exp
 
 
@@ -63,6 +89,7 @@ def explain_run(run_dir: str | Path, out_dir: str | Path | None = None, *, masks
     from splitscope.experiments.gradcam import OTSU_RULE, body_mask, grad_cam
     from splitscope.experiments.training import _ordered, to_input
     from splitscope.features.scanning import load_scan
+    from splitscope.records.exports import read_csv
 
     torch = require_torch()
     run_dir = Path(run_dir)
@@ -72,7 +99,7 @@ def explain_run(run_dir: str | Path, out_dir: str | Path | None = None, *, masks
     out.mkdir(parents=True, exist_ok=True)
     scan_s = load_scan(exp["workspace"], exp["image_scan"])
     rows = scan_s.rows()
-    truth = pd.read_csv(exp_dir / "truth.csv", dtype=str, keep_default_na=False)
+    truth = read_csv(exp_dir / "truth.csv", dtype=str, keep_default_na=False)
     first = rows.drop_duplicates("path").set_index("path")
     missing = [p for p in truth["path"] if p not in first.index]
     if missing:

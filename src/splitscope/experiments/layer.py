@@ -37,6 +37,7 @@ from splitscope.experiments.predicates import (
 )
 from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, LayerResult, Uncertainty
+from splitscope.records.exports import read_csv
 from splitscope.records.ids import slug
 
 CONTRAST_METRICS = ("balanced_accuracy", "macro_auc")
@@ -71,7 +72,7 @@ def audit_experiment(folder: Path, inputs=None, n_boot: int = RunOptions.resampl
     from splitscope.evaluation.effects import protocol_effects
 
     info = json.loads((folder / "experiment.json").read_text())
-    runs = pd.read_csv(folder / "runs.csv")
+    runs = read_csv(folder / "runs.csv")
     planned = len(info["policies"]) * len(info["pools"]) * len(info["seeds"])
     done = len(info.get("runs", {}))
     b = info["backbone"]
@@ -168,9 +169,9 @@ class CaseBootstrap:
         if view not in self._views:
             ext = view.startswith("external")
             base = self.folder / "external" if ext else self.folder
-            truth = pd.read_csv(base / "truth.csv", dtype={"path": str, "label": str})
+            truth = read_csv(base / "truth.csv", dtype={"path": str, "label": str})
             if view.endswith("deduplicated"):
-                drop = pd.read_csv(base / "views" / "deduplicated_exclude.csv")
+                drop = read_csv(base / "views" / "deduplicated_exclude.csv")
                 truth = truth[~truth["path"].isin(drop["path"].astype(str))]
             lookup = {c: i for i, c in enumerate(self.classes)}
             y = truth["label"].map(lookup).to_numpy(np.int64)

@@ -13,8 +13,11 @@
                                  training split), the containment search's lists
       pools/                     the pool lists and counts (evaluation.pools)
       predictions/<run_id>.parquet     a copy of each run's predictions (a folder the audit reads)
-      runs/<run_id>/             predictions.parquet, curve.csv, run.json, checkpoint.pt,
-                                 selected.pt (the selected epoch's weights),
+      runs/<run_id>/             predictions.parquet, curve.csv, run.json,
+                                 checkpoint.pt + checkpoint.json (the last epoch's state),
+                                 selected.pt + selected.json (the selected epoch's weights):
+                                 tensors only in the .pt, read with weights_only=True once
+                                 the .json names the run (training module notes),
                                  external_predictions.parquet (with an external corpus)
 
 Rows, labels, splits and groups come from the scan; images from the scan's S×S thumbnail
@@ -48,6 +51,7 @@ from splitscope.errors import InputError
 from splitscope.experiments.backbones import BackboneSpec, require_torch, resolve_backbone
 from splitscope.experiments.protocol import POLICIES, Protocol, validation_holdout
 from splitscope.features.executor import default_workers
+from splitscope.records.exports import write_csv
 from splitscope.records.model import _clean
 
 VIEWS = ("official", "deduplicated")
@@ -362,10 +366,10 @@ def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, 
     if len(ev) == 0:
         raise InputError("no test row to evaluate (split 'test' with a decoded image)")
     truth = ev[["path", "label", "split", "source", "group"]].reset_index(drop=True)
-    truth.to_csv(out / "truth.csv", index=False)
+    write_csv(truth, out / "truth.csv")
     (out / "views").mkdir(exist_ok=True)
     dedup_list = m.loc[np.intersect1d(test_flag, ev["row"]), ["path"]].reset_index()
-    dedup_list.to_csv(out / "views" / "deduplicated_exclude.csv", index=False)
+    write_csv(dedup_list, out / "views" / "deduplicated_exclude.csv")
     kept = ev.loc[~ev["row"].isin(dedup_list["row"]), "label"].astype(str)
     view_classes = {v: _missing_classes(labels, classes) for v, labels in
                     (("official", ev["label"].astype(str)), ("deduplicated", kept))}
@@ -452,7 +456,7 @@ def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, 
                                                               else ()))})
     runs = pd.DataFrame(records, columns=["model", "policy", "pool", "seed", "view",
                                           "device", "metric", "value"])
-    runs.to_csv(out / "runs.csv", index=False)
+    write_csv(runs, out / "runs.csv")
     (out / "experiment.json").write_text(json.dumps(_clean(info), indent=2, sort_keys=True))
     return ExperimentResult(out, runs, pd.DataFrame(summary), info)
 
@@ -574,7 +578,7 @@ def _one_run(rid, rdir, spec, policy, pool_name, seed, pool, m, thumb, lookup, c
     for j, c in enumerate(classes):
         pred[c] = res["logits"][:, j]
     write_predictions(pred, rdir / "predictions.parquet", classes)
-    pd.DataFrame(res["curve"]).to_csv(rdir / "curve.csv", index=False)
+    write_csv(pd.DataFrame(res["curve"]), rdir / "curve.csv")
     metrics = score_run(rdir / "predictions.parquet", out, classes)
     y_eval = ev["label"].astype(str).map(lookup).to_numpy(np.int64)
     val_table = pd.DataFrame({"path": m.loc[rows[val], "path"].to_numpy(),
@@ -729,10 +733,10 @@ def prepare_external(external, base, classes: list[str], ws: Path, out: Path,
         raise InputError(f"external corpus {external}: no row to evaluate (a decoded image "
                          f"and a label among the training classes {classes})")
     (folder / "views").mkdir(parents=True, exist_ok=True)
-    ev[["path", "label", "split", "source", "group"]].reset_index(drop=True).to_csv(
-        folder / "truth.csv", index=False)
+    write_csv(ev[["path", "label", "split", "source", "group"]].reset_index(drop=True),
+              folder / "truth.csv")
     exclude = ev.loc[ev["row"].isin(contained), ["row", "path"]]
-    exclude.to_csv(folder / "views" / "deduplicated_exclude.csv", index=False)
+    write_csv(exclude, folder / "views" / "deduplicated_exclude.csv")
     fp = pd.util.hash_pandas_object(ev[["path", "label"]].astype(str), index=False)
     signature = f"{int(fp.sum()) & (2**63 - 1):x}-{len(ev)}-{len(exclude)}"
     info = {"release": str(external), "workspace": str(ext_ws), "rows": len(ev),
@@ -753,13 +757,16 @@ def prepare_external(external, base, classes: list[str], ws: Path, out: Path,
 def selected_logits(rdir: Path, spec: BackboneSpec, n_classes: int, policy: str, *, images,
                     features, device: str) -> np.ndarray:
     """Logits of the run's selected model (``selected.pt``) on new rows: uint8 images in
-    order (``finetune``) or their cached backbone features (``frozen``)."""
-    from splitscope.experiments.training import _logits, classifier
+    order (``finetune``) or their cached backbone features (``frozen``). The weights are read
+    only once ``selected.json`` names this run, backbone, policy and class count."""
+    from splitscope.experiments.training import _logits, classifier, load_state, read_selected
 
     torch = require_torch()
+    state = read_selected(torch, rdir, {"run": rdir.name, "backbone": spec.to_dict(),
+                                        "policy": policy, "n_classes": n_classes})
     model, _ = classifier(spec, n_classes, 0)
-    saved = torch.load(rdir / "selected.pt", map_location="cpu", weights_only=False)
-    model.load_state_dict(saved["model"])
+    load_state(model, state, rdir / "selected.pt",
+               f"train the run again (remove {rdir} and rerun train with the same --out)")
     model.to(device)
     if policy == "frozen":
         return _logits(model, np.asarray(features), device, True)

@@ -4,14 +4,25 @@ A run trains a classifier (backbone → linear head) on pool rows, selects the e
 validation balanced accuracy and stores logits for every evaluated row. Images are read from
 the scan's memory-mapped S×S uint8 array (decoded once per size; never decoded again here).
 
-Resuming: after every epoch the whole state (weights, optimizer, schedule, best weights,
-curve) is written atomically to ``checkpoint.pt``. Each epoch seeds its own generators from
-``(seed, epoch)``, so a run killed mid-epoch and resumed from its last checkpoint repeats the
-interrupted epoch exactly: the result equals an uninterrupted run on the CPU.
+Resuming: after every epoch the whole state is written to two files, each staged under a
+temporary name and renamed: ``checkpoint.pt`` holds tensors only (the weights, the optimizer's
+per-parameter tensors, the best weights so far) and ``checkpoint.json`` everything else (which
+run it belongs to, epoch, curve, best epoch, the optimizer's parameter groups, the schedule)
+with the SHA-256 of ``checkpoint.pt``. The selected model goes the same way to
+``selected.pt`` and ``selected.json``. No random-generator state is kept: each epoch seeds its
+own generators from ``(seed, epoch)``, so a run killed mid-epoch and resumed from its last
+checkpoint repeats the interrupted epoch exactly: the result equals an uninterrupted run on
+the CPU.
+
+Reading a run's weights never unpickles an object: the JSON is read first and must name this
+run, the tensor file must have the SHA-256 the JSON names, and it is then loaded with
+``weights_only=True`` and must hold named tensors alone. Anything else is an
+:class:`~splitscope.errors.InputError` saying which file to remove.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -121,12 +132,138 @@ def _logits(model, inputs, device, head_only: bool) -> np.ndarray:
     return np.concatenate(out).astype(np.float64) if out else np.zeros((0, 0))
 
 
-def _save(torch, state: dict, path: Path) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(state, tmp)
-    with open(tmp, "rb") as f:
+CHECKPOINT_FORMAT = "splitscope training checkpoint"
+SELECTED_FORMAT = "splitscope selected model"
+_VERSION = 1
+
+
+def _plain(value):
+    """``value`` as it reads back from JSON (tuples become lists), for comparisons."""
+    return json.loads(json.dumps(value, sort_keys=True))
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as f:
         os.fsync(f.fileno())
+
+
+def write_weights(torch, parts: dict, meta: dict, path: Path) -> None:
+    """Write ``parts`` (``{part: {name: tensor}}``) to ``path`` and ``meta``, plus the tensor
+    file's SHA-256 and part names, to ``path`` with suffix ``.json``. Both are staged under
+    temporary names and renamed, the tensors first."""
+    from splitscope.records.model import sha256_file
+
+    tag = f".tmp{os.getpid()}"
+    tmp = path.with_name(path.name + tag)
+    torch.save({part: dict(tensors) for part, tensors in parts.items()}, tmp)
+    _fsync(tmp)
+    meta_path = path.with_suffix(".json")
+    meta_tmp = meta_path.with_name(meta_path.name + tag)
+    meta = {**meta, "version": _VERSION,
+            "tensors": {"file": path.name, "sha256": sha256_file(tmp), "parts": sorted(parts)}}
+    meta_tmp.write_text(json.dumps(meta, indent=1, sort_keys=True))
+    _fsync(meta_tmp)
     os.replace(tmp, path)
+    os.replace(meta_tmp, meta_path)
+
+
+def read_metadata(path: Path, kind: str, remedy: str) -> dict:
+    """The JSON beside the tensor file ``path``, read before any tensor: it must exist,
+    parse and be of ``kind`` (:data:`CHECKPOINT_FORMAT`, :data:`SELECTED_FORMAT`).
+    ``remedy`` ends every refusal: what the user does instead."""
+    meta_path = path.with_suffix(".json")
+    if not meta_path.is_file():
+        raise InputError(f"{path} has no {meta_path.name} beside it (a file of an older "
+                         f"splitscope, or from elsewhere), and a run's weights are read only "
+                         f"with the metadata naming their run; {remedy}")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{meta_path} is not readable JSON ({type(exc).__name__}); "
+                         f"{remedy}") from exc
+    if not (isinstance(meta, dict) and meta.get("format") == kind
+            and meta.get("version") == _VERSION and isinstance(meta.get("tensors"), dict)):
+        raise InputError(f"{meta_path} is not the metadata of a {kind} (version {_VERSION}); "
+                         f"{remedy}")
+    return meta
+
+
+def read_tensors(torch, path: Path, meta: dict, remedy: str) -> dict:
+    """``{part: {name: tensor}}`` of ``path`` once its bytes have the SHA-256 that ``meta``
+    names: loaded with ``weights_only=True`` (no object is unpickled) and checked to hold
+    named tensors alone, in the parts ``meta`` lists."""
+    from splitscope.records.model import sha256_file
+
+    if not path.is_file():
+        raise InputError(f"{path} is missing beside {path.with_suffix('.json').name}; {remedy}")
+    if sha256_file(path) != meta["tensors"].get("sha256"):
+        raise InputError(f"{path} is not the file {path.with_suffix('.json').name} describes "
+                         f"(another SHA-256: replaced, damaged or saved half-way); {remedy}")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise InputError(f"{path} holds more than tensors ({type(exc).__name__}), and "
+                         f"splitscope never unpickles other objects, which could run code; "
+                         f"{remedy}") from exc
+    ok = isinstance(data, dict) and sorted(data) == meta["tensors"].get("parts") and all(
+        isinstance(d, dict) and all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                    for k, v in d.items()) for d in data.values())
+    if not ok:
+        raise InputError(f"{path} does not hold the named tensors its metadata lists; {remedy}")
+    return data
+
+
+def read_selected(torch, run_dir: Path, expected: dict) -> dict:
+    """The state dict of a run's selected model (``selected.pt``), read once
+    ``selected.json`` names the run ``expected`` describes (``run``, ``n_classes`` and
+    fields of the run's identity: ``backbone``, ``policy``, ``seed``, ...)."""
+    path = run_dir / "selected.pt"
+    remedy = (f"use a run folder from a source you trust, or train the run again (remove "
+              f"{run_dir} and rerun train with the same --out)")
+    meta = read_metadata(path, SELECTED_FORMAT, remedy)
+    identity = meta.get("identity") if isinstance(meta.get("identity"), dict) else {}
+    found = {**identity, "run": meta.get("run"), "n_classes": meta.get("n_classes")}
+    differ = [k for k, v in expected.items() if _plain(found.get(k)) != _plain(v)]
+    if differ:
+        raise InputError(f"{path} belongs to another run (its {', '.join(differ)} differ from "
+                         f"the run record's); {remedy}")
+    return read_tensors(torch, path, meta, remedy)["model"]
+
+
+def load_state(model, state: dict, path: Path, remedy: str) -> None:
+    """``model.load_state_dict(state)``, a mismatch being an :class:`InputError`."""
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{path} does not fit the run's model ({type(exc).__name__}: "
+                         f"{str(exc)[:200]}); {remedy}") from exc
+
+
+def _optimizer_parts(torch, sd: dict) -> tuple[dict, dict]:
+    """An optimizer's state dict as tensors (``"<param>.<name>"``) and JSON (parameter
+    groups, per-parameter values that are not tensors)."""
+    tensors, other = {}, {}
+    for pid, entry in sd["state"].items():
+        for name, v in entry.items():
+            if isinstance(v, torch.Tensor):
+                tensors[f"{pid}.{name}"] = v
+            else:
+                other.setdefault(str(pid), {})[name] = v
+    return tensors, {"param_groups": sd["param_groups"], "other": other}
+
+
+def _optimizer_state(meta: dict, tensors: dict, template: dict) -> dict:
+    """The state dict :func:`_optimizer_parts` split, with the tuples of ``template``'s
+    parameter groups (JSON turned them into lists) restored."""
+    state: dict = {}
+    for key, v in tensors.items():
+        pid, name = key.split(".", 1)
+        state.setdefault(int(pid), {})[name] = v
+    for pid, entry in meta["other"].items():
+        state.setdefault(int(pid), {}).update(entry)
+    groups = [{k: tuple(v) if isinstance(like.get(k), tuple) else v for k, v in g.items()}
+              for g, like in zip(meta["param_groups"], template["param_groups"])]
+    return {"state": state, "param_groups": groups}
 
 
 def set_deterministic(torch) -> None:
@@ -138,7 +275,8 @@ def set_deterministic(torch) -> None:
 def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol, seed: int,
               run_dir: Path, *, device: str = "cpu", features: np.ndarray | None = None,
               on_epoch=None, pool_signature: str | None = None) -> dict:
-    """Train, select and evaluate one run; resume from ``run_dir/checkpoint.pt`` if present.
+    """Train, select and evaluate one run; resume from ``run_dir/checkpoint.pt`` if present
+    (refused, before any tensor is read, unless ``checkpoint.json`` names this very run).
 
     Parameters
     ----------
@@ -200,15 +338,27 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
                 "pool_signature": pool_signature}
     resumed_from = 0
     if ckpt.exists():
-        saved = torch.load(ckpt, map_location="cpu", weights_only=False)
-        if saved.get("identity") != identity:
+        remedy = (f"remove {ckpt.name} and {ckpt.with_suffix('.json').name} from {run_dir} to "
+                  f"train this run from its first epoch, or use another --out")
+        meta = read_metadata(ckpt, CHECKPOINT_FORMAT, remedy)
+        if meta.get("identity") != _plain(identity):
             raise InputError(f"{ckpt} belongs to another run (protocol, backbone, policy, "
-                             f"seed or training pool differ); remove it or use another folder")
-        model.load_state_dict(saved["model"])
-        opt.load_state_dict(saved["optimizer"])
-        sched.load_state_dict(saved["schedule"])
-        state = saved["state"]
-        resumed_from = state["epoch"]
+                             f"seed or training pool differ); {remedy}")
+        saved = read_tensors(torch, ckpt, meta, remedy)
+        load_state(model, saved["model"], ckpt, remedy)
+        try:
+            opt.load_state_dict(_optimizer_state(meta["optimizer"], saved["optimizer"],
+                                                 opt.state_dict()))
+            foreign = set(meta["schedule"]) - set(sched.state_dict())
+            missing = set(state) - set(meta["state"]) - {"best"}
+            if foreign or missing:
+                raise KeyError(sorted(foreign | missing))
+            sched.load_state_dict(meta["schedule"])
+            state = {**meta["state"], "best": saved.get("best")}
+            resumed_from = int(state["epoch"])
+        except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+            raise InputError(f"{ckpt} does not fit this run's optimizer or schedule "
+                             f"({type(exc).__name__}); {remedy}") from exc
     for epoch in range(state["epoch"] + 1, protocol.epochs + 1):
         started = time.perf_counter()
         torch.manual_seed(seed * 100_003 + epoch)
@@ -262,16 +412,22 @@ def train_run(data: RunData, spec: BackboneSpec, policy: str, protocol: Protocol
             state["best"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
         state["epoch"] = epoch
         state["wall_s"] += time.perf_counter() - started
-        _save(torch, {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                      "schedule": sched.state_dict(), "state": state, "identity": identity},
-              ckpt)
+        opt_tensors, opt_meta = _optimizer_parts(torch, opt.state_dict())
+        parts = {"model": model.state_dict(), "optimizer": opt_tensors}
+        if state["best"] is not None:
+            parts["best"] = state["best"]
+        write_weights(torch, parts, {"format": CHECKPOINT_FORMAT, "identity": identity,
+                                     "state": {k: v for k, v in state.items() if k != "best"},
+                                     "optimizer": opt_meta, "schedule": sched.state_dict()},
+                      ckpt)
         if on_epoch:
             on_epoch(epoch, protocol.epochs, state["curve"][-1])
     if state["best"] is not None:
         model.load_state_dict(state["best"])
-    _save(torch, {"model": model.state_dict(), "backbone": spec.to_dict(), "policy": policy,
-                  "n_classes": data.n_classes, "seed": seed,
-                  "best_epoch": state["best_epoch"]}, run_dir / "selected.pt")
+    write_weights(torch, {"model": model.state_dict()},
+                  {"format": SELECTED_FORMAT, "run": run_dir.name, "identity": identity,
+                   "n_classes": data.n_classes, "best_epoch": state["best_epoch"]},
+                  run_dir / "selected.pt")
     t3 = time.perf_counter()
     logits = (_logits(model, features[data.evaluate], device, True) if frozen else
               _logits(model, _ordered(data.images, data.evaluate), device, False))

@@ -7,6 +7,7 @@ import json
 
 import click
 
+from splitscope.cli_common import FORCE_OPTION
 from splitscope.cli_options import (
     EXECUTOR_OPTIONS,
     IMAGE_COLUMN_OPTION,
@@ -97,6 +98,11 @@ def _print_summary(summary: dict) -> None:
             "not read (--allow-outside-root reads them)"
         console.print(f"{_n(outside['rows'], 'row')} of {summary['rows']:,} resolve outside "
                       f"their release root: {state}")
+    urls = summary.get("urls") or {}
+    if urls.get("rows"):
+        state = "read (allowed) and marked" if urls.get("read") else \
+            "not read (--allow-urls reads them)"
+        console.print(f"{_n(urls['rows'], 'row')} of {summary['rows']:,} name a URL: {state}")
     for repair in summary.get("repairs") or []:
         console.print(f"repaired the workspace: {repair['problem']}; moved to "
                       f"{repair['moved_to']}", highlight=False)
@@ -124,6 +130,7 @@ def _print_summary(summary: dict) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Also write the summary, lists/failures.csv (every failed row by name) and "
                    "lists/excluded.csv here, with artifacts.json.")
+@FORCE_OPTION
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
@@ -131,7 +138,7 @@ def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, en
                  scheduler, group_regex,
                  path_column, label_column, split_column, source_column, group_column,
                  list_root, constant_split, image_column, label_map, allow_outside_root,
-                 follow_links, max_file_size, out_dir, progress, as_json) -> None:
+                 allow_urls, follow_links, max_file_size, out_dir, progress, as_json) -> None:
     """Scan a release (folder, list file, table of embedded images, .npz): write its manifest and per-file features
     (hashes, header fields, thumbnails) to the workspace, reusing what is cached, and print
     a summary."""
@@ -150,27 +157,26 @@ def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, en
             interpolation=interpolation, workers=workers, executor=executor,
             group_regex=group_regex, label_map=label_map,
             progress=False if as_json else progress,
-            **safety_options(allow_outside_root, follow_links, max_file_size), **list_opts,
+            **safety_options(allow_outside_root, follow_links, max_file_size, allow_urls),
+            **list_opts,
         )
     summary = result.summary()
     if out_dir is not None:
-        _write_outputs(result, summary, out_dir)
+        _write_outputs(result, summary, out_dir, workspace)
     if as_json:
         click.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
     else:
         _print_summary(summary)
 
 
-def _write_outputs(result, summary: dict, out_dir: str) -> None:
-    from pathlib import Path
-
+def _write_outputs(result, summary: dict, out_dir: str, workspace) -> None:
+    from splitscope.cli_common import out_folder
     from splitscope.features.failures import write_failure_lists
-    from splitscope.records.exports import write_artifacts_manifest, write_json
+    from splitscope.records.exports import write_json
 
-    out = Path(out_dir)
-    written = write_failure_lists(result, out / "lists")
-    written.append(write_json(summary, out / "scan.json"))
-    write_artifacts_manifest(out, written)
+    with out_folder(out_dir, keep=[workspace]) as folder:  # a workspace there is left alone
+        write_failure_lists(result, folder.path / "lists")
+        write_json(summary, folder.path / "scan.json")
 
 
 COMMANDS: list = [scan_command]

@@ -5,18 +5,53 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-__all__ = ["FAILURE_COLUMNS", "excluded_table", "failures_table", "write_failure_lists"]
+__all__ = ["FAILURE_COLUMNS", "excluded_table", "failures_table", "identity_rows",
+           "write_failure_lists", "zero_byte"]
 
 FAILURE_COLUMNS = ["row", "path", "split", "label", "reason", "detail"]
 
 _PATH_DETAIL = {
     "outside_root": "the resolved path lies outside the release root; not read "
-                    "(allow_outside_root / --allow-outside-root reads it)",
+                    "(allow_outside_root / --allow-outside-root reads it; a URL also needs "
+                    "--allow-urls)",
+    "url": "the row names a URL (s3://, https://, …); not read (allow_urls / --allow-urls "
+           "reads it through fsspec)",
     "invalid_utf8": "the released path is not valid UTF-8 (shown with \\xNN escapes); not read",
     "no_file": "the row names no file",
 }
+
+
+def zero_byte(rows: pd.DataFrame) -> np.ndarray:
+    """Rows whose file is empty (``size_bytes`` 0, or status ``zero_byte``)."""
+    empty = np.zeros(len(rows), bool)
+    if "size_bytes" in rows.columns:
+        size = pd.to_numeric(rows["size_bytes"], errors="coerce")
+        empty |= size.eq(0).fillna(False).to_numpy(bool)
+    if "status" in rows.columns:
+        empty |= rows["status"].astype("string").eq("zero_byte").fillna(False).to_numpy(bool)
+    return empty
+
+
+def identity_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the digests (``sha256``, ``pixel_xxh128``) of empty files cleared.
+
+    An empty file failed to read; the SHA-256 of no bytes would make every empty file a byte
+    copy of every other. Cleared, it is *not assessed* by every identity predicate, listed as
+    a failure and kept in the denominators. The table is copied only when there is something
+    to clear."""
+    cols = [c for c in ("sha256", "pixel_xxh128") if c in rows.columns]
+    if not cols:
+        return rows
+    clear = zero_byte(rows) & rows[cols].notna().any(axis=1).to_numpy(bool)
+    if not clear.any():
+        return rows
+    out = rows.copy()
+    for c in cols:
+        out.loc[clear, c] = pd.NA
+    return out
 
 
 def failures_table(scan, rows: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -52,6 +52,7 @@ from splitscope.features.workspace import (
     write_parquet,
 )
 from splitscope.manifest.build import INVALID_UTF8, OUTSIDE_ROOT, with_manifest_columns
+from splitscope.manifest.rows import URL_ROW
 from splitscope.records.model import sha256_file
 
 __all__ = ["DEFAULT_WORKSPACE", "Scan", "load_scan", "scan"]
@@ -193,10 +194,10 @@ class Scan:
         Failures are counted in two units: ``failures.files`` counts unique files (each file
         once), ``failures.rows`` counts manifest rows (a file listed twice fails twice). Both
         give ``by_reason`` overall and ``by_split``; a file not read because of its path counts
-        with that reason (``outside_root``). ``counts`` is manifest rows per split × label
-        (``<NA>`` for unknown). ``excluded`` counts entries of a folder release that are not
-        rows (``excluded_by_reason``); ``outside_root`` counts rows that resolve outside their
-        release root and says whether they were read.
+        with that reason (``outside_root``, ``url``). ``counts`` is manifest rows per split ×
+        label (``<NA>`` for unknown). ``excluded`` counts entries of a folder release that are
+        not rows (``excluded_by_reason``); ``outside_root`` counts rows that resolve outside
+        their release root, ``urls`` rows naming a URL, each saying whether they were read.
         """
         rows = self.rows()
         status = rows["status"].astype("string").fillna(NO_FILE)
@@ -268,6 +269,12 @@ class Scan:
                 "rows": int((issue == OUTSIDE_ROOT).sum()),
                 "denominator": len(rows),
                 "read": bool(meta.get("allow_outside_root", False)),
+            },
+            "urls": {
+                "unit": "manifest row",
+                "rows": int((issue == URL_ROW).sum()),
+                "denominator": len(rows),
+                "read": bool(meta.get("allow_urls", False)),
             },
             "invalid_paths": int((issue == INVALID_UTF8).sum()),
             "repairs": list(meta.get("repairs", [])),
@@ -383,6 +390,7 @@ def scan(
     follow_links: bool = False,
     max_file_bytes: int | None = None,
     image_column: str | None = None,
+    allow_urls: bool = False,
     **list_options,
 ) -> Scan:
     """Scan a release: build its manifest and the features of every unique file, cached.
@@ -429,12 +437,17 @@ def scan(
         ``outside_root``; they stay marked). Default False: such rows are not read and have
         the status ``outside_root``.
     follow_links : bool
-        Follow symbolic links to directories in a folder release (loops are excluded).
+        Follow symbolic links to directories in a folder release (loops, and links to a
+        directory outside the root unless ``allow_outside_root``, are excluded).
     max_file_bytes : int, optional
         Read cap (default 2 GiB): a larger file (or table cell) is ``too_large`` and never
         read (a cell is measured before it is copied out of the table).
     image_column : str, optional
         The image column of a table input (detected when there is one).
+    allow_urls : bool
+        Read rows naming a URL (``s3://``, ``https://``, …; ``path_issue`` ``url``) through
+        fsspec; they stay marked. Default False: such rows are not read and have the status
+        ``url``. A URL escaping a URL root needs ``allow_outside_root`` too.
     **list_options
         Passed to :func:`splitscope.manifest.read_list` (``columns``, ``root``, ``split``,
         ``corpus``, ``sheet``).
@@ -463,8 +476,12 @@ def scan(
                              **extra)
     if _cold_pool_scan(workspace, params, executor, workers):
         start_fork_server()  # its start and imports overlap the manifest
-    manifest = build_manifest(input_list, follow_links=follow_links, image_column=image_column,
+    manifest = build_manifest(input_list, follow_links=follow_links,
+                              allow_outside_root=allow_outside_root, image_column=image_column,
                               array_store=workspace / "arrays", **list_options)
+    unmarked = manifest["path_issue"].isna() & _url_files(manifest)
+    if unmarked.any():  # a manifest given as a DataFrame: its URLs are marked as listed ones
+        manifest.loc[unmarked, "path_issue"] = URL_ROW
     if group_regex:
         manifest = apply_group_regex(manifest, group_regex)
     if label_map is not None:
@@ -487,7 +504,8 @@ def scan(
         repairs = store.repair()
 
         t = time.perf_counter()
-        files = sorted(set(manifest.loc[_read_mask(manifest, allow_outside_root), "file"]
+        files = sorted(set(manifest.loc[_read_mask(manifest, allow_outside_root, allow_urls),
+                                        "file"]
                            .dropna().astype(str)))
         size, mtime = file_signatures(files)
         entries = store.lookup(files, size, mtime)
@@ -607,6 +625,7 @@ def scan(
             "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "inputs": manifest.attrs.get("inputs", []),
             "allow_outside_root": bool(allow_outside_root),
+            "allow_urls": bool(allow_urls),
             "repairs": repairs,
         }
         store.commit_meta(new_meta)
@@ -647,13 +666,27 @@ def _cold_pool_scan(workspace: Path, params: Any, executor: Executor | None,
     return not FeatureStore(workspace, params.key()).meta_path.exists()
 
 
-def _read_mask(manifest: pd.DataFrame, allow_outside_root: bool) -> np.ndarray:
-    """Rows whose file is read: no ``path_issue``, or ``outside_root`` when allowed."""
+def _read_mask(manifest: pd.DataFrame, allow_outside_root: bool,
+               allow_urls: bool = False) -> np.ndarray:
+    """Rows whose file is read: no ``path_issue``, or ``outside_root`` or ``url`` when
+    allowed; a URL never without ``allow_urls``."""
     issue = manifest["path_issue"].astype("string")
     ok = issue.isna()
     if allow_outside_root:
         ok |= issue == OUTSIDE_ROOT
+    if allow_urls:
+        ok |= issue == URL_ROW
+    else:
+        ok &= ~_url_files(manifest)
     return ok.to_numpy(dtype=bool)
+
+
+def _url_files(manifest: pd.DataFrame) -> pd.Series:
+    """Rows whose ``file`` is a URL (``scheme://``; a ``file://`` one is a local path by
+    now)."""
+    from splitscope.manifest.sources import URL_PATTERN
+
+    return manifest["file"].astype("string").str.match(URL_PATTERN).fillna(False).astype(bool)
 
 
 def _shard_schema(params: Any) -> Any:

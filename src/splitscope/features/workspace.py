@@ -257,7 +257,12 @@ def output_lock(out_dir: str | Path, what: str = "--out") -> Iterator[None]:
     """Hold an exclusive advisory lock on ``out_dir/.splitscope-out.lock`` for a whole run
     (released by the OS when the process dies): a second run writing to the same ``--out`` at
     once gets an :class:`InputError` instead of mixing its files with the first's. Every CLI
-    verb that writes an output folder holds it (:func:`output_locks`)."""
+    verb that writes an output folder holds it (:func:`output_locks`). An output folder that
+    is a symbolic link is refused before the lock is made (nothing is written where it points;
+    :func:`splitscope.records.publish.refuse_link`)."""
+    from splitscope.records.publish import refuse_link
+
+    refuse_link(out_dir, what)
     with _folder_lock(Path(out_dir), OUT_LOCK, f"{what} {out_dir} is in use by another run "
                                                f"writing there; wait for it or pass another "
                                                f"{what}"):

@@ -11,6 +11,7 @@ import pandas as pd
 
 from splitscope.cli_common import (
     COMMON_OPTIONS,
+    FORCE_OPTION,
     emit,
     fmt,
     gate,
@@ -189,6 +190,7 @@ def _print_resplit(result) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write resplit.csv/.parquet and resplit_folds.csv/.parquet here.")
+@FORCE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @with_options(LIST_FILE_OPTIONS)
 def resplit_command(inputs, group_regex, split_per_list, fractions, folds, seed, out_dir,

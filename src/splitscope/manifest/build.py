@@ -44,6 +44,8 @@ EXCLUDED_HIDDEN_DIR = "inside a hidden directory"
 EXCLUDED_ROOT_FILE = "file at the root, outside the folder layout"
 EXCLUDED_DIR_LINK = "symbolic link to a directory, not followed (follow_links to follow)"
 EXCLUDED_LINK_LOOP = "symbolic link loop (the directory is already on the walked path)"
+EXCLUDED_LINK_OUTSIDE = ("symbolic link to a directory outside the release root, not followed "
+                         "(allow_outside_root / --allow-outside-root to follow)")
 EXCLUDED_UNLISTABLE = "directory cannot be listed"
 
 
@@ -56,14 +58,16 @@ def is_list_file(path: str | Path) -> bool:
     return p.is_file() and p.suffix.lower() in _LIST_SUFFIXES
 
 
-def _walk(root: str, follow_links: bool) -> tuple[list[tuple[str, bool]], list[dict]]:
+def _walk(root: str, follow_links: bool, allow_outside_root: bool = False
+          ) -> tuple[list[tuple[str, bool]], list[dict]]:
     """Every entry under ``root``: ``(relative path, inside root)`` of each candidate row (any
     entry that is not a directory: files, symbolic links to files, dangling links, special
     files) and the excluded table (hidden entries, links to directories, unlistable folders).
 
     Directories are listed in name order (code-point), so the walk is the same on every
-    machine. A symbolic link to a directory is followed only with ``follow_links``, and never
-    into a directory already on the walked path (a loop).
+    machine. A symbolic link to a directory is followed only with ``follow_links``, never
+    into a directory already on the walked path (a loop), and never to a directory outside
+    ``root`` unless ``allow_outside_root`` (its names are not listed either).
     """
     rows: list[tuple[str, bool]] = []
     excluded: list[dict] = []
@@ -109,6 +113,9 @@ def _walk(root: str, follow_links: bool) -> tuple[list[tuple[str, bool]], list[d
                     excluded.append({"path": rel, "reason": reason or EXCLUDED_LINK_LOOP})
                     continue
                 here = inside if is_dir else _inside(os.path.realpath(entry.path), root_real)
+                if not here and not is_dir and not allow_outside_root:
+                    excluded.append({"path": rel, "reason": reason or EXCLUDED_LINK_OUTSIDE})
+                    continue
                 below.append((entry.path, rel + "/", reason, here, ancestors | {ident}))
             elif hidden:
                 excluded.append({"path": rel, "reason": hidden})
@@ -123,7 +130,7 @@ def _walk(root: str, follow_links: bool) -> tuple[list[tuple[str, bool]], list[d
 
 
 def read_folder(root: str | Path, corpus: str | None = None, *,
-                follow_links: bool = False) -> pd.DataFrame:
+                follow_links: bool = False, allow_outside_root: bool = False) -> pd.DataFrame:
     """Manifest of a folder release, layout detected automatically.
 
     ``ROOT/<split>/<class>/file`` when every top-level folder is a split name (recognised
@@ -134,15 +141,16 @@ def read_folder(root: str | Path, corpus: str | None = None, *,
     FIFO too), so that the feature stage records what it could not read, except those listed
     in ``attrs['excluded']`` with a reason: hidden files (names starting with ``.``), files
     inside hidden directories, files directly under ROOT beside the layout's folders (a README,
-    an answer key), symbolic links to directories (followed with ``follow_links``, loops
-    excluded), and directories that cannot be listed. A row whose resolved path (a symbolic
+    an answer key), symbolic links to directories (followed with ``follow_links``; loops, and
+    links to a directory outside ROOT unless ``allow_outside_root``, excluded), and
+    directories that cannot be listed. A row whose resolved path (a symbolic
     link) lies outside ROOT has ``path_issue`` ``outside_root``.
     """
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"not a folder: {root}")
     refuse_undecodable(root, "release folder")
-    walked, excluded = _walk(str(root), follow_links)
+    walked, excluded = _walk(str(root), follow_links, allow_outside_root)
     # a name that is not valid UTF-8 is a row shown with \xNN escapes, marked and never read
     found = sorted((shown, inside, bad) for (rel, inside) in walked
                    for shown, bad in [os_name(rel)])
@@ -234,8 +242,9 @@ def input_list(inputs) -> list:
     return list(inputs)
 
 
-def read_input(item, *, follow_links: bool = False, image_column: str | None = None,
-               array_store: str | Path | None = None, **list_options) -> pd.DataFrame:
+def read_input(item, *, follow_links: bool = False, allow_outside_root: bool = False,
+               image_column: str | None = None, array_store: str | Path | None = None,
+               **list_options) -> pd.DataFrame:
     """The manifest of one input, its kind detected: a manifest (DataFrame), in-memory arrays
     (:class:`splitscope.manifest.arrays.Arrays`), a ``datasets`` object, an ``.npz``, a table
     with an image column, a ``save_to_disk`` folder, a folder of such tables, an imagefolder
@@ -271,7 +280,8 @@ def read_input(item, *, follow_links: bool = False, image_column: str | None = N
         return embedded.read_imagefolder(path, corpus=list_options.get("corpus"),
                                          columns=list_options.get("columns"))
     if path.is_dir():
-        return read_folder(path, corpus=list_options.get("corpus"), follow_links=follow_links)
+        return read_folder(path, corpus=list_options.get("corpus"), follow_links=follow_links,
+                           allow_outside_root=allow_outside_root)
     if image_column is not None:
         raise InputError(f"--image-column {image_column!r} given, but {path} is not a Parquet "
                          f"or Arrow table")
@@ -282,6 +292,7 @@ def build_manifest(
     inputs,
     *,
     follow_links: bool = False,
+    allow_outside_root: bool = False,
     image_column: str | None = None,
     array_store: str | Path | None = None,
     **list_options,
@@ -291,14 +302,16 @@ def build_manifest(
     Several inputs are concatenated in the order given (each keeps its own ``corpus`` name
     unless ``corpus=`` is passed for a single input) and ``row`` is renumbered 0..n-1.
     ``list_options`` go to :func:`read_list` for list inputs; ``corpus`` applies to folders too;
-    ``follow_links`` goes to :func:`read_folder`; ``image_column`` names a table's image
-    column; ``array_store`` is where in-memory arrays are kept (the scan's workspace).
+    ``follow_links`` and ``allow_outside_root`` go to :func:`read_folder`; ``image_column``
+    names a table's image column; ``array_store`` is where in-memory arrays are kept (the
+    scan's workspace).
     When an input is a table or an array, the manifest has :data:`EMBEDDED_COLUMNS` too.
     """
     inputs = input_list(inputs)
     parts: list[pd.DataFrame] = [
-        read_input(item, follow_links=follow_links, image_column=image_column,
-                   array_store=array_store, **list_options) for item in inputs]
+        read_input(item, follow_links=follow_links, allow_outside_root=allow_outside_root,
+                   image_column=image_column, array_store=array_store, **list_options)
+        for item in inputs]
     if not parts:
         raise InputError("no inputs given")
     columns = MANIFEST_COLUMNS

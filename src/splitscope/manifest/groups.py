@@ -3,12 +3,12 @@ column, or a mapping file."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.manifest.patterns import compile_pattern
 
 
 def apply_group_regex(manifest: pd.DataFrame, pattern: str, on: str = "basename") -> pd.DataFrame:
@@ -20,8 +20,10 @@ def apply_group_regex(manifest: pd.DataFrame, pattern: str, on: str = "basename"
         A manifest (see :func:`splitscope.manifest.build_manifest`).
     pattern : str
         A regular expression with a named group ``group`` and optionally ``frame``, searched
-        (``re.search``) in each value, e.g. ``^(?P<group>[0-9a-f]{16})_(?P<frame>\\d+)`` for
-        Kvasir-Capsule or ``person(?P<group>\\d+)_`` for Kermany.
+        (``re.search``) in each value on a linear-time engine
+        (:mod:`splitscope.manifest.patterns`), e.g.
+        ``^(?P<group>[0-9a-f]{16})_(?P<frame>\\d+)`` for Kvasir-Capsule or
+        ``person(?P<group>\\d+)_`` for Kermany.
     on : str
         Column to match against: ``basename`` (default) or ``path``.
 
@@ -31,10 +33,7 @@ def apply_group_regex(manifest: pd.DataFrame, pattern: str, on: str = "basename"
         A copy with ``group`` set where the regex matched (``<NA>`` elsewhere, so the share of
         traceable rows stays visible) and ``frame`` set when the pattern has a ``frame`` group.
     """
-    try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        raise InputError(f"group regex {pattern!r} does not compile: {exc}") from exc
+    rx = compile_pattern(pattern, "group regex")
     if "group" not in rx.groupindex:
         raise InputError(
             f"group regex {pattern!r} has no named group 'group'; write e.g. 'person(?P<group>\\d+)_'"
@@ -42,7 +41,7 @@ def apply_group_regex(manifest: pd.DataFrame, pattern: str, on: str = "basename"
     if on not in manifest.columns:
         raise InputError(f"column {on!r} not in manifest; found: {', '.join(manifest.columns)}")
     out = manifest.copy()
-    parts = out[on].astype("string").str.extract(rx, expand=True)
+    parts = rx.extract(out[on])
     out["group"] = parts["group"].astype("string")
     if "frame" in rx.groupindex:
         frame = pd.to_numeric(parts["frame"], errors="coerce")

@@ -28,7 +28,7 @@ MANIFEST_COLUMNS = [
     "frame",
     "file",  # where the bytes are on this machine (absolute), <NA> when unknown
     "basename",
-    "path_issue",  # <NA>, or why the path is not read as given: outside_root, invalid_utf8
+    "path_issue",  # <NA>, or why the path is not read as given: outside_root, url, invalid_utf8
 ]
 
 
@@ -49,6 +49,13 @@ OUTSIDE_ROOT = "outside_root"
 """``path_issue`` of a row whose resolved path (``..``, an absolute path, a symbolic link) lies
 outside its release root (the folder, or the list's root). Such a row is not read unless the
 scan allows it, and stays marked either way."""
+
+
+URL_ROW = "url"
+"""``path_issue`` of a row naming a URL other than ``file://`` (``s3://``, ``https://``, …):
+read through fsspec only when the scan allows URLs (``allow_urls``, ``--allow-urls``), and
+marked either way. A URL that escapes a URL root (``--list-root s3://…``) is
+``outside_root`` instead, and needs both permissions."""
 
 
 INVALID_UTF8 = "invalid_utf8"
@@ -95,13 +102,17 @@ def normalize_split(name: object) -> object:
 
 def _read_csv(path: Path, sep: str, text: bool) -> pd.DataFrame:
     """CSV/TSV as strings (``text``) or typed; bytes that are not UTF-8 are kept as lone
-    surrogates (``surrogateescape``), for :func:`_valid_text` to escape and mark."""
+    surrogates (``surrogateescape``), for :func:`_valid_text` to escape and mark. Cells the
+    project's CSV writer guarded against formulas read as they were written from
+    (:func:`splitscope.records.exports.restore_formulas`)."""
+    from splitscope.records.exports import restore_formulas
+
     options = {"sep": sep, "keep_default_na": False, "na_values": [""]}
     try:
-        return pd.read_csv(path, dtype=str if text else None, **options)
+        return restore_formulas(pd.read_csv(path, dtype=str if text else None, **options))
     except UnicodeDecodeError:
-        return pd.read_csv(path, dtype=object if text else None,
-                           encoding_errors="surrogateescape", **options)
+        return restore_formulas(pd.read_csv(path, dtype=object if text else None,
+                                            encoding_errors="surrogateescape", **options))
 
 
 def read_table(path: Path, sheet: str | int | None = None, *, text: bool = True,
@@ -374,8 +385,12 @@ def list_rows(table: pd.DataFrame, path: Path, *, root: str | Path | None = None
         inside = np.array([url and url_inside(j, root_url) for j, url in located], dtype=bool)
     frame["file"] = [pd.NA if bad else (j if url else os.path.abspath(j))
                      for (j, url), bad in zip(located, invalid)]
+    # a URL is marked as one, unless it escapes a URL root: then it is outside it
+    url = np.array([u for _, u in located], dtype=bool)
+    escapes = ~inside if root_url is not None else np.zeros(len(inside), dtype=bool)
     frame["path_issue"] = np.where(invalid, INVALID_UTF8,
-                                   np.where(inside, None, OUTSIDE_ROOT))
+                                   np.where(url & ~escapes, URL_ROW,
+                                            np.where(inside, None, OUTSIDE_ROOT)))
     frame["split_released"] = split if split is not None else (
         table[picked["split"]] if picked["split"] else pd.NA)
     for role in ("label", "source", "group", "frame"):

@@ -7,10 +7,11 @@ The rule (see ``docs/distributed.md``):
 - Any other URL (``s3://``, ``gs://``, ``memory://``, …) stays the row's ``file`` as given
   (``.`` and ``..`` segments resolved) and is read through ``fsspec.open``; ``s3://`` needs
   ``s3fs`` installed, and so on for each filesystem.
-- A URL row is inside its release root only when the root is a URL and the row lies under it
-  (``--root s3://bucket/release``; relative paths in the list are then joined to it);
-  otherwise it is ``outside_root``, like any absolute path elsewhere, and not read unless
-  allowed.
+- A URL row has ``path_issue`` ``url`` and is read only when URLs are allowed
+  (``allow_urls``, ``--allow-urls``): a list file never makes splitscope reach the network
+  on its own. With a URL root (``--root s3://bucket/release``; relative paths in the list
+  are then joined to it) a URL that escapes the root is ``outside_root`` instead, and is
+  read only when both URLs and paths outside the root are allowed.
 - Its cache signature is its size and its ETag (hashed), or else its modification time, from
   ``fs.info``; a URL whose filesystem gives neither is read again on every scan.
 
@@ -29,10 +30,12 @@ from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
-__all__ = ["LOCAL_SCHEMES", "is_url", "join_url", "local_path", "normalize_url", "open_for_image",
-           "read_all", "url_inside", "url_signature"]
+__all__ = ["LOCAL_SCHEMES", "URL_PATTERN", "is_url", "join_url", "local_path", "normalize_url",
+           "open_for_image", "read_all", "url_inside", "url_signature"]
 
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.\-]*://"
+"""A URL: ``scheme://`` first (a Windows drive letter ``C:\\`` is not a scheme)."""
+_SCHEME = re.compile(URL_PATTERN)
 LOCAL_SCHEMES = ("file", "local")
 FSSPEC_HINT = "reading URLs needs fsspec (pip install fsspec; s3:// also needs s3fs, gs:// gcsfs)"
 

@@ -77,7 +77,8 @@ _BIAS_LAYERS = {"provenance", "quality"}
 
 def croissant_record(out_dir: str | Path, *, roles: Roles | None = None,
                      license: str | None = None, cite_as: str | None = None,
-                     url: str | None = None) -> dict[str, Any]:
+                     url: str | None = None,
+                     published_in: str | Path | None = None) -> dict[str, Any]:
     """The Croissant JSON-LD document of a finished audit in ``out_dir``.
 
     ``roles``: what the layers declare their records to be (:mod:`splitscope.records.roles`;
@@ -87,6 +88,8 @@ def croissant_record(out_dir: str | Path, *, roles: Roles | None = None,
     ``cite_as`` and ``url`` are the release's own (its licence URL or SPDX name, its citation,
     its home page): the audit cannot know them, so they are written only when given
     (Croissant recommends the first two; ``mlcroissant`` warns when they are absent).
+    ``published_in``: the folder the record will be read from when it is made in another one
+    first (the audit's staging folder); paths to the release are relative to it.
 
     Raises
     ------
@@ -94,13 +97,17 @@ def croissant_record(out_dir: str | Path, *, roles: Roles | None = None,
         When ``out_dir`` holds no ``audit.json``, or a list it names is missing or differs
         from the SHA-256 the audit recorded.
     """
+    from splitscope.records.exports import read_csv
+
     out = Path(out_dir)
     doc = _load(out)
     files = _checked_lists(out, doc)
-    manifest = pd.read_csv(out / "lists" / "manifest.csv", dtype="string",
-                           keep_default_na=False, na_values=[""])
+    manifest = read_csv(out / "lists" / "manifest.csv", dtype="string",
+                        keep_default_na=False, na_values=[""])
     objects = _file_objects(out, files)
-    distribution = _released_files(out, doc, manifest) + objects
+    # paths to the release are relative to where the record is read: a record written in a
+    # staging folder first (splitscope.records.publish) is read from the folder it moves to
+    distribution = _released_files(Path(published_in or out), doc, manifest) + objects
     record_sets = _record_sets(doc, files, roles)
     finished = str(doc["run"].get("finished") or doc["run"].get("started") or "")
     corpora = sorted(doc["manifest"].get("corpora", {}))
@@ -129,13 +136,14 @@ def croissant_record(out_dir: str | Path, *, roles: Roles | None = None,
 
 
 def write_croissant(out_dir: str | Path, *, roles: Roles | None = None,
-                    **metadata: str | None) -> Path:
-    """Write ``out_dir/croissant.json`` (:func:`croissant_record`; ``roles`` and
-    ``metadata``, its ``license``, ``cite_as``, ``url``, as there); returns its path."""
+                    published_in: str | Path | None = None, **metadata: str | None) -> Path:
+    """Write ``out_dir/croissant.json`` (:func:`croissant_record`; ``roles``,
+    ``published_in`` and ``metadata``, its ``license``, ``cite_as``, ``url``, as there);
+    returns its path."""
     from splitscope.records.exports import write_json
 
     out = Path(out_dir)
-    record = croissant_record(out, roles=roles, **metadata)
+    record = croissant_record(out, roles=roles, published_in=published_in, **metadata)
     record = {k: v for k, v in record.items() if v is not None}
     return write_json(record, out / CROISSANT_FILE)
 
@@ -483,8 +491,9 @@ def _preprocessing(doc: Mapping[str, Any], roles: Roles | None) -> list[str]:
             lines.append(f"re-split: {params.get('parts_method')}, fractions "
                          f"{params.get('fractions')}, {params.get('k_folds')} folds, seed "
                          f"{params.get('seed')}")
-    opts = {k: p.get(k) for k in ("allow_outside_root", "follow_links", "max_file_bytes",
-                                  "list_options") if p.get(k) not in (None, {}, False)}
+    opts = {k: p.get(k) for k in ("allow_outside_root", "allow_urls", "follow_links",
+                                  "max_file_bytes", "list_options")
+            if p.get(k) not in (None, {}, False)}
     if opts:
         lines.append(f"reading options: {json.dumps(opts, default=str, sort_keys=True)}")
     return lines

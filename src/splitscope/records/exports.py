@@ -4,12 +4,17 @@ Every command that writes files (``--out DIR`` of each verb, and the audit) writ
 functions, so every output folder has the same shape: the tables, the command's own JSON, and
 ``artifacts.json`` listing every file written with its size, format and SHA-256 (a
 Croissant-style ``FileObject`` list), so what a later step reads can be checked against what
-was written.
+was written. Such a folder is written through :mod:`splitscope.records.publish`, which keeps
+every file splitscope did not list there untouched and moves the new files into place at once.
 
-CSV cells that a spreadsheet would run as a formula (text beginning with ``=``, ``+``, ``-``,
-``@``, a tab or a carriage return) are written with a leading ``'``, as OWASP recommends for
-CSV injection; a cell that is a plain number (``-0.5``, ``+3``) is left as it is. Parquet keeps
-every value raw, so a program reading the lists gets the released text unchanged.
+Every CSV the project writes goes through :func:`write_csv` or :func:`write_table`. CSV cells
+that a spreadsheet would run as a formula (text beginning with ``=``, ``+``, ``-``, ``@``, a
+tab or a carriage return) are written with a leading ``'``, as OWASP recommends for CSV
+injection; a cell that is a plain number (``-0.5``, ``+3``) is left as it is. A cell that
+already starts with ``'`` before such text gets one more, so the guard can be undone exactly:
+:func:`read_csv` and the project's table readers drop that one ``'`` again
+(:func:`restore_formulas`), and a CSV written here reads back as the table it was written
+from. Parquet keeps every value raw.
 
 Every file is written under a temporary name beside its place and renamed onto it when
 complete (:func:`replacing`), so a full disk or a file-size limit never leaves a half-written
@@ -33,11 +38,16 @@ from splitscope.records.model import sha256_file
 
 __all__ = [
     "ARTIFACTS_FILE",
+    "ARTIFACTS_NAME",
     "artifact",
+    "artifacts_document",
     "export_frame",
+    "file_object",
     "file_stem",
     "neutralise_formulas",
+    "read_csv",
     "replacing",
+    "restore_formulas",
     "write_artifacts_manifest",
     "write_csv",
     "write_json",
@@ -47,6 +57,9 @@ __all__ = [
 
 ARTIFACTS_FILE = "artifacts.json"
 """Name of the file listing an output folder's files."""
+
+ARTIFACTS_NAME = "splitscope outputs"
+"""The ``name`` of every ``artifacts.json``: how a later run knows the manifest is its own."""
 
 _FORMATS = {".csv": "text/csv", ".parquet": "application/x-parquet", ".json": "application/json",
             ".html": "text/html", ".txt": "text/plain", ".png": "image/png"}
@@ -78,26 +91,65 @@ def export_frame(table: pd.DataFrame) -> pd.DataFrame:
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"
+_GUARD = "'"
+
+
+def _is_text(values: pd.Series) -> bool:
+    return values.dtype == object or isinstance(values.dtype, pd.StringDtype)
+
+
+def _formula_like(text: pd.Series, starts: tuple[str, ...]) -> np.ndarray:
+    """Cells starting with one of ``starts`` that, past any leading ``'``, begin like a
+    formula and are not a plain number."""
+    hit = text.str.startswith(starts).fillna(False).to_numpy(dtype=bool)
+    at = np.flatnonzero(hit)  # the tests below only where a cell starts like one
+    body = text.iloc[at].str.lstrip(_GUARD)
+    hit[at] = (body.str.startswith(_FORMULA_START) & ~body.str.fullmatch(_NUMBER)).fillna(
+        False).to_numpy(dtype=bool)
+    return hit
 
 
 def neutralise_formulas(table: pd.DataFrame) -> pd.DataFrame:
     """A copy whose text cells that begin like a formula (``=``, ``+``, ``-``, ``@``, tab, CR)
     start with ``'`` (OWASP CSV-injection advice), so a spreadsheet shows them as text; plain
-    numbers stay as they are. Only text columns are touched."""
+    numbers stay as they are. A cell that is ``'`` before such text gets one more ``'``, so
+    :func:`restore_formulas` undoes this exactly. Only text columns are touched."""
     out = table.copy()
     for col in out.columns:
         values = out[col]
-        if not (values.dtype == object or isinstance(values.dtype, pd.StringDtype)):
+        if not _is_text(values):
             continue
         text = values.astype("string")
-        risky = text.str.startswith(_FORMULA_START).fillna(False).to_numpy(dtype=bool)
-        at = np.flatnonzero(risky)  # the number test only where a cell starts like a formula
-        risky[at] = ~text.iloc[at].str.fullmatch(_NUMBER).fillna(False).to_numpy(bool)
+        risky = _formula_like(text, _FORMULA_START + (_GUARD,))
         if risky.any():
             text = text.copy()
-            text[risky] = "'" + text[risky]
+            text[risky] = _GUARD + text[risky]
             out[col] = text
     return out
+
+
+def restore_formulas(table: pd.DataFrame) -> pd.DataFrame:
+    """The inverse of :func:`neutralise_formulas`: a copy whose text cells marked by it lose
+    their first ``'``; other cells and column types are kept."""
+    out = table.copy()
+    for col in out.columns:
+        values = out[col]
+        if not _is_text(values):
+            continue
+        # Python strings: a read may keep undecodable bytes as lone surrogates
+        text = values.astype(pd.StringDtype("python"))
+        marked = np.flatnonzero(_formula_like(text, (_GUARD,)))
+        if len(marked):
+            values = values.copy()
+            values.iloc[marked] = text.iloc[marked].str.slice(1).to_numpy(dtype=object)
+            out[col] = values
+    return out
+
+
+def read_csv(path: str | Path, **kwargs) -> pd.DataFrame:
+    """``pandas.read_csv(path, **kwargs)`` of a CSV written by :func:`write_csv` or
+    :func:`write_table`, with the formula guard undone (:func:`restore_formulas`)."""
+    return restore_formulas(pd.read_csv(path, **kwargs))
 
 
 @contextlib.contextmanager
@@ -197,26 +249,44 @@ def write_tables(tables: Mapping[str, Any], out_dir: str | Path, *, parquet: boo
 
 
 def write_json(data: Any, path: str | Path) -> Path:
-    """UTF-8 JSON, one-space indent, non-JSON values as strings; returns the path."""
+    """UTF-8 JSON, one-space indent, non-JSON values as strings; returns the path.
+
+    ``</`` is written ``<\\/`` and ``<!--`` as ``\\u003c!--`` (the same strings to a JSON
+    reader), so a document embedded in an HTML ``<script>`` (Croissant's JSON-LD) cannot end
+    it, whatever text a release put in its names and labels."""
     path = Path(path)
     text = json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n"
+    text = text.replace("</", "<\\/").replace("<!--", "\\u003c!--")  # "<" only in strings
     with replacing(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return path
 
 
+def file_object(path: str | Path, root: str | Path) -> dict[str, Any]:
+    """The ``artifacts.json`` entry of ``path`` (a Croissant ``cr:FileObject``): its path
+    relative to ``root``, size, format and SHA-256."""
+    a = artifact(path, root)
+    return {"@type": "cr:FileObject", "@id": a["path"], "name": a["path"],
+            "contentUrl": a["path"], "contentSize": f"{a['bytes']} B",
+            "encodingFormat": a["encodingFormat"], "sha256": a["sha256"]}
+
+
+def artifacts_document(objects: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``artifacts.json`` document listing ``objects`` (:func:`file_object` entries),
+    sorted by path."""
+    entries = sorted((dict(o) for o in objects), key=lambda o: o["contentUrl"])
+    return {"@context": {"@vocab": "https://schema.org/", "cr": "http://mlcommons.org/croissant/",
+                         "sc": "https://schema.org/"},
+            "@type": "sc:Dataset", "name": ARTIFACTS_NAME,
+            "distribution": entries}
+
+
 def write_artifacts_manifest(out_dir: str | Path, files: Iterable[str | Path]) -> Path:
     """Write ``out_dir/artifacts.json``: every file of ``files`` (under ``out_dir``) with its
-    size, format and SHA-256, sorted by path. Returns its path."""
+    size, format and SHA-256, sorted by path. Returns its path.
+
+    A verb writing through :func:`splitscope.records.publish.publishing` need not call it:
+    publishing lists every file written."""
     out = Path(out_dir)
-    entries = []
-    for f in sorted({Path(f) for f in files}):
-        a = artifact(f, out)
-        entries.append({"@type": "cr:FileObject", "@id": a["path"], "name": a["path"],
-                        "contentUrl": a["path"], "contentSize": f"{a['bytes']} B",
-                        "encodingFormat": a["encodingFormat"], "sha256": a["sha256"]})
-    doc = {"@context": {"@vocab": "https://schema.org/", "cr": "http://mlcommons.org/croissant/",
-                        "sc": "https://schema.org/"},
-           "@type": "sc:Dataset", "name": "splitscope outputs",
-           "distribution": entries}
+    doc = artifacts_document(file_object(f, out) for f in sorted({Path(f) for f in files}))
     return write_json(doc, out / ARTIFACTS_FILE)

@@ -15,6 +15,7 @@ from splitscope.boundary import Boundary, release_boundaries
 from splitscope.boundary import boundary as make_boundary
 from splitscope.errors import InputError
 from splitscope.features.extract import FeatureParams
+from splitscope.features.failures import identity_rows
 from splitscope.relations.embedding import embedding_relations
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.identity import (
@@ -105,6 +106,7 @@ def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
     ``embedding_tau``, recorded with ``embedding_params`` (source file, digest, dimension).
     ``searcher`` runs the NCC search in place of the local one (see :func:`near_duplicates`).
     """
+    rows = identity_rows(rows)  # an empty file is a failure, never a copy
     census = identity_census(rows, boundary, confirm=confirm)
     names = basename_matches(rows, boundary)
     pixels = pixel_identity(rows, boundary) if "pixel_xxh128" in rows.columns else None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
 
 import click
 
-from splitscope.cli_common import gate, parse_fail_on
+from splitscope.cli_common import FORCE_OPTION, gate, out_folder, parse_fail_on
 from splitscope.cli_options import (
     IMAGE_COLUMN_OPTION,
     LABEL_MAP_OPTION,
@@ -154,6 +155,7 @@ _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
               help="Workspace for the feature cache (default ./splitscope-workspace).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write contaminated lists, deduplicated splits and the pair table here.")
+@FORCE_OPTION
 @click.option("--workers", type=int, default=None, help="Worker processes/threads.")
 @click.option("--transforms", "transform_sample", type=int, default=0, show_default=True,
               help="Transform sensitivity on this many reference images (0: skip).")
@@ -187,7 +189,7 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
                        workspace, out_dir, workers, transform_sample, seed, embeddings,
                        embedding_tau, embedding_index, fail_on, group_regex, label_map,
                        path_column, label_column, split_column, source_column, group_column,
-                       list_root, constant_split, image_column, allow_outside_root,
+                       list_root, constant_split, image_column, allow_outside_root, allow_urls,
                        follow_links, max_file_size, as_json) -> None:
     """Byte, name, pixel, hash and NCC relationships across boundaries (METHODS §1–2), and
     embedding cosine similarity with --embeddings: prints each predicate's affected query rows
@@ -207,7 +209,7 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
                                                source_column, group_column, list_root,
                                                constant_split), image_column)
     reading = {"group_regex": group_regex, "label_map": label_map, **list_opts,
-               **safety_options(allow_outside_root, follow_links, max_file_size)}
+               **safety_options(allow_outside_root, follow_links, max_file_size, allow_urls)}
     bounds: list = list(boundaries)
     if query is not None:
         bounds.insert(0, (query, reference))
@@ -218,15 +220,20 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
     if control_root is not None:
         cscan = scan(control_root, ws.parent / f"{ws.name}-control", thumb_size=thumb_size,
                      mode=mode, interpolation=interpolation, workers=workers, progress=False,
-                     **safety_options(allow_outside_root, follow_links, max_file_size))
+                     **safety_options(allow_outside_root, follow_links, max_file_size,
+                                      allow_urls))
         control = (cscan, control_boundary) if control_boundary else cscan
     elif control_boundary:
         control = (audited, control_boundary)
-    result = audit_duplicates(audited, bounds or None, control=control, tau=tau, radius=radius,
-                              dihedral=dihedral, out_dir=out_dir, control_bound=control_bound,
-                              workers=workers, transform_sample=transform_sample, seed=seed,
-                              embeddings=embeddings, embedding_tau=embedding_tau,
-                              embedding_index=embedding_index)
+    # the exports are published into --out as a whole (splitscope.records.publish)
+    with out_folder(out_dir, keep=[ws]) if out_dir else contextlib.nullcontext() as folder:
+        result = audit_duplicates(audited, bounds or None, control=control, tau=tau,
+                                  radius=radius, dihedral=dihedral,
+                                  out_dir=folder.path if folder else None,
+                                  control_bound=control_bound, workers=workers,
+                                  transform_sample=transform_sample, seed=seed,
+                                  embeddings=embeddings, embedding_tau=embedding_tau,
+                                  embedding_index=embedding_index)
     payload = summary_payload(result)
     if as_json:
         click.echo(json.dumps(payload, sort_keys=True))

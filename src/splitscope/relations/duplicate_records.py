@@ -76,8 +76,21 @@ def dedup_record(b: Boundary, dedup: pd.DataFrame, predicates, rows: pd.DataFram
     )
 
 
-def within_record(copies: pd.DataFrame, pop: Population,
-                   arrays: bool = False) -> AuditRecord:
+def within_record(copies: pd.DataFrame, pop: Population, arrays: bool = False,
+                  assessed: int | None = None) -> AuditRecord:
+    """Copies inside one population; ``assessed``: its rows with a digest. Where some lack
+    one (unreadable or empty files) the record says how many it could assess and is
+    ``partial`` (``not assessed`` when none): a zero found there is no measured zero."""
+    rec = _within_record(copies, pop, arrays)
+    if assessed is not None and assessed < pop.size:
+        rec.coverage = {"assessed": int(assessed), "total": pop.size}
+        rec.status = "not assessed" if assessed == 0 else "partial"
+        rec.reason = (f"{pop.size - assessed} row(s) without a digest (unreadable or empty "
+                      "files) are not assessed")
+    return rec
+
+
+def _within_record(copies: pd.DataFrame, pop: Population, arrays: bool) -> AuditRecord:
     n_rows = int(copies["n_rows"].sum()) if len(copies) else 0
     excess = n_rows - len(copies)
     b = Boundary(pop, pop)
@@ -306,7 +319,7 @@ def comparison_records(rel: BoundaryRelations, rows: pd.DataFrame, thumbs, tau: 
 
 
 def transform_records(rows: pd.DataFrame, bounds, n: int, seed: int, tau: float, radius: int,
-                       geometry: dict) -> tuple[list[AuditRecord], pd.DataFrame]:
+                       geometry: dict) -> tuple[list[AuditRecord], pd.DataFrame | None]:
     """Transform sensitivity (METHODS §2.7) on a seeded sample of reference-side images."""
     from splitscope.relations.transforms import transform_sensitivity
 
@@ -315,6 +328,14 @@ def transform_records(rows: pd.DataFrame, bounds, n: int, seed: int, tau: float,
     if "status" in sub:
         sub = sub[sub["status"].astype("string") == "ok"]
     files = sub["file"].dropna().astype(str).tolist()
+    if not files:  # every reference file unreadable (empty, say): nothing to transform
+        reason = "no reference-side image file could be read, so none can be transformed"
+        return [AuditRecord(
+            id=f"{NEAR_DUPLICATE}.transform_sensitivity", layer=LAYER, section=NEAR_DUPLICATE,
+            title="Transform sensitivity", unit="transformed image",
+            predicate={"name": "transform_sensitivity", "params": {"sample": n, "seed": seed}},
+            status="not applicable", reason=reason, conclusion=f"not measured: {reason}",
+        )], None
     summary, _ = transform_sensitivity(files, n=n, seed=seed, tau=tau, radius=radius,
                                        thumb_size=int(geometry.get("thumb_size",
                                                                    FeatureParams.thumb_size)),

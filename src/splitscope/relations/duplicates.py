@@ -11,8 +11,9 @@ without them it is not measured and has no record (like the optional dihedral pr
 :func:`audit_external` runs it on the cross-corpus boundary (METHODS §2.9).
 
 Counting unit of every rate: *affected query row*; denominator: all query rows of the boundary.
-Query rows whose file could not be read (no digest, hash or thumbnail) are in the denominator
-and counted as not assessed (status ``partial``).
+Query rows whose file could not be read (no digest, hash or thumbnail; an empty file is one of
+them, never a byte copy of another empty file) are in the denominator and counted as not
+assessed (status ``partial``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, Population
 from splitscope.errors import InputError
+from splitscope.features.failures import identity_rows
 from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, LayerResult
 from splitscope.records.ids import boundary_slug
@@ -139,7 +141,7 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         external set), ``comparison_pairs`` and ``transform_sensitivity`` when measured;
         ``embedding_pairs`` (pairs with cosine >= ``embedding_tau``) with embeddings.
     """
-    rows = scan.rows()
+    rows = identity_rows(scan.rows())  # an empty file is a failure, never a copy
     geometry = geometry_of(scan)
     bounds = resolve_boundaries(scan.manifest, boundaries)
     if not 0 < float(tau) <= 1:
@@ -189,10 +191,12 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
             Population("*", np.sort(rows["row"].to_numpy(np.int64)))
         arrays = bool(len(pop.rows)) and bool(no_bytes(rows[rows["row"].isin(pop.rows)]).all())
         # pixel arrays have no bytes: their copies are equal decoded pixels
-        copies = within_copies(rows, pop, key="pixel_xxh128" if arrays else "sha256")
+        key = "pixel_xxh128" if arrays else "sha256"
+        copies = within_copies(rows, pop, key=key)
         copies.insert(0, "population", split)
         within_tables.append(copies)
-        records.append(within_record(copies, pop, arrays))
+        assessed = int(rows.loc[rows["row"].isin(pop.rows), key].notna().sum())
+        records.append(within_record(copies, pop, arrays, assessed))
         inside = Boundary(pop, pop)
         conflicts = label_conflicts(rows, inside, None)
         conflict_tables.append(conflicts)

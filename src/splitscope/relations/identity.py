@@ -9,6 +9,12 @@ Counting units: *identity group* (rows sharing one SHA-256) and *affected query 
 whose bytes also occur on the reference side). Rate = affected query rows / all query rows of the
 boundary. For a boundary of a population with itself (``Boundary.within``), a group crosses when
 it holds two or more rows, and a row is never its own counterpart.
+
+Every count is taken per identity group (its query and reference rows), never by pairing rows:
+a group of n query and m reference rows costs n + m, not n·m, so one image copied thousands of
+times stays cheap. An empty file (0 bytes) is a read failure, never a copy: its digest is
+cleared before any identity is measured (:func:`identity_rows`), so it stays in every
+denominator as not assessed.
 """
 
 from __future__ import annotations
@@ -21,18 +27,19 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, Population
 from splitscope.errors import InputError
+from splitscope.features.failures import identity_rows
 from splitscope.manifest.sources import is_url
 
 REQUIRED = ("row", "path", "basename", "label", "source", "file", "sha256")
 
 
 def check_rows(rows: pd.DataFrame, extra: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Validate the row table once, at the edge."""
+    """Validate the row table once, at the edge; returns it as :func:`identity_rows` does."""
     missing = [c for c in (*REQUIRED, *extra) if c not in rows.columns]
     if missing:
         raise InputError(f"row table lacks column(s) {missing}; found: "
                          f"{', '.join(map(str, rows.columns))} (pass Scan.rows())")
-    return rows
+    return identity_rows(rows)
 
 
 def side(rows: pd.DataFrame, population: Population) -> pd.DataFrame:
@@ -131,7 +138,7 @@ def identity_census(rows: pd.DataFrame, boundary: Boundary, *, confirm: bool = T
     -------
     IdentityCensus
     """
-    check_rows(rows, (key,))
+    rows = check_rows(rows, (key,))
     q = side(rows, boundary.query)
     r = q if boundary.within else side(rows, boundary.reference)
     n_query = len(q)
@@ -200,31 +207,100 @@ def identity_census(rows: pd.DataFrame, boundary: Boundary, *, confirm: bool = T
 
 def _affected_rows(gq: pd.DataFrame, gr: pd.DataFrame, key: str, within: bool) -> pd.DataFrame:
     """One row per affected query row with its first counterpart (lowest reference row that is
-    not the row itself), the counterpart count, and whether the row was renamed."""
+    not the row itself), the counterpart count, and whether the row was renamed.
+
+    Counted per group: a row's counterparts are its group's reference rows (less itself
+    within a population), so a same-name or same-label counterpart exists when the group
+    holds another row with that name or label."""
     cols = ["row", "path", "label", "source", key, "counterpart_row", "counterpart_path",
             "counterpart_label", "n_counterparts", "renamed", "label_differs"]
     if gq.empty:
         return pd.DataFrame(columns=cols)
-    left = gq[["row", "path", "basename", "label", "source", key]]
-    right = gr[["row", "path", "basename", "label", key]].rename(columns={
-        "row": "counterpart_row", "path": "counterpart_path", "basename": "cp_basename",
-        "label": "counterpart_label"})
-    pairs = left.merge(right, on=key, how="inner")
-    if within:
-        pairs = pairs[pairs["row"] != pairs["counterpart_row"]]
-    pairs = pairs.sort_values(["row", "counterpart_row"], kind="stable")
-    same_name = (pairs["basename"] == pairs["cp_basename"]).fillna(False)
-    label_same = (pairs["label"] == pairs["counterpart_label"]).fillna(False)
-    agg = pairs.assign(_same=same_name.to_numpy(), _lab=label_same.to_numpy()).groupby(
-        "row", sort=True).agg(n_counterparts=("counterpart_row", "size"),
-                              any_same=("_same", "any"), any_lab=("_lab", "any"))
-    first = pairs.drop_duplicates("row", keep="first").set_index("row")
-    out = first[["path", "label", "source", key, "counterpart_row", "counterpart_path",
-                 "counterpart_label"]].join(agg)
-    out["renamed"] = ~out["any_same"].astype(bool)
+    nq = len(gq)
+    group = group_codes(gq[key], gr[key])
+    qg, rg = group[:nq], group[nq:]
+    q_rows = gq["row"].to_numpy(np.int64)
+    r_rows = gr["row"].to_numpy(np.int64)
+    n = np.bincount(rg, minlength=int(group.max()) + 1)[qg] - int(within)
+    # within a population a row's own line is no counterpart: its row is the value to avoid
+    first = lowest_other(rg, r_rows, r_rows, qg, q_rows if within else np.full(nq, -1))
+    pos = pd.Index(r_rows).get_indexer(first)
+    out = gq[["row", "path", "label", "source", key]].reset_index(drop=True)
+    out["counterpart_row"] = first
+    out["counterpart_path"] = gr["path"].iloc[pos].reset_index(drop=True)
+    out["counterpart_label"] = gr["label"].iloc[pos].reset_index(drop=True)
+    out["n_counterparts"] = n.astype(np.int64)
+    same_name = _shares_value(qg, gq["basename"], rg, gr["basename"], within)
+    same_label = _shares_value(qg, gq["label"], rg, gr["label"], within)
+    out["renamed"] = ~same_name
     labelled = out["label"].notna() & out["counterpart_label"].notna()
-    out["label_differs"] = labelled & ~out["any_lab"].astype(bool)
-    return out.reset_index()[cols]
+    out["label_differs"] = (labelled & ~same_label).to_numpy(bool)
+    out = out[n > 0].sort_values("row", kind="stable")
+    return out.reset_index(drop=True)[cols]
+
+
+def group_codes(*digests: pd.Series) -> np.ndarray:
+    """One integer code per digest value over all the given columns, concatenated (equal
+    digests, equal codes); the columns must hold no missing value."""
+    codes, _ = pd.factorize(pd.concat([pd.Series(d.to_numpy(), dtype=object) for d in digests],
+                                      ignore_index=True))
+    return codes.astype(np.int64)
+
+
+def _shares_value(qg: np.ndarray, q_values: pd.Series, rg: np.ndarray, r_values: pd.Series,
+                  within: bool) -> np.ndarray:
+    """Per query element: does a reference element of its group (another one, ``within``)
+    carry an equal, known value? Missing values never match."""
+    codes, uniques = pd.factorize(pd.concat([pd.Series(q_values.to_numpy(), dtype=object),
+                                             pd.Series(r_values.to_numpy(), dtype=object)],
+                                            ignore_index=True))
+    width = len(uniques) + 1
+    qv, rv = codes[:qg.size], codes[qg.size:]
+    known = rv >= 0
+    found = count_of(rg[known].astype(np.int64) * width + rv[known],
+                     qg.astype(np.int64) * width + qv)
+    return (qv >= 0) & (found >= (2 if within else 1))
+
+
+def count_of(keys: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """How often each value of ``at`` occurs in ``keys`` (integer arrays)."""
+    values, counts = np.unique(keys, return_counts=True)
+    if values.size == 0:
+        return np.zeros(np.asarray(at).size, np.int64)
+    pos = np.minimum(np.searchsorted(values, at), values.size - 1)
+    return np.where(values[pos] == at, counts[pos], 0).astype(np.int64)
+
+
+def lowest_other(groups: np.ndarray, values: np.ndarray, rows: np.ndarray,
+                 at_groups: np.ndarray, at_values: np.ndarray) -> np.ndarray:
+    """For each element (``at_groups[i]``, ``at_values[i]``): the lowest of ``rows`` in its
+    group whose value differs from ``at_values[i]`` (-1 when there is none).
+
+    Groups and values are integer codes. Only each group's two lowest rows of distinct values
+    are needed (the lowest, and the lowest of another value), so the cost is a sort, never a
+    pairing of elements."""
+    at_groups = np.asarray(at_groups, np.int64)
+    out = np.full(at_groups.size, -1, np.int64)
+    if rows.size == 0 or at_groups.size == 0:
+        return out
+    size = int(max(groups.max(), at_groups.max())) + 1
+    order = np.lexsort((rows, values, groups))
+    g, v, r = groups[order], values[order], rows[order]
+    head = np.r_[True, (g[1:] != g[:-1]) | (v[1:] != v[:-1])]
+    g, v, r = g[head], v[head], r[head]  # the lowest row of each (group, value)
+    order = np.lexsort((r, g))
+    g, v, r = g[order], v[order], r[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    rank = np.arange(g.size) - np.repeat(starts, np.diff(np.r_[starts, g.size]))
+    first_row = np.full(size, -1, np.int64)
+    first_value = np.full(size, -1, np.int64)
+    second_row = np.full(size, -1, np.int64)
+    first_row[g[rank == 0]] = r[rank == 0]
+    first_value[g[rank == 0]] = v[rank == 0]
+    second_row[g[rank == 1]] = r[rank == 1]
+    taken = first_value[at_groups] != at_values
+    has = first_row[at_groups] >= 0
+    return np.where(has & taken, first_row[at_groups], np.where(has, second_row[at_groups], -1))
 
 
 def rate_breakdown(query_rows: pd.DataFrame, affected_rows, by: str) -> pd.DataFrame:
@@ -253,7 +329,7 @@ def basename_matches(rows: pd.DataFrame, boundary: Boundary) -> pd.DataFrame:
     filename-propagated split would call it a leak), ``bytes only`` (renamed copy a filename
     check misses), ``neither``, or ``not assessed`` (no digest and no name match).
     """
-    check_rows(rows)
+    rows = check_rows(rows)
     q = side(rows, boundary.query)
     r = q if boundary.within else side(rows, boundary.reference)
     if boundary.within:
@@ -281,7 +357,7 @@ def within_copies(rows: pd.DataFrame, population: Population, *, key: str = "sha
     One row per group: digest, ``n_rows``, ``rows``, ``paths``, ``labels`` and
     ``label_relation`` (``consistent`` / ``conflicting`` / ``unknown``), sorted by digest.
     """
-    check_rows(rows, (key,))
+    rows = check_rows(rows, (key,))
     sub = side(rows, population)
     sub = sub[sub[key].notna()]
     counts = sub[key].value_counts()
@@ -332,24 +408,34 @@ def pixel_identity(rows: pd.DataFrame, boundary: Boundary) -> pd.DataFrame:
     counterpart_row, counterpart_path, n_counterparts, byte_match`` (whether the row also has a
     byte-identical counterpart).
     """
-    check_rows(rows, ("pixel_xxh128",))
+    rows = check_rows(rows, ("pixel_xxh128",))
     q = side(rows, boundary.query)
     r = q if boundary.within else side(rows, boundary.reference)
     q, r = _bytes_or_array(q), _bytes_or_array(r)
-    pairs = q[["row", "path", "sha256", "pixel_xxh128"]].merge(
-        r[["row", "path", "sha256", "pixel_xxh128"]].rename(columns={
-            "row": "counterpart_row", "path": "counterpart_path", "sha256": "cp_sha256"}),
-        on="pixel_xxh128")
-    if boundary.within:
-        pairs = pairs[pairs["row"] != pairs["counterpart_row"]]
-    byte_rows = set(pairs.loc[pairs["sha256"] == pairs["cp_sha256"], "row"])
-    diff = pairs[pairs["sha256"] != pairs["cp_sha256"]].sort_values(
-        ["row", "counterpart_row"], kind="stable")
     cols = ["row", "path", "pixel_xxh128", "counterpart_row", "counterpart_path",
             "n_counterparts", "byte_match"]
-    if diff.empty:
+    if q.empty or r.empty:
         return pd.DataFrame(columns=cols)
-    n = diff.groupby("row").size().rename("n_counterparts")
-    out = diff.drop_duplicates("row").set_index("row").join(n).reset_index()
-    out["byte_match"] = out["row"].isin(byte_rows)
-    return out[cols].reset_index(drop=True)
+    # per pixel group: its reference rows, and those of each SHA-256 inside it
+    nq = len(q)
+    pixel = group_codes(q["pixel_xxh128"], r["pixel_xxh128"])
+    digest = group_codes(q["sha256"], r["sha256"])
+    width = int(digest.max()) + 1
+    qp, rp, qs, rs = pixel[:nq], pixel[nq:], digest[:nq], digest[nq:]
+    same_pixels = np.bincount(rp, minlength=int(pixel.max()) + 1)[qp]
+    same_bytes = count_of(rp * width + rs, qp * width + qs)
+    # a row's own line (within a population) has its bytes: it falls out of the difference
+    n = same_pixels - same_bytes
+    byte_match = same_bytes >= (2 if boundary.within else 1)
+    hit = n > 0
+    if not hit.any():
+        return pd.DataFrame(columns=cols)
+    r_rows = r["row"].to_numpy(np.int64)
+    first = lowest_other(rp, rs, r_rows, qp[hit], qs[hit])
+    out = q.loc[hit, ["row", "path", "pixel_xxh128"]].reset_index(drop=True)
+    out["counterpart_row"] = first
+    out["counterpart_path"] = r["path"].iloc[pd.Index(r_rows).get_indexer(first)] \
+        .reset_index(drop=True)
+    out["n_counterparts"] = n[hit].astype(np.int64)
+    out["byte_match"] = byte_match[hit]
+    return out.sort_values("row", kind="stable").reset_index(drop=True)[cols]

@@ -130,6 +130,35 @@ def representatives(side_rows: pd.DataFrame) -> np.ndarray:
     return np.where(seen, lowest[np.maximum(codes, 0)], row_ids)
 
 
+#: what makes two rows measure alike: equal bytes and equal features decoded from them
+_CONTENT = ("sha256", "pixel_xxh128", "phash", "dhash")
+
+
+def content_representatives(side_rows: pd.DataFrame) -> np.ndarray:
+    """Per row of one side (in ``row`` order), the first row of that side with the same
+    content: equal bytes (SHA-256) and equal features (decoded-pixel digest, pHash, dHash,
+    a thumbnail or none). Rows without a digest fall back to :func:`representatives`.
+
+    Equal bytes decode to equal pixels, so every predicate gives such rows the same answer
+    against another population: a copy repeated n times is measured once, not n times."""
+    base = representatives(side_rows)
+    if "sha256" not in side_rows or not len(side_rows):
+        return base
+    has = side_rows["sha256"].notna().to_numpy(bool)
+    if not has.any():
+        return base
+    key = pd.Series(np.where(_valid_thumb(side_rows), "t", "-"), index=side_rows.index)
+    for col in _CONTENT:
+        if col in side_rows:
+            key = key + "\0" + side_rows[col].astype("string").fillna("")
+    codes = pd.factorize(key[has])[0]
+    rows = side_rows["row"].to_numpy(np.int64)[has]
+    _, first = np.unique(codes, return_index=True)  # rows ascending: each code's lowest row
+    out = base.copy()
+    out[has] = rows[first][codes]
+    return out
+
+
 def _members(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(distinct representatives, their member counts, start of each in ``order``, ``order``:
     the side's rows grouped by representative, ascending within a group); ``rep`` is aligned
@@ -143,16 +172,20 @@ def _members(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, **options) -> NearDuplicates:
     """Run the hash rules and NCC (with counterpart rules) on one boundary.
 
-    Rows of one side that name the same file under the same path (a list entry repeated,
-    :func:`representatives`) are measured once: the search runs on one row per file and
-    side, and the flags, counterparts, pair table, sweep and counts are expanded to every
+    Query rows with the same content (:func:`content_representatives`: byte copies) and
+    reference rows that name the same file under the same path (a list entry repeated,
+    :func:`representatives`) are measured once: the search runs on one row per content and
+    per file, and the flags, counterparts, pair table, sweep and counts are expanded to every
     row, equal to those of measuring each row (every rule breaks ties by the lowest
-    reference row, which is each file's first). Options as :func:`near_duplicates_rows`.
+    reference row, which is each file's first). So n query copies of one image against m
+    reference copies cost m, not n·m. Reference copies in distinct files stay apart: the
+    *first candidate* rule picks among them by path. Options as
+    :func:`near_duplicates_rows`.
     """
     if boundary.within:
         return near_duplicates_rows(rows, thumbs, boundary, **options)
     q, r = side(rows, boundary.query), side(rows, boundary.reference)
-    q_rep, r_rep = representatives(q), representatives(r)
+    q_rep, r_rep = content_representatives(q), representatives(r)
     q_rows, r_rows = q["row"].to_numpy(np.int64), r["row"].to_numpy(np.int64)
     if (q_rep == q_rows).all() and (r_rep == r_rows).all():
         return near_duplicates_rows(rows, thumbs, boundary, **options)
@@ -172,9 +205,10 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, **options) -
     sweep["rows"] = len(q)
     notes = dict(nd.notes)
     notes["distinct_files"] = {
-        "rule": "rows of one side naming the same file under the same path are measured "
-                "once and expanded to every row",
-        "query_rows": len(q_rows), "query_files": int(reduced.query.size),
+        "rule": "query rows with the same bytes and features, and reference rows naming the "
+                "same file under the same path, are measured once and expanded to every row",
+        "query_rows": len(q_rows), "query_files": int(np.unique(representatives(q)).size),
+        "query_measured": int(reduced.query.size),
         "reference_rows": len(r_rows), "reference_files": int(reduced.reference.size)}
     return NearDuplicates(boundary, nd.params, flags, nd.pairs, sweep, assessed, notes)
 

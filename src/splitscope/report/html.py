@@ -208,13 +208,15 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
     view["conflicts"] = conflicts
     view["census"] = [r for r in census if r not in conflicts]
     pairs = [g for g in (audit.get("gallery") or []) if g.get("boundary") == name][:max_pairs]
-    allowed = bool((audit.get("params") or {}).get("allow_outside_root"))
+    params = audit.get("params") or {}
+    allowed = {"outside_root": bool(params.get("allow_outside_root")),
+               "url": bool(params.get("allow_urls"))}
     for pair in pairs:
         for side in ("query", "reference"):
             row = pair.get(side) or {}
             file = row.get("file")
-            if row.get("path_issue") and not allowed:  # never read, never shown
-                continue
+            if row.get("path_issue") and not allowed.get(row["path_issue"]):
+                continue  # never read, never shown
             if file not in images:
                 images[file] = thumbnail_uri(file, thumb_px, opener)
     view["gallery"] = pairs
