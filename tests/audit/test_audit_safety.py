@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from PIL import Image
 
 from splitscope.audit import audit
@@ -56,6 +57,7 @@ def test_failed_rows_are_listed_by_name_everywhere(tmp_path):
     assert "2 of 11 rows could not be read" in section and "test/a/empty.png" in section
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_the_audit_quietly_and_not_as_a_held_condition(tmp_path):
     rel = _release(tmp_path / "rel")
     cmd = (f"{sys.executable} -m splitscope.cli audit {rel} --out {tmp_path / 'o'} "
@@ -67,6 +69,7 @@ def test_a_closed_pipe_ends_the_audit_quietly_and_not_as_a_held_condition(tmp_pa
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
 
 
+@pytest.mark.slow
 def test_audit_reads_predictions_from_the_sheet_it_is_told(tmp_path):
     rel = _release(tmp_path / "rel")
     rng = np.random.default_rng(0)

@@ -8,19 +8,17 @@ import shlex
 
 import pytest
 
-from splitscope.audit.demo import run_demo
 from splitscope.cli import main
 
 _SAME = ("status", "numerator", "denominator", "estimate", "uncertainty", "coverage")
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    result, _ = run_demo(tmp_path_factory.mktemp("d") / "demo", workers=1, progress=False,
-                         n_train=70, n_test=45)
-    return result
+@pytest.fixture()
+def demo(small_demo):
+    return small_demo
 
 
+@pytest.mark.slow
 def test_the_demo_re_audits_to_itself(demo, tmp_path):
     result = demo
     reproduce = result.document["run"]["reproduce"]

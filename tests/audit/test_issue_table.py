@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from splitscope.audit.demo import run_demo
 from splitscope.audit.run import AuditResult, audit
 from splitscope.errors import InputError
 
@@ -20,10 +19,9 @@ CENSUS = ("sha256", "pixel_xxh128", "ncc_nearest", "ncc_first_candidate", "ncc_a
           "hash_screen", "hash_joint", "hash_sum", "hash_exact_phash", "basename")
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    result, _ = run_demo(tmp_path_factory.mktemp("demo") / "demo", workers=1, progress=False)
-    return result
+@pytest.fixture()
+def demo(small_demo):
+    return small_demo
 
 
 def _agree(result: AuditResult) -> int:
@@ -47,6 +45,7 @@ def _agree(result: AuditResult) -> int:
     return compared
 
 
+@pytest.mark.slow
 def test_one_row_per_manifest_row_in_manifest_order(demo):
     issues = demo.issues
     manifest = pd.read_csv(demo.out_dir / "lists" / "manifest.csv")
@@ -145,6 +144,7 @@ def test_the_result_object_in_a_notebook(demo):
         AuditResult.load(demo.out_dir / "lists")
 
 
+@pytest.mark.slow
 def test_the_example_notebook_runs(tmp_path, monkeypatch):
     """Every code cell of docs/notebook_example.ipynb, in order, in one namespace (as a
     kernel runs them), from a scratch folder."""

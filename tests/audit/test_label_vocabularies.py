@@ -68,6 +68,7 @@ def test_vocabulary_overlap_rule():
                                                           "pituitary"])["comparable"]
 
 
+@pytest.mark.slow
 def test_differently_spelled_corpora_are_not_compared(corpora, tmp_path):
     main_root, ext_root = corpora
     res = audit(main_root, external=ext_root, out_dir=tmp_path / "a", workers=1,
@@ -81,6 +82,7 @@ def test_differently_spelled_corpora_are_not_compared(corpora, tmp_path):
                and "--external-label-map" in v for v in verdicts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["own", "common"])
 def test_a_map_aligns_the_corpora_and_counts_the_true_conflicts(corpora, tmp_path, how):
     main_root, ext_root = corpora
@@ -179,6 +181,7 @@ def test_within_split_copies_and_conflicts_have_gates(tmp_path):
     assert none["value"] in (0, None)  # train copies (none here) never stand for the test split
 
 
+@pytest.mark.slow
 def test_the_vocabularies_of_a_cross_corpus_boundary_are_compared_once(corpora, tmp_path,
                                                                        monkeypatch):
     """The conflict table and its records read one comparison of the two vocabularies."""

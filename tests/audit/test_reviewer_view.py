@@ -74,6 +74,7 @@ def _records(doc, predicate):
 # --- 10, 13, 12: label conflicts, the pixel-identical union, the deduplicated split --------
 
 
+@pytest.mark.slow
 def test_label_conflicting_twin_is_a_record_a_verdict_and_first(audited):
     _, doc, html = audited
     rec = _records(doc, "label_conflict_pixel_xxh128")[0]
@@ -161,6 +162,7 @@ def test_census_says_a_pixel_predicate_is_uncalibrated_without_control(audited):
                for line in doc["summary"]["lines"])
 
 
+@pytest.mark.slow
 def test_census_marks_a_predicate_the_control_finds_unreliable(release, tmp_path):
     control = tmp_path / "control"
     for split, n in (("train", 6), ("test", 4)):
@@ -198,6 +200,7 @@ def test_header_probe_ba_reads_the_within_pool_probe():
     assert out[0]["value"] == pytest.approx(0.767) and out[0]["held"]
 
 
+@pytest.mark.slow
 def test_label_map_gives_the_binary_probe_and_gates_it(release, tmp_path):
     three = audit(release, out_dir=tmp_path / "three", workers=1, progress=False,
                   layers=["provenance"], fail_on=["header_probe_ba>0.9"])
@@ -269,6 +272,7 @@ def test_group_regex_that_matches_nothing_says_so(release, tmp_path):
                                     "of the 101 rows' basename")
 
 
+@pytest.mark.slow
 def test_unrecognised_label_column_is_a_warning(release, tmp_path):
     files = sorted(p for p in release.rglob("*") if p.is_file())
     lst = tmp_path / "list.csv"
@@ -298,6 +302,7 @@ def test_per_class_rates_are_a_table(audited):
 # --- 16: list-column options on audit -----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_audit_reads_a_list_with_named_columns(release, tmp_path):
     files = sorted(p for p in release.rglob("*") if p.is_file())
     lst = tmp_path / "index.csv"

@@ -98,6 +98,7 @@ def hash_rules(dp: np.ndarray, dd: np.ndarray, k: int = 6) -> dict[str, np.ndarr
 # --- layout -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_layout_counts_and_columns(demo, planted):
     files = image_files(demo)
     assert sum(f.startswith("train/") for f in files) == 240
@@ -154,6 +155,7 @@ def test_invalid_arguments_and_existing_folders(tmp_path):
 # --- determinism ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_same_seed_same_bytes_and_overwrite(tmp_path):
     a = digests(make_demo(tmp_path / "a", seed=3, **SMALL))
     b_root = make_demo(tmp_path / "b", seed=3, **SMALL)

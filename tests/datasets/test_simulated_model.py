@@ -24,6 +24,7 @@ def outputs(tmp_path_factory):
     return root, simulate_model_outputs(root, base / "model", seed=3)
 
 
+@pytest.mark.slow
 def test_predictions_cover_every_test_file_and_memorise_the_leaked_ones(outputs):
     root, paths = outputs
     with open(paths["predictions"], newline="") as fh:

@@ -69,6 +69,7 @@ def _macro_auc(res):
     return rec["details"]["macro_auc"], rec
 
 
+@pytest.mark.slow
 def test_macro_auc_of_the_tools_logits_through_the_audit_is_sklearns_ovr_on_softmax(
         release, tmp_path):
     root, paths, y, logits = release

@@ -37,6 +37,7 @@ FAST = ["--image-size", "48", "--epochs", "1", "--batch-size", "16", "--workers"
         "--device", "cpu"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", [["train", "REL", "--out", "OUT"], ["embed", "REL", "--out",
                                                                      "OUT/e.parquet"],
                                   ["experiment", "REL", "--out", "OUT"]])
@@ -51,6 +52,7 @@ def test_without_torch_a_verb_exits_2_with_the_install_hint(verb, tiny_release, 
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_the_core_install_imports_no_torch():
     code = ("import sys; import splitscope.cli, splitscope.experiments.layer, "
             "splitscope.experiments.commands, splitscope.audit.run\n"
@@ -109,6 +111,7 @@ def test_torchvision_backbone_by_name():
     assert module(torch.zeros(2, 1, 64, 64)).shape == (2, 512)
 
 
+@pytest.mark.slow
 def test_timm_backbone_by_name():
     try:
         import timm  # noqa: F401
@@ -145,6 +148,7 @@ def test_embed_writes_what_duplicates_embeddings_reads(tiny_release, tmp_path, c
     assert json.loads(capsys.readouterr().out)["cache"]["hit"] is True
 
 
+@pytest.mark.slow
 def test_experiment_explains_and_audits_in_one_report(tiny_release, tmp_path, capsys):
     from experiment_helpers import EXTERNAL_CONTAINED, make_external
 
@@ -210,6 +214,7 @@ def test_experiment_explains_and_audits_in_one_report(tiny_release, tmp_path, ca
     assert att["contrast"]["difference"] == pytest.approx(meta["contrast"]["difference"])
 
 
+@pytest.mark.slow
 def test_demo_with_a_trained_small_cnn(tmp_path):
     from splitscope.audit.demo import run_demo
 

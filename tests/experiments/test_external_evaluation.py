@@ -37,6 +37,7 @@ def experiment(tiny_release, external, tmp_path_factory):
                             device="cpu", external=external)
 
 
+@pytest.mark.slow
 def test_every_run_is_scored_on_both_external_views(experiment):
     info = experiment.info["external"]
     rows = 2 * EXTERNAL_NEW + EXTERNAL_CONTAINED

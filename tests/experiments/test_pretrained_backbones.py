@@ -26,6 +26,7 @@ def _same(module, state: dict) -> bool:
     return all(torch.equal(v, state[k]) for k, v in module.state_dict().items())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["resnet18", "densenet121"])
 @pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
 def test_a_torchvision_model_saved_here_loads_back(arch, suffix, tmp_path):
@@ -46,6 +47,7 @@ def test_a_torchvision_model_saved_here_loads_back(arch, suffix, tmp_path):
     assert not _same(build_backbone(resolve_backbone(f"tv:{arch}"))[0][1], state)
 
 
+@pytest.mark.slow
 def test_densenet_checkpoints_with_the_older_layer_names_load(tmp_path):
     torch.manual_seed(2)
     state = tv.models.densenet121(weights=None).state_dict()

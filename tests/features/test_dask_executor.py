@@ -65,6 +65,7 @@ def crashing_extractor(files, params):
     return extract_batch(files, params)
 
 
+@pytest.mark.slow
 def test_map_matches_serial_and_propagates_errors(executor):
     assert isinstance(executor, Executor) and executor.workers == 2
     chunks = [(f"c{i:02d}", i) for i in range(15)]
@@ -96,6 +97,7 @@ def test_scan_equals_process_pool(executor, tmp_path):
     assert dask.meta["executor"].startswith("DaskExecutor(")
 
 
+@pytest.mark.slow
 def test_dying_worker_is_a_counted_worker_crashed_batch(executor, tmp_path):
     root = _release(tmp_path / "data", n=6)
     Image.fromarray(np.zeros((8, 8), np.uint8) + 9).save(root / "train" / "a" / "crash.png")
@@ -114,6 +116,7 @@ def test_dying_worker_is_a_counted_worker_crashed_batch(executor, tmp_path):
     executor.client.wait_for_workers(2, timeout=60)  # the nanny restarts the dead worker
 
 
+@pytest.mark.slow
 def test_cli_scan_with_dask_executor(tmp_path, capsys):
     root = _release(tmp_path / "data", n=3)
     code = main(["scan", str(root), "--workspace", str(tmp_path / "ws"), "--thumb-size", "16",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from splitscope.features.scanning import Scan
 
@@ -45,6 +46,7 @@ def _mapped_rss_kib(path: Path) -> int:
     return total
 
 
+@pytest.mark.slow
 def test_reading_thumbnails_keeps_the_mapped_store_bounded(tmp_path, monkeypatch):
     import pytest
 

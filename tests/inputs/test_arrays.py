@@ -37,6 +37,7 @@ def planted_arrays(rgb: bool = False):
     return {"train": train, "val": val, "test": test}, labels
 
 
+@pytest.mark.slow
 def test_npz_audit_via_cli_byte_identity_not_applicable(tmp_path, capsys):
     images, labels = planted_arrays()
     (tmp_path / "data").mkdir()
@@ -77,6 +78,7 @@ def test_npz_audit_via_cli_byte_identity_not_applicable(tmp_path, capsys):
     assert int(test["pixel_xxh128"].sum()) == 1 and int(test["ncc_nearest"].sum()) == 2
 
 
+@pytest.mark.slow
 def test_npz_deduplicated_split_removes_pixel_identical_copies_within_it(tmp_path):
     """Arrays have no bytes: copies inside a split are equal pixels, and the deduplicated split
     drops them as a folder audit drops byte copies; the summary calls them pixel-identical
@@ -129,6 +131,7 @@ def test_npz_manifest_rows_and_array_features_match_decoded_images(tmp_path):
     assert np.array_equal(result.thumbs([int(row["row"])])[0], thumbs[0])
 
 
+@pytest.mark.slow
 def test_in_memory_arrays_through_the_api(tmp_path):
     images, labels = planted_arrays()
     parts = [splitscope.Arrays(images[s], labels[s], split=s, name="mem") for s in
@@ -199,6 +202,7 @@ def test_bad_in_memory_arrays(tmp_path):
         scan(splitscope.Arrays(np.zeros((2, 4, 4), np.uint8), split=["train"]), tmp_path / "w")
 
 
+@pytest.mark.slow
 def test_mixed_files_and_arrays_on_one_boundary_are_partial_with_the_count(tmp_path):
     from input_builders import generated_jpegs, planted_release, write_folder
 

@@ -69,6 +69,7 @@ def _audit_pair(tmp_path: Path, originals: list[bytes]) -> tuple[Path, Path, dic
     return tmp_path / "out-folder", tmp_path / "out-hub", release
 
 
+@pytest.mark.slow
 def test_hub_parquet_of_generated_jpegs_audits_like_the_folder(tmp_path):
     folder_out, hub_out, _ = _audit_pair(tmp_path, generated_jpegs(24))
     records = assert_same_findings(folder_out, hub_out)
@@ -154,6 +155,7 @@ def _dataset_dict(datasets, release: dict):
         for split, rows in release.items()})
 
 
+@pytest.mark.slow
 def test_save_to_disk_folder_and_dataset_object_audit_like_the_folder(tmp_path, datasets):
     release = _release(generated_jpegs(20, seed=3))
     folder = write_folder(tmp_path / "folder", release)
@@ -225,6 +227,7 @@ def _estimates(out: Path) -> dict[str, tuple]:
             for rid, r in _records(out).items() if rid.startswith("provenance.")}
 
 
+@pytest.mark.slow
 def test_the_probes_do_not_depend_on_the_order_the_rows_are_listed(tmp_path):
     """The same files listed in another order (a shuffled table beside the folder) give the
     same header and image-statistics probes, partition classifier and source-label

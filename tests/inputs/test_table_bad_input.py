@@ -206,6 +206,7 @@ def test_a_table_with_some_rows_without_bytes_lists_them_as_missing(tmp_path):
     assert len(m) == 2
 
 
+@pytest.mark.slow
 def test_a_table_of_re_encoded_images_carries_a_warning(tmp_path):
     """PNG bytes under the released .jpg names: the table is not the released files, and the
     summary says so before any rate; the same images as JPEG bytes carry no such warning."""

@@ -59,6 +59,7 @@ def _fit(X, y, early_stopping):
     return model.fit(X, y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("early_stopping", [False, True])
 def test_a_fit_is_the_library_fit_tree_for_tree(early_stopping):
     rng = np.random.default_rng(5)

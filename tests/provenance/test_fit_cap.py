@@ -81,6 +81,7 @@ def _same(a, b):
     pd.testing.assert_frame_equal(a.single_field, b.single_field)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cap", [600, FIT_MAX_ROWS])
 def test_below_the_cap_the_probes_equal_the_uncapped_ones(cap):
     t = _table()
@@ -114,6 +115,7 @@ def test_above_the_cap_models_fit_on_the_sample_and_score_every_row():
     _same(c, again)  # seeded
 
 
+@pytest.mark.slow
 def test_layer_records_say_how_many_rows_fit_the_models():
     t = _table()
     res = audit_provenance(t, n_resamples=100, importance_repeats=1, partition=False,

@@ -114,6 +114,7 @@ def _importances_scoring_every_tree(model, X, y, names, repeats, seed, max_rows)
     return pd.DataFrame(out, columns=["field", "importance", "std"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("classes", [2, 3])
 def test_importances_equal_scoring_every_tree(classes):
     """Re-evaluating only the trees that use a field gives the importances of scoring every
@@ -138,6 +139,7 @@ def test_importances_equal_scoring_every_tree(classes):
     assert (fast["importance"] != 0).any()
 
 
+@pytest.mark.slow
 def test_folds_in_worker_processes_give_the_same_probe():
     a = header_probe_within_pool(_table(), n_resamples=200, importance_repeats=2, jobs=1)
     b = header_probe_within_pool(_table(), n_resamples=200, importance_repeats=2, jobs=2)
@@ -177,6 +179,7 @@ def test_distinct_columns_keep_the_first_of_identical_ones():
     assert distinct_columns(X, [False, True] + [False] * 5).tolist() == [0, 1, 2, 5]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("classes", [2, 3])
 def test_a_fit_on_the_distinct_columns_is_the_fit_on_every_column(classes):
     """Duplicated columns (inside a field, across fields, a whole field, a categorical one)
@@ -213,6 +216,7 @@ def test_a_fit_on_the_distinct_columns_is_the_fit_on_every_column(classes):
     assert (fast["importance"] != 0).any()
 
 
+@pytest.mark.slow
 def test_columns_in_the_same_order_are_binned_alike_and_fitted_once():
     """A column that is a strictly increasing function of an earlier one (a quality factor and
     the coefficients it scales) has the same bin codes when there are few enough distinct
@@ -259,6 +263,7 @@ def test_columns_in_the_same_order_are_binned_alike_and_fitted_once():
     assert by_field["jpeg_quality"] > 0.1 and by_field["copy_of_file_size"] == 0.0
 
 
+@pytest.mark.slow
 def test_columns_without_a_value_on_the_training_rows_are_not_fitted():
     """A numeric column that is all NaN on the training rows made scikit-learn's binning fail;
     it is left out, which changes no tree (every row sits in its missing bin)."""
@@ -289,6 +294,7 @@ def test_columns_without_a_value_on_the_training_rows_are_not_fitted():
     assert by_field["jpeg_quality"] > 0.2
 
 
+@pytest.mark.slow
 def test_no_column_with_a_value_gives_the_prior_not_a_crash():
     from splitscope.provenance.header_probe import fit_model
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from test_fit_cap import _table
 
 from splitscope.provenance.layer import audit_provenance
@@ -18,6 +19,7 @@ def _listed_twice(t: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     return pd.concat([t, again], ignore_index=True)
 
 
+@pytest.mark.slow
 def test_repeated_files_count_once_and_every_row_is_listed():
     t = _table().assign(file=lambda d: d["path"])
     dup = _listed_twice(t)

@@ -223,6 +223,7 @@ def test_a_check_that_did_not_run_names_its_predicate_and_keeps_its_report_table
     assert [r["id"] for r in view["partition"]] == ["provenance.partition"]
 
 
+@pytest.mark.slow
 def test_probes_one_after_another_give_the_same_records(demo_scan, monkeypatch, fold_maps):
     """Above TOGETHER_MAX_ROWS pool rows the probes and the partition classifier run one after
     another (one probe's matrices held at a time): every record and table is the one of

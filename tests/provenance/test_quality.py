@@ -185,6 +185,7 @@ def test_probe_finds_a_class_that_is_systematically_darker(tmp_path):
                                "image_stats_probe_cross_test_train"}
 
 
+@pytest.mark.slow
 def test_probe_on_a_clean_release_is_near_chance(tmp_path):
     recs, _ = _probe(tmp_path, None)
     for rid in ("provenance.image_stats_probe.within_pool",

@@ -43,6 +43,7 @@ def test_balanced_accuracy_rows_matches_sklearn(data):
     assert got[1] == pytest.approx(balanced_accuracy_score(yt, other))
 
 
+@pytest.mark.slow
 def test_bootstrap_intervals_agree_with_naive_case_resampling(data):
     y, score, yt, yp, rng = data
     idx = rng.integers(0, y.size, (400, y.size))

@@ -64,6 +64,7 @@ def _check_release(out: Path) -> dict:
     return record
 
 
+@pytest.mark.slow
 def test_mlcroissant_validates_and_loads_the_demo_record(demo):
     record = _check_release(demo)
     assert record["conformsTo"] == "http://mlcommons.org/croissant/1.0"
@@ -132,6 +133,7 @@ def test_a_changed_list_is_refused(demo, tmp_path, capsys):
     assert main(["croissant", str(tmp_path)]) == 2  # no audit.json
 
 
+@pytest.mark.slow
 def test_writing_it_needs_no_mlcroissant(demo, tmp_path):
     import shutil
 
@@ -146,6 +148,7 @@ def test_writing_it_needs_no_mlcroissant(demo, tmp_path):
     assert json.loads((copy / CROISSANT_FILE).read_text())["recordSet"]
 
 
+@pytest.mark.slow
 def test_audit_with_croissant_writes_it(demo, tmp_path):
     out = tmp_path / "again"
     res = audit(demo.parent / "data", out_dir=out, workers=1, progress=False,
@@ -161,6 +164,7 @@ def test_audit_with_croissant_writes_it(demo, tmp_path):
     assert sha256_file(out / "report.html") == before
 
 
+@pytest.mark.slow
 def test_the_audit_verb_flag(demo, tmp_path):
     out = tmp_path / "cli"
     assert main(["audit", str(demo.parent / "data"), "--out", str(out), "--layers", "groups",
@@ -171,6 +175,7 @@ def test_the_audit_verb_flag(demo, tmp_path):
     _load(out)
 
 
+@pytest.mark.slow
 def test_a_list_release_names_its_list(demo, tmp_path):
     manifest = pd.read_csv(demo / "lists" / "manifest.csv", dtype=str)
     listed = tmp_path / "index.csv"
@@ -185,6 +190,7 @@ def test_a_list_release_names_its_list(demo, tmp_path):
     _load(out)
 
 
+@pytest.mark.slow
 def test_an_audit_without_it_does_not_link_it(tmp_path, demo):
     res = audit(demo.parent / "data", out_dir=tmp_path / "plain", workers=1, progress=False,
                 layers=["groups"], group_regex=r"^p(?P<group>\d+)_")

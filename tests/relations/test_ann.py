@@ -134,6 +134,7 @@ def _embeddings(manifest: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+@pytest.mark.slow
 def test_the_layer_records_the_index_and_finds_what_exact_finds(planted_scan, tmp_path):
     src = tmp_path / "emb.parquet"
     _embeddings(planted_scan.manifest).to_parquet(src, index=False)

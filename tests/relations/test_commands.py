@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from splitscope.cli import app, main
 
 
+@pytest.mark.slow
 def test_duplicates_table_and_exports(planted_root, tmp_path):
     out = tmp_path / "out"
     runner = CliRunner()
@@ -52,6 +53,7 @@ def test_unknown_population_is_an_input_error(planted_root, tmp_path, selector):
                  "--workers", "1", "--query", selector, "--reference", "train"]) == 2
 
 
+@pytest.mark.slow
 def test_duplicates_gates_with_the_audit_grammar(planted_root, tmp_path):
     """--fail-on METRIC OP VALUE as in audit: the value is the worst boundary's."""
     args = ["duplicates", str(planted_root), "--workspace", str(tmp_path / "ws"),
@@ -110,6 +112,7 @@ def _fast_release(root):
         image(100 + k).save(root / "test" / "AB"[k] / f"own{k}.jpg", quality=90)
 
 
+@pytest.mark.slow
 def test_duplicates_and_audit_take_the_fast_mode(tmp_path):
     """``--mode fast`` reaches the scan of ``duplicates`` and of ``audit``: the copies are found
     in both modes, the features are cached apart under the fast key, and decoded-pixel identity

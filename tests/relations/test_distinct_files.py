@@ -37,6 +37,7 @@ def test_representative_is_each_files_first_row():
     assert representatives(side_rows).tolist() == [2, 5, 2, 9, 5]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cap", [1, 5])
 def test_distinct_files_equal_every_row(repeated_scan, cap):
     rows = repeated_scan.rows()

@@ -246,6 +246,7 @@ def emb_audit(planted_scan, tmp_path_factory):
     return result, src, tmp / "out"
 
 
+@pytest.mark.slow
 def test_audit_flags_planted_embeddings_only(emb_audit, planted_scan):
     result, _, _ = emb_audit
     f = result.tables["query_flags"].set_index("path")
@@ -325,6 +326,7 @@ def test_no_embeddings_no_record_and_bad_source(planted_scan, tmp_path):
                          embedding_tau=0)
 
 
+@pytest.mark.slow
 def test_cli_embeddings(planted_root, tmp_path):
     from splitscope.manifest import build_manifest
 

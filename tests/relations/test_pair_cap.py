@@ -51,6 +51,7 @@ def test_cap_pairs_keeps_deciding_pairs_first_then_by_rho():
         cap_pairs(pairs, 0)
 
 
+@pytest.mark.slow
 def test_cap_changes_what_is_measured_never_the_counts(smooth):
     rows = smooth.rows()
     b = boundary(smooth.manifest, "test", "train")

@@ -59,6 +59,7 @@ def _same(local, part):
     assert part.params["pairs_total"] == local.params["pairs_total"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["random", "ties", "flat"])
 @pytest.mark.parametrize("tau", [0.5, 0.95])
 def test_partitioned_equals_local(client, kind, tau):

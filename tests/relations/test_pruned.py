@@ -90,6 +90,7 @@ def _same(brute, fast):
     return stats
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["random", "background", "duplicates", "smooth", "flat"])
 @pytest.mark.parametrize("tau", [0.9, 0.98])
 @pytest.mark.parametrize("option", [None, "cells 2", "cells 8", "pca 4"])
