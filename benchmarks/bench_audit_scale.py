@@ -2,7 +2,7 @@
 
 No image files are needed. A population is written as a real feature workspace by the
 scan's own machinery (``splitscope.features.scanning.scan`` with an ``extractor`` that
-returns synthetic features instead of decoding files), then ``splitscope.audit.audit`` runs
+returns synthetic features instead of decoding files), then ``splitscope.audit`` runs
 every layer on it exactly as on a scanned release: its scan step finds every file in the
 cache (``extracted`` 0) and the layers, the document, the lists and the report follow.
 
@@ -367,7 +367,7 @@ def instrument(meter: StageMeter) -> None:
 
 def child(n: int, cache: str, workers: int, layers: str = "") -> None:
     """In a fresh interpreter: build (once) and audit one population; prints one JSON line."""
-    from splitscope.audit import audit
+    from splitscope.audit.run import audit
 
     folder = Path(cache) / f"audit-scale-n{n}"
     t = time.perf_counter()

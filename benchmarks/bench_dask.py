@@ -91,7 +91,7 @@ def _timed(fn):
 
 
 def _search_inputs(scan):
-    from splitscope.relations.ncc import ThumbnailRows
+    from splitscope.relations.ncc_core import ThumbnailRows
     from splitscope.relations.partitioned import StoredThumbnails
 
     rows = scan.rows()

@@ -43,7 +43,7 @@ def _cpu(seen: dict[int, float]) -> float:
 def run(sc, cap) -> tuple[dict, float, float]:
     import threading
 
-    from splitscope.provenance.layer import audit_provenance
+    from splitscope.provenance.checks import audit_provenance
 
     seen: dict[int, float] = {}
     stop = threading.Event()

@@ -145,7 +145,7 @@ def synthetic_scan(kind: str, n: int, folder: Path, seed: int = 0,
     """A scan-like object of ``n`` rows (the last ``test_share`` are test), thumbnails in a
     memory-mapped file under ``folder`` (generated once, then reused); ``grain`` is the
     ``smooth`` set's noise (see :func:`smooth_background`)."""
-    from splitscope.manifest.build import _finish
+    from splitscope.manifest.rows import _finish
 
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{kind}-n{n}-seed{seed}" + (f"-grain{grain:g}" if kind == "smooth" else "")
@@ -225,14 +225,15 @@ def child(task: str, kind: str, n: int, cache: str, extra: str) -> None:
     out: dict = {"task": task, "kind": kind, "rows": n, "queries": len(b.query.rows),
                  "references": len(b.reference.rows)}
     if task == "duplicates":
-        from splitscope.relations.layer import audit_duplicates
+        from splitscope.relations.duplicates import audit_duplicates
 
         res = audit_duplicates(s, [b])
         rec = next(r for r in res.records if r.predicate["name"] == "ncc_nearest")
         out.update(ncc_rows=rec.numerator, pairs_listed=len(res.tables["pairs"]),
                    pair_counts=rec.details.get("notes", {}).get("pairs"))
     elif task in ("ncc_pruned", "ncc_brute"):
-        from splitscope.relations.ncc import ThumbnailRows, ncc_search
+        from splitscope.relations.ncc import ncc_search
+        from splitscope.relations.ncc_core import ThumbnailRows
 
         q = ThumbnailRows(s.thumbs, b.query.rows, 96)
         r = ThumbnailRows(s.thumbs, b.reference.rows, 96)

@@ -47,7 +47,8 @@ from pathlib import Path
 import numpy as np
 
 from splitscope.relations.hashes import hamming_search, hash_search
-from splitscope.relations.ncc import centred_unit_vectors, ncc_search
+from splitscope.relations.ncc import ncc_search
+from splitscope.relations.ncc_core import centred_unit_vectors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_output import emit

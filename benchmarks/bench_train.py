@@ -157,7 +157,7 @@ def main() -> None:
     if args.throughput_only:
         import torch
 
-        from splitscope.features.executor import default_workers
+        from splitscope.features.executors import default_workers
         from splitscope.features.scanning import scan
         torch.set_num_threads(default_workers())
         ws = args.workspace or Path(tempfile.mkdtemp(prefix="bench-train-")) / "ws"

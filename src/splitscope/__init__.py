@@ -3,15 +3,22 @@ evaluation choices move a headline score.
 
 Names are imported on first use (``splitscope.build_manifest`` loads pandas only then), so
 worker processes that extract features start quickly.
+
+``splitscope.audit`` is the function :func:`splitscope.audit.run.audit`, not the package of
+that name: the package is loaded here (its ``__init__`` imports nothing), so that importing one
+of its modules later never binds ``splitscope.audit`` to it, and the name is then left to
+:func:`__getattr__`. Import the package's modules by their full names
+(``from splitscope.audit.options import AuditOptions``).
 """
 
+from importlib import import_module as _import_module
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
-from splitscope import _moved
 from splitscope.errors import InputError
 
-_moved.install()
+_import_module("splitscope.audit")  # the package, once: this binds it to ``audit`` here,
+globals().pop("audit", None)  # and the name is the function (``__getattr__``), never it
 
 try:
     __version__ = _version("splitscope")
@@ -33,10 +40,11 @@ def __getattr__(name: str):
         from splitscope.features.scanning import scan
 
         return scan
-    if name == "audit":  # the package, callable: splitscope.audit(...) runs an audit
-        import splitscope.audit
+    if name == "audit":  # the function that runs an audit (loads pandas, so not before)
+        from splitscope.audit.run import audit
 
-        return splitscope.audit
+        globals()["audit"] = audit
+        return audit
     if name == "AuditResult":  # what an audit returns; AuditResult.load reopens a folder
         from splitscope.audit.run import AuditResult
 

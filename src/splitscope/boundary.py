@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
-from splitscope.manifest.build import normalize_split
+from splitscope.manifest.rows import normalize_split
 
 
 @dataclass(frozen=True)

@@ -101,28 +101,14 @@ EXECUTOR_OPTIONS = [
 ]
 
 
-class AliasedOption(click.Option):
-    """An option whose later names are kept for command lines written before it was renamed,
-    and left out of ``--help`` (which shows the first name only)."""
-
-    def get_help_record(self, ctx):
-        opts = self.opts
-        self.opts = opts[:1]
-        try:
-            return super().get_help_record(ctx)
-        finally:
-            self.opts = opts
-
-
 def resamples_option(default: int = RunOptions.resamples, dest: str = "n_boot",
-                     help: str = "Bootstrap resamples (0: none).", old: tuple[str, ...] = ()):
-    """``--resamples``, the one name of every verb's bootstrap / group resamples; ``old``
-    names (``--n-boot``, ``--bootstrap``) still work."""
-    return click.option("--resamples", *old, dest, cls=AliasedOption, type=int,
-                        default=default, show_default=True, help=help)
+                     help: str = "Bootstrap resamples (0: none)."):
+    """``--resamples``, the one name of every verb's bootstrap / group resamples."""
+    return click.option("--resamples", dest, type=int, default=default, show_default=True,
+                        help=help)
 
 
-def fail_on_option(metrics, note: str = ""):
+def fail_on_option(metrics):
     """``--fail-on METRIC OP VALUE``, the one gate of every verb that gates (``audit`` lists
     its own metrics); ``metrics`` are those the verb measures
     (:class:`~splitscope.records.metrics.Metric` by name)."""
@@ -131,7 +117,7 @@ def fail_on_option(metrics, note: str = ""):
         "--fail-on", "fail_on", multiple=True, metavar="CONDITION",
         help="Exit with code 1 when METRIC OP VALUE holds (repeatable), e.g. "
              f"'{next(iter(metrics))}>0'; ops > >= < <= == !=, a value may end in %; the value "
-             f"is the largest over the boundaries. Metrics: {names}.{note}")
+             f"is the largest over the boundaries. Metrics: {names}.")
 
 
 def safety_options(allow_outside_root=False, follow_links=False, max_file_size=None,

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from splitscope.audit import audit
+from splitscope.audit.run import audit
 from splitscope.cli import main
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from splitscope.audit import audit
+from splitscope.audit.run import audit
 from splitscope.cli import main
 from splitscope.errors import InputError
 from splitscope.manifest.labels import apply_label_maps, vocabulary_overlap

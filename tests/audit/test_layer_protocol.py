@@ -10,8 +10,8 @@ from typing import ClassVar
 import pytest
 from audit_helpers import tiny_release
 
-from splitscope.audit import audit
 from splitscope.audit.protocol import NotRun, layer_names, register, unregister
+from splitscope.audit.run import audit
 from splitscope.records import AuditRecord, LayerResult
 
 
@@ -108,25 +108,35 @@ def test_register_refuses_a_second_layer_of_the_same_name(toy_layers):
         register(object())
 
 
-def test_the_audit_package_is_callable(tmp_path):
+def test_splitscope_audit_is_the_audit_function(tmp_path):
     import splitscope
+    import splitscope.audit.protocol  # importing the package's modules does not rebind it
 
+    assert splitscope.audit is audit
     res = splitscope.audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", workers=1,
                            progress=False, layers=["duplicates"], transforms=0)
     assert res.audit_json.is_file()
 
 
-def test_old_module_paths_still_import_with_a_warning():
-    import importlib
+def test_splitscope_audit_is_the_function_whatever_is_imported_first():
+    """In a fresh process: ``import splitscope`` loads neither the run module nor pandas, and
+    ``splitscope.audit`` is the function whether a module of the package was imported before
+    it or not."""
+    import subprocess
     import sys
 
-    for old, new in (("splitscope.relations.audit", "splitscope.relations.layer"),
-                     ("splitscope.probes.header_probe", "splitscope.provenance.header_probe"),
-                     ("splitscope.report.audit", "splitscope.audit.run")):
-        sys.modules.pop(old, None)
-        with pytest.warns(DeprecationWarning, match="moved to"):
-            module = importlib.import_module(old)
-        assert module is importlib.import_module(new)
+    package_first = ("import sys\n"
+                     "import splitscope\n"
+                     "assert 'pandas' not in sys.modules\n"
+                     "assert 'splitscope.audit.run' not in sys.modules\n"
+                     "import splitscope.audit.options\n"
+                     "from splitscope.audit.run import audit\n"
+                     "assert splitscope.audit is audit\n")
+    module_first = ("import splitscope.audit.options, splitscope\n"
+                    "from splitscope.audit.run import audit\n"
+                    "assert splitscope.audit is audit\n")
+    for code in (package_first, module_first):
+        subprocess.run([sys.executable, "-c", code], check=True)
 
 
 class _Beside:

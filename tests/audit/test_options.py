@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from audit_helpers import tiny_release
 
-from splitscope.audit import audit
 from splitscope.audit.commands import audit_command
 from splitscope.audit.options import AuditOptions
+from splitscope.audit.run import audit
 from splitscope.errors import InputError
 
 

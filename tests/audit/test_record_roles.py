@@ -16,8 +16,8 @@ from audit_helpers import tiny_release
 from toy_layer import PREDICATE, LargeFilesLayer
 
 import splitscope
-from splitscope.audit import audit
 from splitscope.audit.protocol import record_roles, register, unregister
+from splitscope.audit.run import audit
 from splitscope.records import roles as R
 
 PACKAGE = Path(splitscope.__file__).parent

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from splitscope.audit import audit
 from splitscope.audit.conditions import evaluate_conditions, parse_condition
 from splitscope.audit.meaning import RULES, meaning
+from splitscope.audit.run import audit
 from splitscope.cli import app, main
 from splitscope.provenance.predicates import HEADER_PROBE_CROSS, HEADER_PROBE_WITHIN, PARTITION
 from splitscope.report.figures import sweep_ylim

@@ -10,9 +10,9 @@ import pytest
 from audit_helpers import tiny_release
 from toy_layer import LargeFilesLayer, large_rows
 
-from splitscope.audit import audit
 from splitscope.audit.conditions import parse_condition
 from splitscope.audit.protocol import register, unregister
+from splitscope.audit.run import audit
 from splitscope.errors import InputError
 
 

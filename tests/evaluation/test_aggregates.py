@@ -138,7 +138,7 @@ def test_metrics_csv_carries_the_interval_columns(folder):
     sub, _, tmp = folder
     out = tmp / "m"
     assert main(["metrics", str(sub / "team1_predicted_val_dataset.csv"), "--truth",
-                 str(tmp / "truth.csv"), "--bootstrap", "200", "--out", str(out)]) == 0
+                 str(tmp / "truth.csv"), "--resamples", "200", "--out", str(out)]) == 0
     csv = pd.read_csv(out / "metrics.csv")
     for m in ("balanced_accuracy", "macro_auc", "organizer_score"):
         assert (csv[f"{m}_low"] <= csv[m]).all() and (csv[m] <= csv[f"{m}_high"]).all()

@@ -265,7 +265,7 @@ def _cli_inputs(tmp_path):
 
 def test_cli_attribution_json_and_exports(tmp_path, capsys):
     args = _cli_inputs(tmp_path)
-    code = cli.main(["attribution", *args, "--n-boot", "300", "--json", "--out",
+    code = cli.main(["attribution", *args, "--resamples", "300", "--json", "--out",
                      str(tmp_path / "out")])
     assert code == 0
     res = json.loads(capsys.readouterr().out)
@@ -280,7 +280,7 @@ def test_cli_attribution_json_and_exports(tmp_path, capsys):
     assert list(rows.columns) == ["row", "path", "exposed", "outside_share",
                                   "not_assessed_reason"] and len(rows) == 30
     # cluster bootstrap over a manifest column, and a readable table
-    assert cli.main(["attribution", *args, "--n-boot", "200", "--group-column", "group"]) == 0
+    assert cli.main(["attribution", *args, "--resamples", "200", "--group-column", "group"]) == 0
     out = capsys.readouterr().out
     assert "cluster bootstrap" in out and "mask missing" in out
 

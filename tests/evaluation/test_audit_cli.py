@@ -74,7 +74,7 @@ def test_cli_metrics_json_and_exports(tmp_path, capsys):
     table.to_excel(tmp_path / "truth.xlsx", index=False)
     make_predictions(table).to_csv(tmp_path / "p.csv", index=False)
     code = main(["metrics", str(tmp_path / "p.csv"), "--truth", str(tmp_path / "truth.xlsx"),
-                 "--view", "s2=where:source=S2", "--score-kind", "probability", "--bootstrap",
+                 "--view", "s2=where:source=S2", "--score-kind", "probability", "--resamples",
                  "100", "--json", "--out", str(tmp_path / "out")])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
@@ -83,13 +83,13 @@ def test_cli_metrics_json_and_exports(tmp_path, capsys):
     assert (tmp_path / "out" / "metrics.csv").exists()
     assert assert_artifacts_cover(tmp_path / "out") == ["metrics.csv", "metrics.json"]
     code = main(["metrics", str(tmp_path / "p.csv"), "--truth", str(tmp_path / "truth.xlsx"),
-                 "--bootstrap", "0", "--score-kind", "probability", "--fit", "source=S1",
+                 "--resamples", "0", "--score-kind", "probability", "--fit", "source=S1",
                  "--evaluate", "source=S2"])
     text = capsys.readouterr().out
     assert code == 0 and "official" in text and "thresholds fitted on source=S1" in text
     assert "temperature T*" in text
     code = main(["metrics", str(tmp_path / "p.csv"), "--truth", str(tmp_path / "truth.xlsx"),
-                 "--bootstrap", "0", "--fit", "source=S1", "--evaluate", "source=S2", "--json"])
+                 "--resamples", "0", "--fit", "source=S1", "--evaluate", "source=S2", "--json"])
     tr = json.loads(capsys.readouterr().out)["transfer"]
     assert tr["fit_rows"] + tr["evaluate_rows"] == 45 and "temperature" not in tr
     assert {r["rule"] for r in tr["threshold_summary"]} == {"default", "youden", "prevalence",

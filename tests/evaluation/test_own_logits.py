@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 from sklearn.metrics import roc_auc_score
 
-from splitscope.audit import audit
+from splitscope.audit.run import audit
 from splitscope.evaluation.effects import runs_from_predictions
 from splitscope.evaluation.metrics import softmax
 from splitscope.evaluation.predictions import read_predictions, read_truth

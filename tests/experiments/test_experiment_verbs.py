@@ -157,7 +157,7 @@ def test_experiment_explains_and_audits_in_one_report(tiny_release, tmp_path, ca
     out = tmp_path / "exp"
     external = make_external(tmp_path / "external", tiny_release)
     code = main(["experiment", str(tiny_release), "--out", str(out), "--seeds", "0,1",
-                 "--pools", "Full,Removal", "--n-boot", "200", "--external", str(external),
+                 "--pools", "Full,Removal", "--resamples", "200", "--external", str(external),
                  "--json", *FAST])
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
@@ -208,7 +208,7 @@ def test_experiment_explains_and_audits_in_one_report(tiny_release, tmp_path, ca
     flagged = out / "views" / "deduplicated_exclude.csv"
     assert main(["attribution", str(tiny_release), "--maps", str(out / "explain" / "maps.npz"),
                  "--masks", str(out / "explain" / "masks.npz"), "--flagged", str(flagged),
-                 "--rows", "test", "--n-boot", "0", "--json"]) == 0
+                 "--rows", "test", "--resamples", "0", "--json"]) == 0
     att = json.loads(capsys.readouterr().out)
     assert att["contrast"]["exposed"]["assessed"] == LEAKS
     assert att["contrast"]["difference"] == pytest.approx(meta["contrast"]["difference"])

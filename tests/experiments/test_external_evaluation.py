@@ -73,7 +73,7 @@ def test_external_metrics_are_what_metrics_reads(experiment, capsys):
     code = main(["metrics", str(out / "runs" / rid / "external_predictions.parquet"),
                  "--truth", str(ext / "truth.csv"), "--score-kind", "logit", "--view",
                  f"dedup=exclude:{ext / 'views' / 'deduplicated_exclude.csv'}",
-                 "--bootstrap", "0", "--json"])
+                 "--resamples", "0", "--json"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     got = {v["view"]: (v["balanced_accuracy"], v["rows"]) for v in doc["views"]}
@@ -106,7 +106,7 @@ def test_the_selected_model_reproduces_the_runs_test_logits(experiment):
 
 def test_transfer_cost_is_measured_by_effects_and_the_layer(experiment, capsys):
     runs_csv = experiment.out_dir / "runs.csv"
-    code = main(["effects", str(runs_csv), "--metric", "balanced_accuracy", "--n-boot", "0",
+    code = main(["effects", str(runs_csv), "--metric", "balanced_accuracy", "--resamples", "0",
                  "--json"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)

@@ -115,7 +115,7 @@ def test_predictions_are_read_unchanged_by_metrics(experiment, capsys):
     code = main(["metrics", str(out / "runs" / rid / "predictions.parquet"), "--truth",
                  str(out / "truth.csv"), "--score-kind", "logit", "--view",
                  f"deduplicated=exclude:{out / 'views' / 'deduplicated_exclude.csv'}",
-                 "--bootstrap", "0", "--json"])
+                 "--resamples", "0", "--json"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["verdict"]["scoreable"]
@@ -131,7 +131,7 @@ def test_predictions_are_read_unchanged_by_metrics(experiment, capsys):
 def test_runs_csv_is_read_unchanged_by_effects(experiment, capsys):
     runs_csv = experiment.out_dir / "runs.csv"
     code = main(["effects", str(runs_csv), "--contrast", "Removal-Full", "--metric",
-                 "balanced_accuracy", "--n-boot", "0", "--json"])
+                 "balanced_accuracy", "--resamples", "0", "--json"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     runs = pd.read_csv(runs_csv)

@@ -15,7 +15,8 @@ from PIL import Image
 
 from splitscope.cli import main
 from splitscope.errors import InputError
-from splitscope.features.executor import Executor, ProcessExecutor, SerialExecutor
+from splitscope.features.executor import ProcessExecutor, SerialExecutor
+from splitscope.features.executors import Executor
 from splitscope.features.extract import extract_batch
 from splitscope.features.scanning import scan
 from splitscope.records.model import sha256_file

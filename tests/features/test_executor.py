@@ -9,14 +9,12 @@ import pytest
 
 from splitscope.errors import InputError
 from splitscope.features.executor import (
-    BLAS_THREAD_VARIABLES,
-    Executor,
     ProcessExecutor,
     SerialExecutor,
-    default_workers,
     make_executor,
     pin_blas_threads,
 )
+from splitscope.features.executors import BLAS_THREAD_VARIABLES, Executor, default_workers
 
 
 def _chunks(n):

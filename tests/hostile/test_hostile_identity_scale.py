@@ -26,12 +26,8 @@ import pytest
 from hostile_corpus import image
 
 from splitscope.boundary import Boundary, Population
-from splitscope.relations.identity import (
-    identity_census,
-    identity_rows,
-    pixel_identity,
-    within_copies,
-)
+from splitscope.features.failures import identity_rows
+from splitscope.relations.identity import identity_census, pixel_identity, within_copies
 from splitscope.relations.label_conflicts import (
     conflict_records,
     label_conflicts,
@@ -369,7 +365,7 @@ def copied_scan(tmp_path_factory):
 
 @pytest.mark.parametrize(("cap", "dihedral"), [(1, False), (5, False), (2, True)])
 def test_query_copies_measured_once_equal_every_row(copied_scan, cap, dihedral):
-    from splitscope.relations.layer import resolve_boundaries
+    from splitscope.relations.boundary_relations import resolve_boundaries
     from splitscope.relations.near_duplicate import near_duplicates, near_duplicates_rows
 
     rows = copied_scan.rows()

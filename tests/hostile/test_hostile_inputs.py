@@ -18,7 +18,8 @@ from hostile_corpus import image
 
 from splitscope import cli
 from splitscope.errors import InputError
-from splitscope.features.executor import ChunkFailed, ProcessExecutor
+from splitscope.features.executor import ProcessExecutor
+from splitscope.features.executors import ChunkFailed
 from splitscope.features.scanning import scan
 from splitscope.manifest import read_list, workbook
 

@@ -115,7 +115,7 @@ def test_explain_runs_no_code_from_a_planted_selected_pt(finished, tmp_path, cap
     _plant(run / "selected.pt", marker, kind)
     if forged:
         _forge_metadata(run / "selected.pt")
-    assert main(["explain", str(run), "--n-boot", "0"]) == 2
+    assert main(["explain", str(run), "--resamples", "0"]) == 2
     assert not marker.exists()
     err = capsys.readouterr().err
     assert "selected.pt" in err and "Traceback" not in err and "weights_only" not in err
@@ -195,14 +195,14 @@ def test_explain_refuses_a_foreign_selected_pt_before_any_tensor_is_read(finishe
                                                                          damage):
     run = _copy(finished, tmp_path) / "runs" / RID
     FOREIGN[damage](run / "selected.json")
-    assert main(["explain", str(run), "--n-boot", "0"]) == 2
+    assert main(["explain", str(run), "--resamples", "0"]) == 2
     assert "selected" in capsys.readouterr().err
     assert torch_loads == []
 
 
 def test_explain_reads_a_genuine_run_folder_with_tensors_only(finished, tmp_path, torch_loads):
     run = _copy(finished, tmp_path) / "runs" / RID
-    assert main(["explain", str(run), "--n-boot", "0"]) == 0
+    assert main(["explain", str(run), "--resamples", "0"]) == 0
     assert torch_loads and all(call.get("weights_only") is True for call in torch_loads)
 
 
@@ -301,7 +301,7 @@ def test_every_accepted_backbone_embeds_trains_and_explains_offline(finished, tm
     assert main(["train", str(release), "--out", str(out), *common, "--epochs", "1",
                  "--policy", "frozen", "--seeds", "0", "--pools", "Full", "--json"]) == 0
     run = next((out / "runs").iterdir())
-    assert main(["explain", str(run), "--n-boot", "0"]) == 0
+    assert main(["explain", str(run), "--resamples", "0"]) == 0
     assert no_network == []
     assert "Traceback" not in capsys.readouterr().err
 
@@ -343,5 +343,5 @@ def test_explain_refuses_a_run_record_naming_an_online_backbone(finished, tmp_pa
     rec = json.loads((run / "run.json").read_text())
     rec["backbone"]["name"] = "timm:hf-hub:timm/resnet18"
     (run / "run.json").write_text(json.dumps(rec))
-    assert main(["explain", str(run), "--n-boot", "0"]) == 2
+    assert main(["explain", str(run), "--resamples", "0"]) == 2
     assert "hf-hub" in capsys.readouterr().err and no_network == []

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from splitscope.errors import InputError
+from splitscope.provenance.checks import audit_provenance
 from splitscope.provenance.header_probe import (
     FIT_MAX_ROWS,
     header_probe_cross_split,
@@ -16,7 +17,6 @@ from splitscope.provenance.image_stats_probe import (
     IMAGE_STATS_FEATURES,
     image_stats_probe_within_pool,
 )
-from splitscope.provenance.layer import audit_provenance
 from splitscope.provenance.stats import fit_sample
 
 

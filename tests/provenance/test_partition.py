@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from splitscope.errors import InputError
+from splitscope.features.embeddings import load_embeddings
 from splitscope.provenance.partition import (
     content_features,
     internal_split,
-    load_embeddings,
     partition_classifier,
     proxy_a_distance,
 )

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from test_fit_cap import _table
 
-from splitscope.provenance.layer import audit_provenance
+from splitscope.provenance.checks import audit_provenance
 
 
 def _listed_twice(t: pd.DataFrame, seed: int = 0) -> pd.DataFrame:

@@ -53,7 +53,6 @@ def test_groups_table_output_and_fail_on(fold_lists, capsys):
     assert main(args) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "split_0 → split_1" in text and "(conditional on traceability)" in text
-    assert main(args + ["--fail-on-overlap"]) == 1  # the old spelling, deprecated
     assert main(args + ["--fail-on", "group_overlap_rate>0"]) == 1
     assert main(args + ["--fail-on", "group_overlap_rate>1"]) == 0
     assert main(args + ["--fail-on", "ncc_rate>0"]) == 2  # not a metric of this verb

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from splitscope.groups.layer import audit_groups
-from splitscope.provenance.layer import audit_provenance
+from splitscope.provenance.checks import audit_provenance
 
 
 def _manifest(groups=True):

@@ -13,7 +13,7 @@ from quality_helpers import PLANTED, class_release, planted_release
 
 from splitscope.errors import InputError
 from splitscope.features.scanning import scan
-from splitscope.provenance.layer import audit_provenance, audit_quality
+from splitscope.provenance.checks import audit_provenance
 from splitscope.provenance.quality import (
     FLAGS,
     QualityParams,
@@ -22,6 +22,7 @@ from splitscope.provenance.quality import (
     quality_rates,
     quality_table,
 )
+from splitscope.provenance.quality_records import audit_quality
 
 FLAG_NAMES = [f.name for f in FLAGS]
 

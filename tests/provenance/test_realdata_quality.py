@@ -16,7 +16,7 @@ KERMANY_ROWS = {("test", "NORMAL"): 234, ("test", "PNEUMONIA"): 390,
 
 @pytest.fixture(scope="module")
 def kermany_audit(shared_data, tmp_path_factory):
-    from splitscope.audit import audit
+    from splitscope.audit.run import audit
 
     out = tmp_path_factory.mktemp("kermany-quality")
     res = audit(shared_data / "kermany-chest-xray-224", out_dir=out / "o", workers=2,
@@ -54,7 +54,7 @@ def test_quality_layer_runs_in_the_audit_on_kermany(kermany_audit):
 
 def test_image_statistics_predict_pneumonia_within_pool_and_across_split(kermany_audit):
     from splitscope.features.scanning import scan
-    from splitscope.provenance.layer import audit_provenance
+    from splitscope.provenance.checks import audit_provenance
 
     res, out = kermany_audit
     sc = scan(res.document["inputs"][0]["path"], out / "o" / "workspace", workers=2,

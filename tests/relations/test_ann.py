@@ -18,7 +18,7 @@ from splitscope.relations.ann import (
     ivf_embedding_search,
     search_params,
 )
-from splitscope.relations.layer import audit_duplicates
+from splitscope.relations.duplicates import audit_duplicates
 from splitscope.relations.ncc import embedding_search
 
 faiss = pytest.importorskip("faiss")

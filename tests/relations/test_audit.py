@@ -12,8 +12,9 @@ from relations_helpers import PLANTED, mini_scan
 
 from splitscope.boundary import Boundary, Population
 from splitscope.errors import InputError
+from splitscope.relations.boundary_relations import resolve_boundaries
 from splitscope.relations.controls import control_rate
-from splitscope.relations.layer import audit_duplicates, resolve_boundaries
+from splitscope.relations.duplicates import audit_duplicates
 
 HASHES = ["hash_screen", "hash_joint", "hash_sum", "hash_exact_phash"]
 NEAR = HASHES + ["ncc_nearest"]

@@ -39,12 +39,20 @@ def test_duplicates_json_and_fail_on(planted_root, tmp_path):
                and p["boundary"] == "test → train")
     assert (sha["numerator"], sha["denominator"]) == (3, 18)
     assert sha["control_rate"] is not None
-    held = runner.invoke(app, args + ["--fail-on", "sha256"])
-    assert held.exit_code == 1
     assert main(["duplicates", str(planted_root), "--workspace", str(tmp_path / "ws"),
                  "--workers", "1", "--fail-on", "nonsense"]) == 2
     assert main(["duplicates", str(planted_root), "--workspace", str(tmp_path / "ws"),
                  "--query", "test"]) == 2
+
+
+def test_a_bare_predicate_name_is_a_usage_error(planted_root, tmp_path, capsys):
+    """--fail-on takes METRIC OP VALUE only: a bare name stops before any scan (exit 2), the
+    message showing the grammar."""
+    assert main(["duplicates", str(planted_root), "--workspace", str(tmp_path / "ws"),
+                 "--workers", "1", "--fail-on", "sha256"]) == 2
+    err = capsys.readouterr().err
+    assert "expected 'metric op value'" in err and "ncc_rate>0.01" in err
+    assert not (tmp_path / "ws").exists()
 
 
 @pytest.mark.parametrize("selector", ["val", "split=nothing"])

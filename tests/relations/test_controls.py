@@ -10,7 +10,7 @@ from relations_helpers import mini_scan, smooth_image
 
 from splitscope.errors import InputError
 from splitscope.relations.controls import comparison_pairs, median_difference
-from splitscope.relations.layer import audit_duplicates
+from splitscope.relations.duplicates import audit_duplicates
 from splitscope.relations.transforms import TRANSFORMS, transform_sensitivity
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from splitscope.relations.layer import audit_duplicates
+from splitscope.relations.duplicates import audit_duplicates
 
 _MAP = {"sha256": "sha256", "basename": "basename", "pixel_reencode": "pixel_xxh128",
         "ncc": "ncc_nearest", "hash_screen": "hash_screen", "hash_joint": "hash_joint",

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from relations_helpers import mini_scan
 
-from splitscope.relations.layer import resolve_boundaries
+from splitscope.relations.boundary_relations import resolve_boundaries
 from splitscope.relations.near_duplicate import (
     near_duplicates,
     near_duplicates_rows,

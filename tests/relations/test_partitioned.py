@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from splitscope.errors import InputError
-from splitscope.relations.ncc import canonical_values, centred_unit_vectors, ncc_search
+from splitscope.relations.ncc import ncc_search
+from splitscope.relations.ncc_core import canonical_values, centred_unit_vectors
 from splitscope.relations.partitioned import StoredThumbnails, partitioned_ncc_search
 
 distributed = pytest.importorskip("distributed")

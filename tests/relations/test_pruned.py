@@ -9,13 +9,8 @@ import numpy as np
 import pytest
 
 from splitscope.relations import pruned
-from splitscope.relations.ncc import (
-    ThumbnailRows,
-    _blocked_search,
-    _flat,
-    centred_unit_vectors,
-    ncc_search,
-)
+from splitscope.relations.ncc import _blocked_search, _flat, ncc_search
+from splitscope.relations.ncc_core import ThumbnailRows, centred_unit_vectors
 
 
 def _background(n, rng, size=32, own=6.0):
@@ -234,7 +229,7 @@ def test_bounds_whose_coordinates_exceed_the_memory_budget_are_not_tried(monkeyp
 
 
 def test_canonical_values_do_not_depend_on_how_many_pairs_are_gathered_at_a_time():
-    from splitscope.relations.ncc import canonical_values
+    from splitscope.relations.ncc_core import canonical_values
 
     q, r = _inputs("background", 12)
     qv, rv = centred_unit_vectors(q)[0], centred_unit_vectors(r)[0]

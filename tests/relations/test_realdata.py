@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from splitscope.relations.layer import audit_duplicates
+from splitscope.relations.duplicates import audit_duplicates
 
 pytestmark = pytest.mark.realdata
 

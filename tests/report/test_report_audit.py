@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from PIL import Image
 from reportkit import EVIL
 
-from splitscope.audit import audit
 from splitscope.audit.protocol import AuditContext, layer_names, run_layer
+from splitscope.audit.run import audit
 from splitscope.cli import app, main
 from splitscope.errors import InputError
 from splitscope.records.schema import validate

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from splitscope.audit import audit
+from splitscope.audit.run import audit
 from splitscope.records.schema import validate
 
 

@@ -310,5 +310,4 @@ def demo_command(directory, seed, workers, fail_on, as_json, trained_model) -> N
 
 COMMANDS: list = [audit_command, demo_command]
 
-__all__ = ["COMMANDS", "InputError", "audit_command", "demo_command", "print_summary",
-           "summary_payload"]
+__all__ = ["COMMANDS", "audit_command", "demo_command", "print_summary", "summary_payload"]

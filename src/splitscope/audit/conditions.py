@@ -15,29 +15,19 @@ from typing import Any
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
 from splitscope.provenance.predicates import METRICS as PROVENANCE_METRICS
 from splitscope.provenance.predicates import QUALITY_METRICS
-from splitscope.records.metrics import (  # noqa: F401 - re-exported: they lived here
+from splitscope.records.metrics import (
     Condition,
     Metric,
-    _matching,
-    control_status,
     evaluate,
-    is_control,
-    label_conflicts_found,
-    metric_records,
     parse,
-    record_text,
-    records_on,
 )
 from splitscope.records.metrics import find_record as _find_record
 from splitscope.records.metrics import metric_table as _metric_table
 from splitscope.relations.predicates import EXTERNAL_METRICS
 from splitscope.relations.predicates import METRICS as RELATIONS_METRICS
 
-__all__ = ["METRICS", "Condition", "Metric", "all_metrics", "control_status",
-           "evaluate_conditions",
-           "find_record",
-           "is_control", "label_conflicts_found", "metric_records", "metric_table",
-           "parse_condition", "record_text", "records_on"]
+__all__ = ["METRICS", "all_metrics", "evaluate_conditions", "find_record", "metric_table",
+           "parse_condition"]
 
 
 _LAYERS_NOT_ASSESSED = Metric(

@@ -92,8 +92,7 @@ def trained_model_outputs(root, out_dir: Path, *, group_regex: str | None = None
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @with_options(backbone_options)
 @with_options(training_options)
-@resamples_option(2000, help="Bootstrap resamples of the effects and the attribution contrast.",
-                  old=("--n-boot",))
+@resamples_option(2000, help="Bootstrap resamples of the effects and the attribution contrast.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def experiment_cmd(release, out_dir, backbone, weights, init_seed, image_size, workspace,
                    device, group_regex, workers, policies, seeds, pools, epochs, batch_size,

@@ -19,10 +19,9 @@ from typing import Any
 from splitscope.groups.reading import RULES as GROUP_RULES
 from splitscope.provenance.reading import RULES as PROVENANCE_RULES
 from splitscope.records.metrics import Rule
-from splitscope.relations.reading import MEMORISATION_MIN_RATE
 from splitscope.relations.reading import RULES as RELATIONS_RULES
 
-__all__ = ["MEMORISATION_MIN_RATE", "ORDER", "RULES", "Rule", "layer_rules", "meaning"]
+__all__ = ["ORDER", "RULES", "layer_rules", "meaning"]
 
 #: the order a reader meets the method's rules in, per boundary: what makes every score
 #: unreadable (label noise) first, what a clean result does not exclude last

@@ -26,8 +26,7 @@ from splitscope.features.extract import DEFAULT_MAX_FILE_BYTES, FeatureParams
 from splitscope.options import InputOptions, ProvenanceOptions, RunOptions, SearchOptions
 from splitscope.provenance.quality import QualityParams
 
-__all__ = ["SCORE_KINDS", "AuditOptions", "EvaluationOptions", "InputOptions",
-           "ProvenanceOptions", "RunOptions", "SearchOptions"]
+__all__ = ["SCORE_KINDS", "AuditOptions", "EvaluationOptions"]
 
 #: what saved prediction scores may be (declared, never guessed)
 SCORE_KINDS = ("score", "probability", "logit")

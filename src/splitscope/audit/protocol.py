@@ -65,17 +65,6 @@ class AuditContext:
     executor: Any = None  # where scans and a partitioned search run (not an option)
 
     @property
-    def params(self) -> dict[str, Any]:
-        """The options under the flat names layers written before :attr:`options` read."""
-        o = self.options
-        return {"tau": o.search.tau, "radius": o.search.radius, "dihedral": o.search.dihedral,
-                "transforms": o.search.transforms, "score_kind": o.evaluation.score_kind,
-                "group_regex": o.inputs.group_regex, "label_map": o.inputs.label_map,
-                "list_options": dict(o.inputs.list_options),
-                "workspace": Path(o.run.workspace) if o.run.workspace else None,
-                "executor": self.executor}
-
-    @property
     def manifest(self):
         return self.scan.manifest
 

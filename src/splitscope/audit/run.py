@@ -40,9 +40,9 @@ from typing import Any
 
 import pandas as pd
 
-from splitscope.audit.conditions import Condition, evaluate_conditions, parse_condition
+from splitscope.audit.conditions import evaluate_conditions, parse_condition
 from splitscope.audit.meaning import meaning
-from splitscope.audit.options import AuditOptions, RunOptions
+from splitscope.audit.options import AuditOptions
 from splitscope.audit.protocol import (
     AuditContext,
     LayerOutcome,
@@ -58,9 +58,11 @@ from splitscope.boundary import release_boundaries
 from splitscope.errors import InputError
 from splitscope.features.extract import DEFAULT_MAX_FILE_BYTES
 from splitscope.features.failures import failures_table, write_failure_lists
+from splitscope.options import RunOptions
 from splitscope.records import publish, software_versions
 from splitscope.records.exports import artifact, write_csv, write_json, write_tables
 from splitscope.records.inputs import fingerprint_input, fingerprint_path
+from splitscope.records.metrics import Condition
 from splitscope.records.publish import inside, publishing
 from splitscope.records.schema import SCHEMA_VERSION, validation_errors
 from splitscope.records.scorecard import score_card

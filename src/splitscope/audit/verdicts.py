@@ -19,7 +19,7 @@ from splitscope.records.metrics import Verdict
 from splitscope.relations.reading import EXTERNAL_VERDICTS
 from splitscope.relations.reading import VERDICTS as RELATIONS_VERDICTS
 
-__all__ = ["ORDER", "VERDICTS", "fmt_int", "layer_verdicts", "summary_notes", "verdicts"]
+__all__ = ["ORDER", "VERDICTS", "layer_verdicts", "summary_notes", "verdicts"]
 
 #: the order a reader meets the method's verdict sections in: label conflicts first (they make
 #: every score unreadable), then near-twins, copies, the deduplicated split, shared groups,

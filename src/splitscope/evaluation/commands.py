@@ -181,8 +181,7 @@ def _transfer(truth, aligned, score_kind, fit_sel, eval_sel) -> dict:
 @click.option("--score-kind", type=_KINDS, default="score", show_default=True,
               help="What the class columns hold (declared, never guessed).")
 @click.option("--layout", type=click.Choice(["wide", "long"]), default="wide", show_default=True)
-@resamples_option(2000, help="Percentile bootstrap resamples over cases (0: none).",
-                  old=("--bootstrap",))
+@resamples_option(2000, help="Percentile bootstrap resamples over cases (0: none).")
 @click.option("--fit", "fit_sel", default=None,
               help="Selector of the rows thresholds/temperature are fitted on (e.g. "
                    "'source!=KVASIR'); needs --evaluate.")
@@ -269,7 +268,7 @@ def _metrics_row(m: dict) -> dict:
     for k in ("balanced_accuracy", "macro_auc", "organizer_score"):
         iv = b.get(k) or {}
         row[f"{k}_low"], row[f"{k}_high"] = iv.get("low"), iv.get("high")
-    row["interval"] = b.get("kind", "not computed (--bootstrap 0)")
+    row["interval"] = b.get("kind", "not computed (--resamples 0)")
     return row
 
 
@@ -293,8 +292,7 @@ def _metrics_row(m: dict) -> dict:
 @click.option("--rank-metric", type=click.Choice(["organizer_score", "balanced_accuracy",
                                                    "macro_auc"]), default="organizer_score",
               show_default=True)
-@resamples_option(0, help="Bootstrap resamples per entry and view (0: none).",
-                  old=("--bootstrap",))
+@resamples_option(0, help="Bootstrap resamples per entry and view (0: none).")
 @click.option("--entry-bootstrap", "entry_boot", default=2000, show_default=True, type=int,
               help="Resamples of the bootstrap over entries behind the per-view mean and "
                    "median Δ intervals (0: none).")
@@ -421,8 +419,7 @@ def _print_aggregates(con, aggregates: list[dict], metric: str) -> None:
 @click.option("--by", "by", multiple=True,
               help="Columns the contrasts are reported by (repeatable; default: every "
                    "identity column except the condition and seed-like columns).")
-@resamples_option(2000, help="Seed-bootstrap resamples of each contrast (0: none).",
-                  old=("--n-boot",))
+@resamples_option(2000, help="Seed-bootstrap resamples of each contrast (0: none).")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--component", "components", multiple=True,
               default=("policy", "threshold", "calibration"), show_default=True,
@@ -587,7 +584,7 @@ def pools_cmd(manifest, train, drop_source, flagged, batch_size, no_drop_last, s
               help="Regex with a named group 'group' over the basename: cluster bootstrap.")
 @click.option("--exposed-name", default="flagged", show_default=True,
               help="What the exposed rows are, in the record's words.")
-@resamples_option(2000, help="Bootstrap resamples (0: no interval).", old=("--n-boot",))
+@resamples_option(2000, help="Bootstrap resamples (0: no interval).")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,

@@ -32,7 +32,7 @@ from splitscope.evaluation.predicates import (
     THRESHOLD_TRANSFER,
 )
 from splitscope.evaluation.predictions import Predictions, Truth, read_truth
-from splitscope.evaluation.rescore import RescoreResult, load_entries, rescore
+from splitscope.evaluation.rescore import load_entries, rescore
 from splitscope.evaluation.thresholds import threshold_transfer_multiclass
 from splitscope.evaluation.uncertainty import bootstrap_metrics
 from splitscope.evaluation.views import (
@@ -355,7 +355,7 @@ def _transfer_records(truth: Truth, aligned_by_entry: dict, fit: str | None,
     return out
 
 
-__all__ = ["AttributionLayer", "EvaluationLayer", "RescoreResult", "audit_predictions"]
+__all__ = ["AttributionLayer", "EvaluationLayer", "audit_predictions"]
 
 
 # ------------------------------------------------------------------------- audit layers
@@ -428,7 +428,7 @@ class AttributionLayer:
     def run(self, context) -> LayerResult:
         from splitscope.evaluation.attribution import audit_attribution
         from splitscope.records import not_run_record
-        from splitscope.relations.layer import DEDUP_PREDICATES
+        from splitscope.relations.predicates import DEDUP_PREDICATES
 
         cont = context.outcomes["duplicates"].result.tables.get("contaminated")
         if cont is None:

@@ -39,7 +39,7 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.manifest.workbook import filled as _filled
-from splitscope.manifest.workbook import read_sheet, rows_to_frame, sheet_rows, unique_names
+from splitscope.manifest.workbook import read_sheet, rows_to_frame, sheet_rows
 from splitscope.records.exports import restore_formulas
 
 XLSX_SUFFIXES = (".xlsx", ".xlsm")
@@ -351,5 +351,4 @@ def _sniff_sep(lines: list[str], keys: set[str]) -> str:
         return ","
 
 
-__all__ = ["ReadOptions", "find_header", "parquet_metadata", "read_any_table", "sheet_arg",
-           "unique_names"]
+__all__ = ["ReadOptions", "find_header", "parquet_metadata", "read_any_table", "sheet_arg"]

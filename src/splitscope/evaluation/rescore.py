@@ -453,5 +453,5 @@ def final_ranking(entries, truth: Truth, *, score_kind="score", path_mode: str =
                    rank_metric=metric, exclude=exclude, equal_source=False, read=read)
 
 
-__all__ = ["RescoreResult", "Verdict", "compare_reported", "final_ranking", "load_entries",
+__all__ = ["RescoreResult", "compare_reported", "final_ranking", "load_entries",
            "rank_table", "read_reported", "rescore", "spearman_table"]

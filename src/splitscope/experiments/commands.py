@@ -267,7 +267,7 @@ def embed_cmd(release, out_file, backbone, weights, init_seed, image_size, works
                    "Otsu on the S×S input, largest component, holes filled.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Default: RUN_DIR/explain.")
-@resamples_option(2000, old=("--n-boot",))
+@resamples_option(2000)
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--json", "as_json", is_flag=True)
 def explain_cmd(run_dir, masks, out_dir, n_boot, seed, as_json):

@@ -50,7 +50,7 @@ import pandas as pd
 from splitscope.errors import InputError
 from splitscope.experiments.backbones import BackboneSpec, require_torch, resolve_backbone
 from splitscope.experiments.protocol import POLICIES, Protocol, validation_holdout
-from splitscope.features.executor import default_workers
+from splitscope.features.executors import default_workers
 from splitscope.records.exports import write_csv
 from splitscope.records.model import _clean
 
@@ -144,7 +144,7 @@ def flagged_from_scan(scan, removal, view) -> tuple[np.ndarray, np.ndarray, dict
     per-row flags are kept in the workspace, keyed by the scan result, and reused by the next
     call on the same scan."""
     import splitscope
-    from splitscope.relations.layer import audit_duplicates
+    from splitscope.relations.duplicates import audit_duplicates
 
     result = str(scan.meta.get("result", scan.meta.get("generation", "")))
     key = f"{scan.params.key()}-{_slug(result)}-n{len(scan.manifest)}-v{splitscope.__version__}"
@@ -273,7 +273,7 @@ def train_experiment(
         ``Random``, ``Class-matched``, ``Source-only``, ``Within-class replacement``).
     removal_predicates : sequence of str, optional
         Predicates whose flagged training rows the Removal pool drops (default: those of the
-        deduplicated view, ``relations.layer.DEDUP_PREDICATES``; e.g. ``hash_screen`` for the
+        deduplicated view, ``relations.predicates.DEDUP_PREDICATES``; e.g. ``hash_screen`` for the
         screen-positive rows of METHODS §5.9). The deduplicated view always uses the default.
     audit_dir : path, optional
         A finished audit: its contaminated list gives the flagged rows (else the duplicates
@@ -327,7 +327,7 @@ def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, 
     from splitscope.evaluation.pools import training_pools
     from splitscope.experiments.training import RunData, classifier, train_run
     from splitscope.features.scanning import scan
-    from splitscope.relations.layer import DEDUP_PREDICATES
+    from splitscope.relations.predicates import DEDUP_PREDICATES
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -709,7 +709,7 @@ def prepare_external(external, base, classes: list[str], ws: Path, out: Path,
     run) and what experiment.json records."""
     from splitscope.features.scanning import scan
     from splitscope.manifest.labels import apply_label_map
-    from splitscope.relations.layer import audit_external
+    from splitscope.relations.duplicates import audit_external
 
     ext_ws = Path(f"{ws}-external")
     opts = {"workers": workers, "progress": progress}

@@ -39,7 +39,7 @@ _EXPORTS = {
     "thumbnail": "splitscope.features.imaging",
     "header_fields": "splitscope.features.header",
     "image_stats": "splitscope.features.stats",
-    "Executor": "splitscope.features.executor",
+    "Executor": "splitscope.features.executors",
     "SerialExecutor": "splitscope.features.executor",
     "ProcessExecutor": "splitscope.features.executor",
     "DaskExecutor": "splitscope.features.dask_executor",

@@ -1,6 +1,6 @@
 """The per-file stage on a Dask cluster (``[distributed]`` extra).
 
-:class:`DaskExecutor` implements the :class:`~splitscope.features.executor.Executor` contract
+:class:`DaskExecutor` implements the :class:`~splitscope.features.executors.Executor` contract
 over ``dask.distributed``: one task per chunk (``Client.submit``), a bounded number in flight,
 results taken with ``as_completed``. The scanning process still commits every result to the
 workspace itself, so a scan on a cluster writes the same shards and the same result as one on
@@ -9,7 +9,7 @@ a process pool.
 A worker that dies while it runs a chunk (killed, out of memory, a crash in a decoder) makes
 the scheduler give up that chunk's task (``KilledWorker``). The executor then does what the
 process pool does: when the chunks in flight have finished, each lost chunk runs once more,
-alone; one whose worker dies again yields :class:`~splitscope.features.executor.ChunkFailed`
+alone; one whose worker dies again yields :class:`~splitscope.features.executors.ChunkFailed`
 and the scan records its files as ``worker_crashed``. On a cluster this executor starts
 itself (a ``LocalCluster``) the scheduler gives a task up at the first death
 (``distributed.scheduler.allowed-failures`` = 0), so the retry here is the only one; a
@@ -68,7 +68,7 @@ class DaskExecutor:
     Notes
     -----
     Use it as a context manager, or call :meth:`close`. Every worker of a cluster it starts
-    has its BLAS/OpenMP pools pinned to one thread (:data:`~splitscope.features.executor.
+    has its BLAS/OpenMP pools pinned to one thread (:data:`~splitscope.features.executors.
     BLAS_THREAD_VARIABLES`); on a cluster it connects to, that is the cluster's setting.
     """
 

@@ -42,13 +42,9 @@ from splitscope.features.executors import (
 from splitscope.features.worker_exit import exit_with_owner
 
 __all__ = [
-    "BLAS_THREAD_VARIABLES",
     "ENGINES",
-    "ChunkFailed",
-    "Executor",
     "ProcessExecutor",
     "SerialExecutor",
-    "default_workers",
     "executor_for",
     "init_worker",
     "make_executor",

@@ -29,14 +29,8 @@ import pandas as pd
 from splitscope.errors import InputError
 from splitscope.features import extract
 from splitscope.features.batch import run_batch
-from splitscope.features.executor import (
-    ChunkFailed,
-    Executor,
-    SerialExecutor,
-    default_workers,
-    make_executor,
-    start_fork_server,
-)
+from splitscope.features.executor import SerialExecutor, make_executor, start_fork_server
+from splitscope.features.executors import ChunkFailed, Executor, default_workers
 from splitscope.features.workspace import (
     SIGNATURE_COLUMNS,
     FeatureStore,
@@ -51,8 +45,7 @@ from splitscope.features.workspace import (
     write_json,
     write_parquet,
 )
-from splitscope.manifest.build import INVALID_UTF8, OUTSIDE_ROOT, with_manifest_columns
-from splitscope.manifest.rows import URL_ROW
+from splitscope.manifest.rows import INVALID_UTF8, OUTSIDE_ROOT, URL_ROW, with_manifest_columns
 from splitscope.records.model import sha256_file
 
 __all__ = ["DEFAULT_WORKSPACE", "Scan", "load_scan", "scan"]

@@ -11,7 +11,7 @@ path. For an embedded image it is ``<container>::<member>/<index>``:
 
 ``index`` is written in decimal, zero-padded to the digits of the container's last index, so
 the keys of one container sort in row order and a batch of consecutive keys reads one stretch
-of it (the manifest writes the keys: :func:`splitscope.manifest.build.embedded_key`). A path
+of it (the manifest writes the keys: :func:`splitscope.manifest.rows.embedded_key`). A path
 that exists as a file is always a file (:func:`parse_key`).
 
 :func:`fetch` reads the embedded keys of one extraction batch with one open per container:

@@ -90,8 +90,6 @@ def _print_groups(result) -> None:
 @click.option("--resplit/--no-resplit", default=False, show_default=True,
               help="Also make group-disjoint re-splits.")
 @fail_on_option(GROUP_METRICS)
-@click.option("--fail-on-overlap", is_flag=True, hidden=True,
-              help="Deprecated: --fail-on 'group_overlap_rate>0'.")
 @click.option("--upstream", default=None, type=click.Path(exists=True),
               help="Identity recovery: an upstream release carrying group ids (folder or list); "
                    "rows without a group inherit the id of their byte / NCC counterpart there "
@@ -107,9 +105,9 @@ def _print_groups(result) -> None:
 @with_options(EXECUTOR_OPTIONS)
 @with_options(LIST_FILE_OPTIONS)
 def groups_command(inputs, group_regex, query, reference, both_directions, split_per_list, seed,
-                   resamples, out_dir, as_json, unresolved, resplit, fail_on, fail_on_overlap,
-                   upstream, upstream_group_regex, tau, workspace, workers, engine, scheduler,
-                   path_column, label_column, split_column, source_column, group_column, list_root,
+                   resamples, out_dir, as_json, unresolved, resplit, fail_on, upstream,
+                   upstream_group_regex, tau, workspace, workers, engine, scheduler, path_column,
+                   label_column, split_column, source_column, group_column, list_root,
                    constant_split) -> None:
     """Shared patients/videos across boundaries and frame-index gaps (METHODS §3.2–3.3), from
     the manifest alone: list files without images work. With --upstream, identity recovery
@@ -117,10 +115,6 @@ def groups_command(inputs, group_regex, query, reference, both_directions, split
     cluster."""
     from splitscope.groups.layer import audit_groups
 
-    if fail_on_overlap:
-        click.echo("note: --fail-on-overlap is deprecated; write --fail-on "
-                   "'group_overlap_rate>0'", err=True)
-        fail_on = (*fail_on, "group_overlap_rate>0")
     conditions = parse_fail_on(fail_on, GROUP_METRICS)
     opts = list_options(path_column, label_column, split_column, source_column, group_column,
                          list_root, constant_split)

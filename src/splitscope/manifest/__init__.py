@@ -8,17 +8,10 @@ table or an array.
 """
 
 from splitscope.manifest.arrays import Arrays, read_npz
-from splitscope.manifest.build import (
-    EMBEDDED_COLUMNS,
-    MANIFEST_COLUMNS,
-    build_manifest,
-    normalize_split,
-    read_folder,
-    read_list,
-    read_table,
-)
+from splitscope.manifest.build import build_manifest, read_folder, read_list
 from splitscope.manifest.embedded import read_dataset_object, read_embedded, read_imagefolder
 from splitscope.manifest.groups import apply_group_mapping, apply_group_regex
+from splitscope.manifest.rows import EMBEDDED_COLUMNS, MANIFEST_COLUMNS, normalize_split, read_table
 
 __all__ = [
     "EMBEDDED_COLUMNS",

@@ -9,28 +9,16 @@ from pathlib import Path
 import pandas as pd
 
 from splitscope.errors import InputError
-from splitscope.manifest.rows import (  # noqa: F401 - re-exported: they lived here
-    _COLUMN_ALIASES,
+from splitscope.manifest.rows import (
     _SPLIT_ALIASES,
-    CONTENT_ARRAY,
-    CONTENT_EMBEDDED,
     CONTENT_FILE,
     EMBEDDED_COLUMNS,
     INVALID_UTF8,
     MANIFEST_COLUMNS,
     OUTSIDE_ROOT,
-    _Containment,
     _finish,
     _inside,
-    _locate,
-    _pick_column,
-    _valid_text,
-    content_of,
-    embedded_key,
-    finish_rows,
     list_rows,
-    manifest_columns,
-    normalize_split,
     os_name,
     read_table,
     refuse_undecodable,

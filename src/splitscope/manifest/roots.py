@@ -90,7 +90,7 @@ def refuse_inside_release(path: str | Path, roots: Iterable[str | Path],
     """Raise :class:`InputError` when ``path`` (resolved, whether or not it exists yet) is a
     release root, lies inside one or holds one, or is not valid UTF-8 (the rule of the module
     docstring). Call it before anything is created, so a refused run leaves nothing behind."""
-    from splitscope.manifest.build import refuse_undecodable
+    from splitscope.manifest.rows import refuse_undecodable
 
     refuse_undecodable(path, what)
     target = os.path.realpath(path)

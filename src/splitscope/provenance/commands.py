@@ -146,7 +146,7 @@ def probe_command(inputs, group_regex, query, reference, both_directions, split_
     """Header-only probe and image-statistics probe (each within pool and cross split) and
     source–label association (METHODS §4.2, 4.3, 4.5). Scans the release first (cached in the
     workspace)."""
-    from splitscope.provenance.layer import audit_provenance
+    from splitscope.provenance.checks import audit_provenance
 
     opts = list_options(path_column, label_column, split_column, source_column, group_column,
                          list_root, constant_split)
@@ -193,7 +193,7 @@ def shift_command(inputs, group_regex, query, reference, both_directions, split_
     """Partition classifier: can image content tell test from the training pool? Out-of-fold
     AUC overall and per class, shuffled-partition and internal-split controls, proxy
     A-distance (METHODS §4.4)."""
-    from splitscope.provenance.layer import audit_provenance
+    from splitscope.provenance.checks import audit_provenance
 
     sc = _scan_for(inputs, workspace, group_regex, split_per_list,
                    list_options(path_column, label_column, split_column, source_column,

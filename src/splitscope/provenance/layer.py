@@ -20,7 +20,7 @@ from splitscope.records import LayerResult
 #: GiB in this one; at 1M files 9.8 and 14.5 GiB), so above it they run one after another
 BESIDE_MAX_ROWS = 100_000
 
-__all__ = ["LAYERS", "ProvenanceLayer", "QualityLayer", "audit_provenance", "audit_quality"]
+__all__ = ["LAYERS", "ProvenanceLayer", "QualityLayer"]
 
 
 class QualityLayer:

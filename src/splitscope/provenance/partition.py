@@ -26,7 +26,6 @@ import pandas as pd
 from PIL import Image
 
 from splitscope.errors import InputError
-from splitscope.features.embeddings import load_embeddings
 from splitscope.options import ProvenanceOptions, RunOptions
 from splitscope.provenance.binning import one_sort_per_column
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
@@ -43,8 +42,8 @@ from splitscope.provenance.stats import (
     weighted_auc,
 )
 
-__all__ = ["PartitionResult", "content_features", "internal_split", "load_embeddings",
-           "partition_classifier", "partition_steps", "proxy_a_distance"]
+__all__ = ["PartitionResult", "content_features", "internal_split", "partition_classifier",
+           "partition_steps", "proxy_a_distance"]
 
 
 def content_features(thumbs: np.ndarray, *, grid: int = 16, bins: int = 32,

@@ -24,12 +24,8 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
     internal split of a reference side; the content features are computed by this call.
     ``distinct`` maps a side's rows to one row per file (METHODS §4.7)."""
     side_ids = distinct or (lambda ids: ids)
-    from splitscope.provenance.partition import (
-        content_features,
-        internal_split,
-        load_embeddings,
-        partition_steps,
-    )
+    from splitscope.features.embeddings import load_embeddings
+    from splitscope.provenance.partition import content_features, internal_split, partition_steps
 
     out = LayerResult()
     title = "Partition classifier"

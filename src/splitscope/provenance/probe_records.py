@@ -128,7 +128,7 @@ def _unready(has_label: bool, has_features: bool, no_features: str, wid: str, ti
 
 def header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, repeats,
                     include_name_fields, inputs, fit_max_rows=FIT_MAX_ROWS) -> Steps:
-    from splitscope.manifest.build import CONTENT_ARRAY, content_of
+    from splitscope.manifest.rows import CONTENT_ARRAY, content_of
     from splitscope.provenance.header_probe import (
         cross_split_steps,
         header_columns,

@@ -1,7 +1,7 @@
 """Relations layer: identity (bytes, names, decoded pixels) and near duplicates (hash rules,
 NCC, SSIM, dihedral variants), with controls, containment and exports (METHODS §1–2).
 
-The entry point is :func:`splitscope.relations.layer.audit_duplicates`; the rules are plain
+The entry point is :func:`splitscope.relations.duplicates.audit_duplicates`; the rules are plain
 functions over arrays and tables in :mod:`~splitscope.relations.identity`,
 :mod:`~splitscope.relations.hashes`, :mod:`~splitscope.relations.ncc`,
 :mod:`~splitscope.relations.ssim`, :mod:`~splitscope.relations.dihedral`,
@@ -9,7 +9,9 @@ functions over arrays and tables in :mod:`~splitscope.relations.identity`,
 :mod:`~splitscope.relations.containment`.
 """
 
+from splitscope.relations.boundary_relations import boundary_relations, resolve_boundaries
 from splitscope.relations.controls import comparison_pairs, control_rate, median_difference
+from splitscope.relations.duplicates import audit_duplicates
 from splitscope.relations.hashes import (
     hamming_distance,
     hamming_search,
@@ -22,16 +24,15 @@ from splitscope.relations.identity import (
     pixel_identity,
     within_copies,
 )
-from splitscope.relations.layer import audit_duplicates, boundary_relations, resolve_boundaries
 from splitscope.relations.ncc import (
     any_candidate,
-    centred_unit_vectors,
     embedding_search,
     first_candidate,
     ncc_search,
     ncc_sweep,
     pair_rho,
 )
+from splitscope.relations.ncc_core import centred_unit_vectors
 from splitscope.relations.ssim import ssim_pairs
 from splitscope.relations.transforms import transform_sensitivity
 

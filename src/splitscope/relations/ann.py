@@ -5,9 +5,9 @@ embedding_search` costs one dot product per query × reference. :func:`ivf_embed
 asks a FAISS inverted-file index (IVF-Flat over the inner product of L2-normalised float32
 vectors, ``[scale]`` extra) for candidates instead: the ``k`` nearest of each query, and a
 range search at τ − ``margin`` for the queries whose ``k``-th nearest still reaches it. Every
-candidate's cosine is then recomputed from the two vectors (:func:`~splitscope.relations.ncc.
+candidate's cosine is then recomputed from the two vectors (:func:`~splitscope.relations.ncc_core.
 canonical_values`, float64), and the pairs, ties and the best reference are decided by the
-same :class:`~splitscope.relations.ncc.SearchMerge` as the exact search. So every reported
+same :class:`~splitscope.relations.ncc_core.SearchMerge` as the exact search. So every reported
 pair is a true pair with its exact cosine; what the index can miss is a pair whose reference
 lies in a cell it did not probe (recall, measured against the exact search in
 ``benchmarks/bench_embeddings.py``), and, below τ, a query's best is the best the index found
@@ -25,11 +25,10 @@ from splitscope.errors import InputError
 from splitscope.relations.ncc import (
     DEFAULT_EMBEDDING_TAU,
     EmbeddingResult,
-    SearchMerge,
-    canonical_values,
     embedding_inputs,
     unit_vectors,
 )
+from splitscope.relations.ncc_core import SearchMerge, canonical_values
 
 __all__ = ["DEFAULT_NPROBE", "INDEXES", "check_index", "default_nlist", "ivf_embedding_search",
            "search_params"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from pathlib import Path
 
 import click
@@ -126,9 +125,6 @@ def print_summary(payload: dict) -> None:
         console.print(sweep)
 
 
-_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 @click.command("duplicates")
 @click.argument("inputs", nargs=-1, required=True, metavar="ROOT|LIST...")
 @click.option("--query", "-q", default=None, help="Query population selector (e.g. test).")
@@ -174,9 +170,7 @@ _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
               help="How --embeddings is searched: exact (blocked, every pair) or faiss-ivf (a "
                    "FAISS IVF-Flat index, [scale] extra, for large sets; every candidate "
                    "re-checked exactly, parameters recorded).")
-@fail_on_option({**predicates.METRICS, **predicates.EXTERNAL_METRICS},
-                note=" A bare predicate name (e.g. ncc_nearest: any flagged query row) still "
-                     "works and is deprecated.")
+@fail_on_option({**predicates.METRICS, **predicates.EXTERNAL_METRICS})
 @click.option("--group-regex", default=None,
               help="Named-group regex over the file name giving the group (and frame).")
 @LABEL_MAP_OPTION
@@ -195,16 +189,12 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
     embedding cosine similarity with --embeddings: prints each predicate's affected query rows
     / denominator / rate and the sweeps."""
     from splitscope.features.scanning import scan
-    from splitscope.relations.layer import audit_duplicates
+    from splitscope.relations.duplicates import audit_duplicates
 
     if (query is None) != (reference is None):
         raise InputError("give both --query and --reference (or neither)")
-    legacy = [t.strip() for t in fail_on if _BARE_NAME.fullmatch(t.strip())]
-    if legacy:
-        click.echo(f"note: --fail-on {', '.join(legacy)}: a bare predicate name is deprecated; "
-                   "write METRIC OP VALUE, e.g. 'ncc_rows>0'", err=True)
     metrics = {**predicates.METRICS, **predicates.EXTERNAL_METRICS}
-    conditions = parse_fail_on([t for t in fail_on if t.strip() not in legacy], metrics)
+    conditions = parse_fail_on(fail_on, metrics)
     list_opts = with_image_column(list_options(path_column, label_column, split_column,
                                                source_column, group_column, list_root,
                                                constant_split), image_column)
@@ -241,21 +231,8 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
         print_summary(payload)
         if out_dir:
             click.echo(f"exports written to {out_dir}")
-    known = {p["predicate"] for p in payload["predicates"]}
-    held = []
     if conditions:
         gate(conditions, result.records, metrics, quiet=as_json)
-    for name in legacy:
-        if name not in known:
-            raise InputError(f"--fail-on {name!r}: no such predicate; measured: "
-                             f"{', '.join(sorted(known))}")
-        if any(p["predicate"] == name and (p["numerator"] or 0) > 0
-               for p in payload["predicates"]):
-            held.append(name)
-    if held:
-        if not as_json:
-            click.echo(f"--fail-on held: {', '.join(held)}", err=True)
-        raise SystemExit(1)
 
 
 COMMANDS: list = [duplicates_command]

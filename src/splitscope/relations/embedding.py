@@ -89,7 +89,7 @@ def embedding_relations(rows: pd.DataFrame, embeddings: np.ndarray, boundary: Bo
 def embedding_source(embeddings, rows: pd.DataFrame) -> tuple[np.ndarray, dict]:
     """Load embeddings aligned with ``rows`` and describe their source.
 
-    ``embeddings`` is what :func:`splitscope.provenance.partition.load_embeddings` reads: an (n, d)
+    ``embeddings`` is what :func:`splitscope.features.embeddings.load_embeddings` reads: an (n, d)
     array or ``.npy`` file in manifest order, or a Parquet/CSV file or DataFrame with a ``path``
     column (the manifest's released path) and the vector. Rows without an embedding get a NaN
     line (not assessed, counted). Returns the matrix and the parameters recorded with the

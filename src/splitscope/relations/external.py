@@ -9,7 +9,7 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, Population
 
-__all__ = ["combine_scans", "external_boundary"]  # audit_external: splitscope.relations.layer
+__all__ = ["combine_scans", "external_boundary"]
 
 
 def combine_scans(audited, other, *, other_corpus: str):

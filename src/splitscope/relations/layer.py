@@ -9,38 +9,9 @@ from typing import ClassVar
 
 from splitscope.records import LayerResult
 from splitscope.relations import predicates, reading
-from splitscope.relations.boundary_relations import (
-    BoundaryRelations,
-    boundary_relations,
-    geometry_of,
-    resolve_boundaries,
-)
 from splitscope.relations.duplicates import audit_duplicates, audit_external
-from splitscope.relations.embedding import embedding_relations, embedding_source
-from splitscope.relations.predicates import (
-    DEDUP_PREDICATES,
-    EMBEDDING_PREDICATE,
-    IDENTITY_PREDICATES,
-    NEEDS_BYTES,
-)
 
-__all__ = [
-    "DEDUP_PREDICATES",
-    "EMBEDDING_PREDICATE",
-    "IDENTITY_PREDICATES",
-    "LAYERS",
-    "NEEDS_BYTES",
-    "BoundaryRelations",
-    "DuplicatesLayer",
-    "ExternalLayer",
-    "audit_duplicates",
-    "audit_external",
-    "boundary_relations",
-    "embedding_relations",
-    "embedding_source",
-    "geometry_of",
-    "resolve_boundaries",
-]
+__all__ = ["LAYERS", "DuplicatesLayer", "ExternalLayer"]
 
 
 def _search_options(context) -> dict:

@@ -37,17 +37,12 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.options import SearchOptions
-from splitscope.relations.ncc_core import (  # noqa: F401 - re-exported: they lived here
-    SETTLE,
-    NearBest,
+from splitscope.relations.ncc_core import (
     SearchMerge,
     ThumbnailRows,
     _blocked_collect,
     _check_thumbs,
-    canonical_values,
     centred_unit_vectors,
-    search_result,
-    settled_pairs,
 )
 
 DEFAULT_TAU = SearchOptions.tau  # METHODS §2.2

@@ -17,7 +17,7 @@ applying its variant to the reference thumbnail. The table lists at most
 (:func:`cap_pairs`), so that homogeneous data (many unrelated pairs above τ) cannot make the
 measurements explode; flags, counterparts and the counts in ``notes["pairs"]`` are exact.
 Thumbnails are read through the scan's store a block at a time
-(:class:`splitscope.relations.ncc.ThumbnailRows`), never for the whole population at once.
+(:class:`splitscope.relations.ncc_core.ThumbnailRows`), never for the whole population at once.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ from splitscope.relations.identity import side
 from splitscope.relations.ncc import (
     DEFAULT_TAU,
     SWEEP,
-    ThumbnailRows,
     any_candidate,
     first_candidate,
     ncc_search,
     ncc_sweep,
     pair_rho,
 )
+from splitscope.relations.ncc_core import ThumbnailRows
 from splitscope.relations.predicates import (
     NCC_ANY_CANDIDATE,
     NCC_FIRST_CANDIDATE,

@@ -6,9 +6,9 @@ file when the search runs over a scan (:class:`StoredThumbnails`; every worker m
 workspace under the same path), or from an array scattered to the cluster — runs the local exact
 search over its part (:func:`~splitscope.relations.ncc.collect_thumbnails`: pruned or brute force,
 block by block, in bounded memory) and returns what it found unresolved: each query's best
-candidate with its float64 :func:`~splitscope.relations.ncc.canonical_values` value, and its
+candidate with its float64 :func:`~splitscope.relations.ncc_core.canonical_values` value, and its
 pairs that reached τ. The parent merges the parts in task order with
-:meth:`~splitscope.relations.ncc.SearchMerge.merge`, the rule the local search uses, so the
+:meth:`~splitscope.relations.ncc_core.SearchMerge.merge`, the rule the local search uses, so the
 best reference of each query (lowest position on ties), its ρ and the set of pairs equal those
 of :func:`~splitscope.relations.ncc.ncc_search`; a pair's ρ agrees to float32 rounding (the
 product that scored it had another shape). With more than ``max_pairs`` pairs, the stored ones
@@ -26,15 +26,13 @@ from splitscope.errors import InputError
 from splitscope.relations.ncc import (
     DEFAULT_TAU,
     NCCResult,
-    SearchMerge,
-    ThumbnailRows,
     _check_exclude,
     _check_tau,
-    _check_thumbs,
     _flat,
     collect_thumbnails,
     ncc_search,
 )
+from splitscope.relations.ncc_core import SearchMerge, ThumbnailRows, _check_thumbs
 
 __all__ = ["THUMBNAIL_SOURCES", "StoredThumbnails", "partitioned_ncc_search", "scan_searcher",
            "stored_rows", "thumbnail_sources"]
@@ -75,8 +73,8 @@ def _thumbs(source, start: int, stop: int):
 
 def search_part(query, reference, exclude, options: dict) -> dict:
     """One task: the exact search of query positions ``[q0, q1)`` against references
-    ``[r0, r1)`` into a :class:`~splitscope.relations.ncc.SearchMerge`, returned as its
-    :meth:`~splitscope.relations.ncc.SearchMerge.part` (global positions) with the two flat
+    ``[r0, r1)`` into a :class:`~splitscope.relations.ncc_core.SearchMerge`, returned as its
+    :meth:`~splitscope.relations.ncc_core.SearchMerge.part` (global positions) with the two flat
     masks and what ran."""
     q = _thumbs(*query)
     r = _thumbs(*reference)
@@ -236,7 +234,7 @@ def stored_rows(sources: list[tuple[str, int, int]], index: np.ndarray, size: in
 
 def scan_searcher(client, scan, **blocks) -> Callable[..., NCCResult] | None:
     """A search with :func:`~splitscope.relations.ncc.ncc_search`'s signature over
-    :class:`~splitscope.relations.ncc.ThumbnailRows` of ``scan``'s manifest rows, partitioned
+    :class:`~splitscope.relations.ncc_core.ThumbnailRows` of ``scan``'s manifest rows, partitioned
     over ``client``'s cluster; the tasks read the scan's thumbnail files in the workspace (a
     side whose rows span two files, e.g. of a combined scan, travels as an array).
     ``None`` when the scan holds no thumbnail file (nothing to search)."""

@@ -366,7 +366,7 @@ def collect_pruned(merge: SearchMerge, query_thumbs, reference_thumbs,
                    tau: float, block: int, exclude: np.ndarray | None, query_chunk: int,
                    collect_pairs: bool, max_pairs: int, options: list[CellBound] | None = None,
                    seed: int = 0, fall_back: bool = True, value: str = "rho") -> dict:
-    """:func:`pruned_search` into ``merge`` (see :class:`~splitscope.relations.ncc.
+    """:func:`pruned_search` into ``merge`` (see :class:`~splitscope.relations.ncc_core.
     SearchMerge`); returns its statistics."""
     from threadpoolctl import threadpool_limits
 
