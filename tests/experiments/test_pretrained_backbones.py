@@ -135,3 +135,16 @@ def test_fine_tuned_embeddings_from_selected_pt_find_the_planted_copies(tiny_rel
     leaks = np.array(["/leak_" in p for p in paths])
     assert leaks.sum() == LEAKS and hit[leaks].all()  # every planted copy found
     assert not hit[~leaks].all()  # and clean rows are not all flagged
+
+
+@pytest.mark.parametrize("name", ["tv:resnet_nonexistent", "timm:resnet_nonexistent"])
+def test_an_architecture_the_library_lacks_is_an_input_error(name):
+    with pytest.raises(InputError, match="no architecture 'resnet_nonexistent'"):
+        build_backbone(resolve_backbone(name))
+
+
+def test_an_unknown_architecture_exits_2_on_the_cli(tiny_release, tmp_path, capsys):
+    code = main(["embed", str(tiny_release), "--out", str(tmp_path / "e.parquet"),
+                 "--backbone", "tv:resnet_nonexistent", "--workers", "1"])
+    assert code == 2
+    assert "no architecture 'resnet_nonexistent'" in capsys.readouterr().err

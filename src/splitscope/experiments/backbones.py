@@ -245,12 +245,15 @@ def build_backbone(spec: BackboneSpec):
         elif spec.name.startswith("tv:"):
             tv = _library(spec.name)
             arch = spec.name[3:].split(":")[0]
+            _known(spec.name, arch, arch in tv.models.list_models(), "torchvision.models."
+                   "list_models()")
             model = tv.models.get_model(arch, weights=None)
             module, dim, target = _headless(torch, model)
         else:
             timm = _library(spec.name)
-            model = timm.create_model(spec.name[5:].split(".")[0], pretrained=False,
-                                      num_classes=0)
+            arch = spec.name[5:].split(".")[0]
+            _known(spec.name, arch, timm.is_model(arch), "timm.list_models()")
+            model = timm.create_model(arch, pretrained=False, num_classes=0)
             dim = int(model.num_features)
             module, target = model, _last_conv(torch, model)
     if spec.weights:
@@ -258,6 +261,13 @@ def build_backbone(spec: BackboneSpec):
     if spec.in_channels == 3:
         module = torch.nn.Sequential(_RepeatGrey(torch), module)
     return module, int(dim), target
+
+
+def _known(name: str, arch: str, known: bool, listing: str) -> None:
+    """Refuse an architecture the library does not register, before anything is built."""
+    if not known:
+        raise InputError(f"backbone {name!r}: the library has no architecture {arch!r} "
+                         f"(its names: {listing})")
 
 
 def _RepeatGrey(torch):
