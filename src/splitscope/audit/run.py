@@ -294,7 +294,8 @@ def audit(
                 "label_map": label_map, "external_label_map": external_label_map,
                 "control_label_map": control_label_map, "list_options": list_options,
                 "allow_outside_root": allow_outside_root, "follow_links": follow_links,
-                "allow_urls": allow_urls, "score_kind": score_kind, "prediction_reading": prediction_reading,
+                "allow_urls": allow_urls, "score_kind": score_kind,
+                "prediction_reading": prediction_reading,
                 "seed": seed, "resamples": resamples, "layers": layers, "workers": workers,
                 "workspace": workspace, "max_pairs": max_pairs, "progress": progress,
                 "croissant": croissant}
@@ -636,7 +637,8 @@ def _params(options: AuditOptions, context: AuditContext) -> dict[str, Any]:
             "layers": sorted(run.layers) if run.layers is not None else "all",
             "label_map": context.manifest.attrs.get("label_map"),
             "allow_outside_root": i.allow_outside_root, "follow_links": i.follow_links,
-            "allow_urls": i.allow_urls, "max_file_bytes": None if f.max_file_bytes == DEFAULT_MAX_FILE_BYTES
+            "allow_urls": i.allow_urls,
+            "max_file_bytes": None if f.max_file_bytes == DEFAULT_MAX_FILE_BYTES
             else f.max_file_bytes,
             "list_options": dict(i.list_options), "prediction_reading": reading,
             "croissant": run.croissant}
