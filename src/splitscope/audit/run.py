@@ -60,7 +60,7 @@ from splitscope.features.extract import DEFAULT_MAX_FILE_BYTES
 from splitscope.features.failures import failures_table, write_failure_lists
 from splitscope.options import RunOptions
 from splitscope.records import publish, software_versions
-from splitscope.records.exports import artifact, write_csv, write_json, write_tables
+from splitscope.records.exports import artifact, read_csv, write_csv, write_json, write_tables
 from splitscope.records.inputs import fingerprint_input, fingerprint_path
 from splitscope.records.metrics import Condition
 from splitscope.records.publish import inside, publishing
@@ -116,7 +116,7 @@ class AuditResult:
         if (lists / "issues.parquet").is_file():
             return pd.read_parquet(lists / "issues.parquet")
         if (lists / "issues.csv").is_file():
-            return pd.read_csv(lists / "issues.csv")
+            return read_csv(lists / "issues.csv")
         raise InputError(f"{lists}: no issues.parquet or issues.csv")
 
     @property

@@ -25,7 +25,6 @@ from splitscope.boundary import select
 from splitscope.errors import InputError
 from splitscope.evaluation import metrics as M
 from splitscope.evaluation.predictions import Truth, path_keys
-from splitscope.records.exports import restore_formulas
 
 
 @dataclass
@@ -100,10 +99,9 @@ def view_from_list(
     Rows are matched by path key (``exact`` by default; see
     :mod:`splitscope.evaluation.predictions`) or, when the list has no path column but a
     ``row`` column, by the truth's row id. Entries matching no truth row are counted in
-    ``params["unmatched_list_entries"]``. A path guarded against spreadsheet formulas by the
-    project's CSV writer (``'=…``) matches as written before the guard: in a file always, in
-    a DataFrame (which may have been read from such a file) when it matches no truth path as
-    it stands. ``where`` names the list in the view's definition (default: its path, or
+    ``params["unmatched_list_entries"]``. A list file is read with the project's CSV reader,
+    which undoes the spreadsheet-formula guard of its writer (``'=…``); a DataFrame is taken
+    as it is. ``where`` names the list in the view's definition (default: its path, or
     ``table`` for a DataFrame).
     """
     if mode not in ("exclude", "include"):
@@ -117,15 +115,9 @@ def view_from_list(
         if pcol not in table.columns:
             raise InputError(f"column {pcol!r} missing in view list {where}; found: "
                              f"{', '.join(map(str, table.columns))}")
-        listed = table[pcol].astype("string")
-        keys = path_keys(listed.to_numpy(dtype=object, na_value=None), path_mode)
+        keys = path_keys(table[pcol].astype("string").to_numpy(dtype=object, na_value=None),
+                         path_mode)
         tkeys = path_keys(truth.paths, path_mode)
-        if isinstance(list_file, pd.DataFrame):  # perhaps read from a guarded CSV
-            known = set(tkeys)
-            guarded = path_keys(restore_formulas(listed.to_frame()).iloc[:, 0].to_numpy(
-                dtype=object, na_value=None), path_mode)
-            keys = np.array([k if k in known else g for k, g in zip(keys, guarded)],
-                            dtype=object)
         hit = pd.Series(tkeys, dtype="object").isin(set(keys)).to_numpy()
         unmatched = int((~pd.Series(keys, dtype="object").isin(set(tkeys))).sum())
         matched_by = f"path ({path_mode})"

@@ -51,7 +51,7 @@ from splitscope.errors import InputError
 from splitscope.experiments.backbones import BackboneSpec, require_torch, resolve_backbone
 from splitscope.experiments.protocol import POLICIES, Protocol, validation_holdout
 from splitscope.features.executors import default_workers
-from splitscope.records.exports import write_csv
+from splitscope.records.exports import read_csv, write_csv
 from splitscope.records.model import _clean
 
 VIEWS = ("official", "deduplicated")
@@ -123,7 +123,7 @@ def flagged_from_audit(manifest: pd.DataFrame, audit_dir: str | Path, removal, v
     if src is None:
         raise InputError(f"{audit_dir}: no lists/contaminated.parquet or .csv (an audit folder "
                          f"is expected)")
-    table = pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
+    table = pd.read_parquet(src) if src.suffix == ".parquet" else read_csv(src)
     table = table[table["boundary"].astype(str).str.startswith("test")]
     vt = table[table["predicate"].isin(view)]
     test, _ = flagged_rows(manifest, pd.DataFrame({"path": vt["path"].astype(str)}))
@@ -666,7 +666,7 @@ def score_run(pred_path: Path, out: Path, classes: list[str], names=VIEWS) -> di
     verdict, aligned = check_scoreability(pred, truth)
     if aligned is None:
         raise InputError(f"{pred_path}: not scoreable: {'; '.join(verdict.reasons)}")
-    excluded = pd.read_csv(out / "views" / "deduplicated_exclude.csv")
+    excluded = read_csv(out / "views" / "deduplicated_exclude.csv")
     whole, dedup = names
     views = [official_view(truth, whole),
              view_from_list(truth, excluded, "exclude", name=dedup) if len(excluded)
