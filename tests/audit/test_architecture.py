@@ -8,6 +8,8 @@ import ast
 import sys
 from pathlib import Path
 
+import pytest
+
 import splitscope
 
 PACKAGE = Path(splitscope.__file__).parent
@@ -53,6 +55,7 @@ def _package(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
+@pytest.mark.slow
 def test_no_layer_package_imports_the_audit_or_the_report():
     offending = []
     for name, path in _modules().items():

@@ -38,6 +38,7 @@ def test_out_inside_the_release_is_refused_before_anything_is_created(tmp_path):
     assert sorted(p.relative_to(rel) for p in rel.rglob("*")) == before
 
 
+@pytest.mark.slow
 def test_failed_rows_are_listed_by_name_everywhere(tmp_path):
     rel = _release(tmp_path / "rel")
     res = audit(rel, out_dir=tmp_path / "o", workers=1, progress=False, layers=["duplicates"],

@@ -114,6 +114,7 @@ def _release(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_unreadable_rows_carry_their_reason(tmp_path):
     root = _release(tmp_path / "rel")
     (root / "test" / "a" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)

@@ -133,6 +133,7 @@ def _two_class_release(root: Path, seed: int, *, train: int, test: int) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_identical_images_under_two_labels_inside_one_split(tmp_path):
     """A byte copy filed under another class inside the test split is a label conflict of
     its own; byte copies inside the test split are a summary line; rows without a label are
@@ -161,6 +162,7 @@ def test_identical_images_under_two_labels_inside_one_split(tmp_path):
     assert issues["label_conflict"].notna().all()  # every row has a label here
 
 
+@pytest.mark.slow
 def test_within_split_copies_and_conflicts_have_gates(tmp_path):
     from splitscope.audit.conditions import evaluate_conditions, parse_condition
 

@@ -69,6 +69,7 @@ def toy_layers():
         unregister(layer.name)
 
 
+@pytest.mark.slow
 def test_a_registered_layer_runs_in_the_audit(tmp_path, toy_layers):
     names = layer_names()
     assert names.index("provenance") < names.index("row_count") < names.index("evaluation")

@@ -67,6 +67,7 @@ def test_seed_and_resamples_reach_the_groups_layer_and_audit_json(tmp_path):
     assert saved["options"] == doc["options"]
 
 
+@pytest.mark.slow
 def test_resample_defaults_come_from_the_options():
     """A function's ``n_resamples``/``n_boot``/``resamples`` default names RunOptions.resamples
     (defined once) instead of spelling 2000; the provenance probes' ``seed`` and ``folds``

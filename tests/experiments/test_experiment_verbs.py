@@ -121,6 +121,7 @@ def test_timm_backbone_by_name():
     assert module(torch.zeros(2, 1, 64, 64)).shape == (2, dim)
 
 
+@pytest.mark.slow
 def test_embed_writes_what_duplicates_embeddings_reads(tiny_release, tmp_path, capsys):
     from splitscope.features.embeddings import load_embeddings
     from splitscope.manifest import build_manifest

@@ -132,6 +132,7 @@ def test_transfer_cost_is_measured_by_effects_and_the_layer(experiment, capsys):
                f"full" in recs
 
 
+@pytest.mark.slow
 def test_a_rerun_reuses_the_external_predictions(experiment, tiny_release, external):
     """(Last: it rewrites the module's experiment folder.)"""
     out = experiment.out_dir

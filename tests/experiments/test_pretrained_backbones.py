@@ -65,6 +65,7 @@ def test_weights_of_another_architecture_are_refused(tmp_path):
         build_backbone(resolve_backbone("tv:resnet34", tmp_path / "r18.pt"))
 
 
+@pytest.mark.slow
 def test_a_timm_model_saved_here_loads_back(tmp_path):
     timm = pytest.importorskip("timm")
     torch.manual_seed(5)

@@ -146,6 +146,7 @@ def test_scheduler_needs_the_dask_executor(tmp_path, capsys):
     assert code == 2
 
 
+@pytest.mark.slow
 def test_unreachable_scheduler_is_an_input_error():
     ex = DaskExecutor(scheduler="tcp://127.0.0.1:9", connect_timeout="1s")
     with pytest.raises(InputError, match="cannot reach the Dask scheduler"):

@@ -91,6 +91,7 @@ def _brute_gaps(m, q_rows, r_rows):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_frame_gaps_match_brute_force(seed):
     rng = np.random.default_rng(seed)

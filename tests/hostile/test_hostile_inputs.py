@@ -222,6 +222,7 @@ def test_internal_error_is_one_line_exit_4_and_a_log_file(tmp_path, monkeypatch,
     assert "Traceback (most recent call last)" in log and "something inside broke" in log
 
 
+@pytest.mark.slow
 def test_broken_pipe_ends_quietly(tmp_path):
     root = tmp_path / "release" / "a"
     root.mkdir(parents=True)

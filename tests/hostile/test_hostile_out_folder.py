@@ -162,6 +162,7 @@ def test_an_edited_output_is_foreign(release, first, tmp_path, capsys):
         assert (out / "report.html").read_bytes() == edited
 
 
+@pytest.mark.slow
 def test_force_writes_beside_foreign_files_and_keeps_them(release, first, tmp_path):
     out = _copy(first, tmp_path)
     notes, precious = out / "notes.txt", out / "lists" / "precious.csv"

@@ -46,7 +46,7 @@ def _release(root: Path, names: dict[str, str]) -> Path:
 # -- user patterns ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("verb", ["groups", "audit"])
+@pytest.mark.parametrize("verb", ["groups", pytest.param("audit", marks=pytest.mark.slow)])
 def test_a_catastrophic_group_regex_ends_in_seconds_on_the_cli(verb, tmp_path):
     root = _release(tmp_path / "rel", {"train": NAME, "test": "person2_c.png"})
 

@@ -151,6 +151,7 @@ def test_the_scan_api_refuses_a_workspace_in_a_list_release(list_release):
     assert not (list_release / "imgs" / "ws").exists()
 
 
+@pytest.mark.slow
 def test_a_verb_on_a_table_release_refuses_out_beside_the_table(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -174,6 +174,7 @@ def test_disk_full_is_one_sentence_and_the_workspace_stays_consistent(clean, tmp
     _same(again, reference)
 
 
+@pytest.mark.slow
 def test_read_only_workspace_is_one_sentence_and_exit_2(tmp_path, unprivileged):
     root = _release(tmp_path / "release", n=8)
     ws = tmp_path / "ws"

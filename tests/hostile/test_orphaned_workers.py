@@ -87,6 +87,7 @@ map_folds(slow, [(i,) for i in range(4)], jobs=2)
 """
 
 
+@pytest.mark.slow
 def test_loky_fold_workers_end_with_a_killed_owner():
     proc = subprocess.Popen([sys.executable, "-c", _FOLDS_SCRIPT], env=ENV,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

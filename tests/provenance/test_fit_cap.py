@@ -97,6 +97,7 @@ def test_below_the_cap_the_probes_equal_the_uncapped_ones(cap):
     assert s.params["fit_max_rows"] == cap
 
 
+@pytest.mark.slow
 def test_above_the_cap_models_fit_on_the_sample_and_score_every_row():
     t = _table()
     r = header_probe_within_pool(t, fit_max_rows=200, n_resamples=200, importance_repeats=2)

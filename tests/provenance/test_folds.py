@@ -62,6 +62,7 @@ def test_same_folds_as_scikit_learn_beyond_the_python_scores(k, classes):
         np.testing.assert_array_equal(a_te, b_te)
 
 
+@pytest.mark.slow
 def test_python_fold_scores_equal_numpys_bit_for_bit():
     from splitscope.provenance.folds import PYTHON_MAX, fold_scores, fold_scores_numpy
 

@@ -114,6 +114,7 @@ def test_bad_features():
         partition_classifier(np.full((4, 2), np.nan), np.array([0, 0, 1, 1], bool))
 
 
+@pytest.mark.slow
 def test_partition_folds_in_worker_processes_give_the_same_probabilities():
     from splitscope.provenance.partition import _oof_prob
 

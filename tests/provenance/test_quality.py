@@ -44,6 +44,7 @@ def flags(planted):
     return table
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", sorted(PLANTED))
 def test_each_planted_copy_is_flagged_by_its_rule(flags, flag):
     row = flags[flags["kind"] == flag].iloc[0]
@@ -170,6 +171,7 @@ def _probe(tmp_path, dark_class):
     return {r.id: r for r in res.records}, res
 
 
+@pytest.mark.slow
 def test_probe_finds_a_class_that_is_systematically_darker(tmp_path):
     recs, res = _probe(tmp_path, "A")
     wp = recs["provenance.image_stats_probe.within_pool"]

@@ -73,6 +73,7 @@ def test_within_a_set_with_exclusion_and_default_probes():
     assert search_params(exact.params) == {"index": "exact"}
 
 
+@pytest.mark.slow
 def test_few_probes_can_miss_but_never_invent():
     """One cell of many: what is reported is a subset of the exact pairs, with exact values,
     and no best is above the exact best."""
@@ -98,6 +99,7 @@ def test_a_query_with_more_pairs_than_k_gets_them_all():
     same(exact, ann)
 
 
+@pytest.mark.slow
 def test_pair_bound_and_empty_sides():
     x = planted()
     ann = ivf_embedding_search(x, x, tau=0.5, exclude_self=True, max_pairs=100)
@@ -153,6 +155,7 @@ def test_the_layer_records_the_index_and_finds_what_exact_finds(planted_scan, tm
         audit_duplicates(planted_scan, ["test->train"], embeddings=src, embedding_index="x")
 
 
+@pytest.mark.slow
 def test_cli_index_option(planted_root, tmp_path):
     from splitscope.cli import app
     from splitscope.manifest import build_manifest

@@ -55,6 +55,7 @@ def _flags(result) -> pd.DataFrame:
     return result.tables["query_flags"].set_index("path")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,query,reference", PLANTED)
 def test_planted_relation_found_by_the_right_predicates(audited, planted_scan, kind, query,
                                                         reference):

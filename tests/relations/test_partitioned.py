@@ -79,6 +79,7 @@ def test_partitioned_equals_local(client, kind, tau):
             assert part.best_index[i] == first[q[i].tobytes()]
 
 
+@pytest.mark.slow
 def test_exclusions_and_a_population_against_itself(client):
     q, r = _inputs("ties", 1)
     ex = np.arange(len(q)) % 9 - 1

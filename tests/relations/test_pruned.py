@@ -96,6 +96,7 @@ def test_pruned_equals_brute_force(kind, tau, option):
     assert stats["brute_flops"] == 2 * (~_flat(q)).sum() * (~_flat(r)).sum() * 32 * 32
 
 
+@pytest.mark.slow
 def test_pruned_equals_brute_force_with_exclusions_and_ties():
     q, r = _inputs("duplicates", 1)
     ex = np.arange(300) % 7 - 1  # some queries exclude a reference, others none (-1)
