@@ -53,6 +53,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from splitscope.core.options import AuditOptions
+
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "splitscope-bench"
@@ -343,7 +345,7 @@ class StageMeter:
 
 def instrument(meter: StageMeter) -> None:
     """Wrap the audit's stages (module attributes the run looks up when called)."""
-    from splitscope.audit import run as run_mod
+    from splitscope.core import run as run_mod
     from splitscope.provenance import checks as prov
 
     def wrap(module, attr, name_of):
@@ -367,7 +369,7 @@ def instrument(meter: StageMeter) -> None:
 
 def child(n: int, cache: str, workers: int, layers: str = "") -> None:
     """In a fresh interpreter: build (once) and audit one population; prints one JSON line."""
-    from splitscope.audit.run import audit
+    from splitscope.core.run import audit
 
     folder = Path(cache) / f"audit-scale-n{n}"
     t = time.perf_counter()
@@ -380,9 +382,7 @@ def child(n: int, cache: str, workers: int, layers: str = "") -> None:
     instrument(meter)
     with tempfile.TemporaryDirectory(prefix="bench-audit-scale-") as tmp:
         with meter.stage("audit, total") as total:
-            res = audit(listed, out_dir=Path(tmp) / "out", workspace=workspace,
-                        workers=workers, progress=False,
-                        layers=layers.split(",") if layers else None)
+            res = audit(listed, out_dir=Path(tmp) / "out", options=AuditOptions.from_flags(workspace=workspace, workers=workers, progress=False, layers=layers.split(",") if layers else None))
         doc = res.document
         lists_mib = sum(f.stat().st_size for f in (Path(tmp) / "out").rglob("*")
                         if f.is_file()) / 2**20

@@ -4,21 +4,14 @@ evaluation choices move a headline score.
 Names are imported on first use (``splitscope.build_manifest`` loads pandas only then), so
 worker processes that extract features start quickly.
 
-``splitscope.audit`` is the function :func:`splitscope.audit.run.audit`, not the package of
-that name: the package is loaded here (its ``__init__`` imports nothing), so that importing one
-of its modules later never binds ``splitscope.audit`` to it, and the name is then left to
-:func:`__getattr__`. Import the package's modules by their full names
-(``from splitscope.audit.options import AuditOptions``).
+``splitscope.audit`` is the function :func:`splitscope.core.run.audit`; the audit's machinery
+(the layer protocol, the options, the document) is the package :mod:`splitscope.core`.
 """
 
-from importlib import import_module as _import_module
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
 from splitscope.errors import InputError
-
-_import_module("splitscope.audit")  # the package, once: this binds it to ``audit`` here,
-globals().pop("audit", None)  # and the name is the function (``__getattr__``), never it
 
 try:
     __version__ = _version("splitscope")
@@ -41,12 +34,12 @@ def __getattr__(name: str):
 
         return scan
     if name == "audit":  # the function that runs an audit (loads pandas, so not before)
-        from splitscope.audit.run import audit
+        from splitscope.core.run import audit
 
         globals()["audit"] = audit
         return audit
     if name == "AuditResult":  # what an audit returns; AuditResult.load reopens a folder
-        from splitscope.audit.run import AuditResult
+        from splitscope.core.run import AuditResult
 
         return AuditResult
     raise AttributeError(f"module 'splitscope' has no attribute {name!r}")

@@ -39,13 +39,13 @@ VERBS = {
     "effects": "splitscope.evaluation.commands",
     "pools": "splitscope.evaluation.commands",
     "attribution": "splitscope.evaluation.commands",
-    "audit": "splitscope.audit.commands",
-    "demo": "splitscope.audit.commands",
-    "croissant": "splitscope.audit.croissant",
+    "audit": "splitscope.core.commands",
+    "demo": "splitscope.workflows.demo",
+    "croissant": "splitscope.core.croissant",
     "train": "splitscope.experiments.commands",
     "embed": "splitscope.experiments.commands",
     "explain": "splitscope.experiments.commands",
-    "experiment": "splitscope.audit.experiment",
+    "experiment": "splitscope.workflows.experiment",
 }
 
 

@@ -1,58 +1,58 @@
-"""Command-line options shared by several verbs: how list files are read, what a scan may
-read, where the per-file stage runs, and the seed and resamples of every draw."""
+"""Command-line options shared by several verbs, generated from the option fields that declare
+them (:func:`splitscope.options.option`): how list files are read, where the per-file stage
+runs, and the seed and resamples of every draw. The flags of what a scan reads and decodes are
+:mod:`splitscope.features.flags`."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
-from splitscope.options import InputOptions, RunOptions, SearchOptions
+from splitscope.options import DEFAULT_MAX_FILE_BYTES, InputOptions, RunOptions, flag_fields
 
-#: The identity and near-duplicate search (METHODS §2); defaults: :class:`SearchOptions`.
-SEARCH_OPTIONS = [
-    click.option("--tau", default=SearchOptions.tau, show_default=True, type=float,
-                 help="NCC threshold τ."),
-    click.option("--radius", default=SearchOptions.radius, show_default=True, type=int,
-                 help="Hamming radius k of the hash rules."),
-    click.option("--dihedral", is_flag=True, default=SearchOptions.dihedral,
-                 help="Also match rotated and flipped copies."),
-]
 
-#: Seed and resamples of every draw; defaults: :class:`RunOptions`.
-RUN_OPTIONS = [
-    click.option("--seed", default=RunOptions.seed, show_default=True, type=int,
-                 help="Seed of every draw (bootstrap, group resamples, folds, samples)."),
-]
+def click_option(f: dataclasses.Field):
+    """The ``click`` option of an option field (:func:`splitscope.options.option`): its flag,
+    the field's name as destination, its default, help, type and bounds."""
+    meta = f.metadata
+    flag = meta.get("flag") or "--" + f.name.replace("_", "-")
+    default = f.default if f.default is not dataclasses.MISSING else None
+    kind = meta.get("kind") or (type(default) if default is not None else str)
+    extra: dict = {}
+    if "choices" in meta:
+        extra["type"] = click.Choice(list(meta["choices"]))
+    elif kind is bool:
+        extra["is_flag"] = True
+    elif "minimum" in meta and kind is int:
+        extra["type"] = click.IntRange(min=meta["minimum"])
+    else:
+        extra["type"] = kind
+    if "metavar" in meta:
+        extra["metavar"] = meta["metavar"]
+    show = meta.get("show_default", True) and default is not None and kind is not bool
+    return click.option(flag, f.name, default=default, show_default=show, help=meta["help"],
+                        **extra)
+
+
+def group_flags(group: type, names: tuple[str, ...] | None = None) -> list:
+    """The ``click`` options of an option group's flag fields (all, or those named, in that
+    order)."""
+    fields = {f.name: f for f in flag_fields(group)}
+    return [click_option(fields[n]) for n in (names or tuple(fields))]
+
+
+#: Seed of every draw; default: :class:`RunOptions`.
+RUN_OPTIONS = group_flags(RunOptions, ("seed",))
 
 #: Options naming the columns of a list file (CSV, TSV, Parquet, XLSX) and where its paths lie.
-LIST_FILE_OPTIONS = [
-    click.option("--path-column", default=None, help="List column holding the paths."),
-    click.option("--label-column", default=None, help="List column holding the labels."),
-    click.option("--split-column", default=None, help="List column holding the splits."),
-    click.option("--source-column", default=None, help="List column holding the sources."),
-    click.option("--group-column", default=None, help="List column holding group ids."),
-    click.option("--root", "list_root", type=click.Path(file_okay=False), default=None,
-                 help="Folder the listed paths are relative to (default: the list's folder)."),
-    click.option("--split", "constant_split", default=None,
-                 help="One split for every row of a list that is a single split."),
-]
-
+LIST_FILE_OPTIONS = group_flags(InputOptions, (
+    "path_column", "label_column", "split_column", "source_column", "group_column",
+    "list_root", "constant_split"))
 
 #: The image column of a table input (Parquet/Arrow with embedded images), when detection needs
 #: help; the other roles of a table are named with the list options (--label-column, ...).
-IMAGE_COLUMN_OPTION = click.option(
-    "--image-column", default=None,
-    help="Table column holding the images (a Hugging Face Image struct {bytes, path}, or "
-         "binary) of a Parquet/Arrow input; detected when there is one.")
-
-
-#: How each file is decoded for its features (METHODS §2.2; the mode is part of every pixel
-#: predicate and of the feature cache's key).
-MODE_OPTION = click.option(
-    "--mode", type=click.Choice(["exact", "fast"]), default="exact", show_default=True,
-    help="Feature extraction: 'exact' decodes every pixel; 'fast' decodes a JPEG whose "
-         "shorter side is at least 4 × max(S, 32) at reduced scale (another geometry, cached "
-         "apart; those files get no decoded-pixel digest).")
-
+IMAGE_COLUMN_OPTION = group_flags(InputOptions, ("image_column",))[0]
 
 def with_image_column(options: dict, image_column: str | None) -> dict:
     """``options`` with ``image_column`` added when it was given."""
@@ -60,45 +60,10 @@ def with_image_column(options: dict, image_column: str | None) -> dict:
 
 
 #: Released labels → audited labels, applied once to the manifest (METHODS §6.4).
-LABEL_MAP_OPTION = click.option(
-    "--label-map", default=None, metavar="MAP",
-    help="Map released labels to audited ones before anything is measured: "
-         "'glioma=tumor,meningioma=tumor,pituitary=tumor' or a two-column CSV file "
-         "(released label, audited label). Applies to every corpus whose labels it names "
-         "(audited, --external, --control). Recorded in every record.")
+LABEL_MAP_OPTION = group_flags(InputOptions, ("label_map",))[0]
 
-
-#: Options deciding what a scan may read (every verb that scans a release takes them).
-SAFETY_OPTIONS = [
-    click.option("--allow-outside-root", is_flag=True, default=InputOptions.allow_outside_root,
-                 help="Read local files whose resolved path (.., an absolute path, a symbolic "
-                      "link) lies outside the release root, and follow linked folders there; "
-                      "they stay marked outside_root. URLs need --allow-urls."),
-    click.option("--allow-urls", is_flag=True, default=InputOptions.allow_urls,
-                 help="Read listed URLs (s3://, gs://, https://, …) through fsspec; without "
-                      "it they are listed as not read (url)."),
-    click.option("--follow-links", is_flag=True, default=InputOptions.follow_links,
-                 help="Follow symbolic links to directories in a folder release (loops, and "
-                      "links out of the root without --allow-outside-root, are left out and "
-                      "listed)."),
-    click.option("--max-file-size", type=int, default=None, metavar="BYTES",
-                 help="Files larger than this are listed as too_large and never read "
-                      "(default 2 GiB)."),
-]
-
-
-EXECUTOR_OPTIONS = [
-    click.option("--executor", "engine", type=click.Choice(["process", "dask"]),
-                 default="process", show_default=True,
-                 help="Where the per-file stage runs: a process pool on this machine, or a "
-                      "Dask cluster (the [distributed] extra; --workers N starts a local one, "
-                      "--scheduler joins a running one). With dask the audit's NCC search is "
-                      "partitioned over the cluster too. Workers must see the files and the "
-                      "workspace under the same paths."),
-    click.option("--scheduler", default=None, metavar="ADDRESS",
-                 help="With --executor dask: address of a running Dask scheduler "
-                      "(tcp://host:8786); --workers is then ignored."),
-]
+#: Where the per-file stage runs (``--executor``, ``--scheduler``).
+EXECUTOR_OPTIONS = group_flags(RunOptions, ("engine", "scheduler"))
 
 
 def resamples_option(default: int = RunOptions.resamples, dest: str = "n_boot",
@@ -120,14 +85,14 @@ def fail_on_option(metrics):
              f"is the largest over the boundaries. Metrics: {names}.")
 
 
-def safety_options(allow_outside_root=False, follow_links=False, max_file_size=None,
+def safety_options(allow_outside_root=False, follow_links=False, max_file_bytes=None,
                    allow_urls=False) -> dict:
     """Keyword arguments for :func:`splitscope.features.scanning.scan` from
-    :data:`SAFETY_OPTIONS`."""
+    :data:`SAFETY_OPTIONS` (the read cap only when it is not the default)."""
     out: dict = {"allow_outside_root": bool(allow_outside_root),
                  "follow_links": bool(follow_links), "allow_urls": bool(allow_urls)}
-    if max_file_size is not None:
-        out["max_file_bytes"] = int(max_file_size)
+    if max_file_bytes is not None and int(max_file_bytes) != DEFAULT_MAX_FILE_BYTES:
+        out["max_file_bytes"] = int(max_file_bytes)
     return out
 
 

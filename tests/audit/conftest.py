@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from splitscope.audit.demo import run_demo
+from splitscope.workflows.demo import run_demo
 
 
 @pytest.fixture(scope="session")

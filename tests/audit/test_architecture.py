@@ -62,9 +62,33 @@ def test_no_layer_package_imports_the_audit_or_the_report():
         if _package(name) not in LAYER_PACKAGES:
             continue
         for target in _imports(path, top_level_only=False):
-            if _package(target) in ("audit", "report"):
+            if _package(target) in ("core", "report", "workflows"):
                 offending.append(f"{name} imports {target}")
     assert not offending, offending
+
+
+#: packages that hold a layer (an entry module ``layer.py`` listing ``LAYERS``)
+AUDIT_LAYERS = tuple(sorted(p.parent.name for p in PACKAGE.glob("*/layer.py")))
+
+
+def test_the_core_imports_no_layer_package_at_any_level():
+    """The core (the layer protocol, the options, the run, the verdicts, the issue table)
+    reaches the layers only through the registry, never by an import, function-level ones
+    counted; nor does it import the verbs above it (workflows)."""
+    assert set(AUDIT_LAYERS) >= {"relations", "groups", "provenance", "evaluation",
+                                 "experiments"}
+    offending = [f"{name} imports {target}"
+                 for name, path in _modules().items() if _package(name) == "core"
+                 for target in _imports(path, top_level_only=False)
+                 if _package(target) in (*AUDIT_LAYERS, "workflows")]
+    assert not offending, offending
+
+
+def test_the_core_import_check_finds_a_function_level_import(tmp_path, monkeypatch):
+    module = tmp_path / "probe.py"
+    module.write_text("def f():\n    from splitscope.relations.reading import RULES\n")
+    assert "splitscope.relations.reading" in _imports(module, top_level_only=False)
+    assert "splitscope.relations.reading" not in _imports(module, top_level_only=True)
 
 
 def test_the_report_imports_no_layer_package():

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from splitscope.audit.run import audit
 from splitscope.cli import main
+from splitscope.core.options import AuditOptions
+from splitscope.core.run import audit
 
 
 def _release(root: Path) -> Path:
@@ -41,8 +42,7 @@ def test_out_inside_the_release_is_refused_before_anything_is_created(tmp_path):
 @pytest.mark.slow
 def test_failed_rows_are_listed_by_name_everywhere(tmp_path):
     rel = _release(tmp_path / "rel")
-    res = audit(rel, out_dir=tmp_path / "o", workers=1, progress=False, layers=["duplicates"],
-                transforms=0)
+    res = audit(rel, out_dir=tmp_path / "o", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0))
     failures = pd.read_csv(res.out_dir / "lists" / "failures.csv")
     assert dict(zip(failures["path"], failures["reason"])) == {
         "test/a/cut.png": "truncated", "test/a/empty.png": "zero_byte"}
@@ -84,11 +84,8 @@ def test_audit_reads_predictions_from_the_sheet_it_is_told(tmp_path):
         pd.DataFrame({"note": ["scores of run 1"]}).to_excel(xl, sheet_name="about", index=False)
         pd.DataFrame({"path": rows, "a": p[:, 0], "z": p[:, 1]}).to_excel(
             xl, sheet_name="scores", index=False)
-    told = audit(rel, predictions=workbook, out_dir=tmp_path / "told", workers=1,
-                 progress=False, layers=["evaluation"], score_kind="probability",
-                 prediction_reading={"sheet": "scores"})
-    untold = audit(rel, predictions=workbook, out_dir=tmp_path / "untold", workers=1,
-                   progress=False, layers=["evaluation"], score_kind="probability")
+    told = audit(rel, predictions=workbook, out_dir=tmp_path / "told", options=AuditOptions.from_flags(workers=1, progress=False, layers=["evaluation"], score_kind="probability", sheet="scores"))
+    untold = audit(rel, predictions=workbook, out_dir=tmp_path / "untold", options=AuditOptions.from_flags(workers=1, progress=False, layers=["evaluation"], score_kind="probability"))
 
     def scoreability(res):
         return next(r for r in res.document["records"] if r["id"] == "evaluation.scoreability")
@@ -96,4 +93,4 @@ def test_audit_reads_predictions_from_the_sheet_it_is_told(tmp_path):
     assert scoreability(told)["numerator"] == 1
     assert scoreability(untold)["numerator"] == 0
     assert "sheet" in json.dumps(scoreability(untold)).lower()
-    assert told.document["params"]["prediction_reading"] == {"sheet": "scores"}
+    assert told.document["options"]["evaluation"]["sheet"] == "scores"

@@ -66,7 +66,7 @@ def test_the_first_figure_is_the_test_split_composition(demo):
 def test_each_summary_figure_is_the_gate_of_the_same_name(demo, metric, words):
     import re
 
-    from splitscope.audit.conditions import evaluate_conditions, parse_condition
+    from splitscope.core.conditions import evaluate_conditions, parse_condition
 
     line = next(v for v in demo.document["summary"]["verdicts"] if words in v)
     num, den = (int(x.replace(",", "")) for x in
@@ -80,7 +80,7 @@ def test_each_summary_figure_is_the_gate_of_the_same_name(demo, metric, words):
 def test_the_summary_opens_with_the_findings_largest_first(demo):
     import re
 
-    from splitscope.audit.conditions import evaluate_conditions, parse_condition
+    from splitscope.core.conditions import evaluate_conditions, parse_condition
 
     doc = demo.document
     first = next(v for v in doc["summary"]["verdicts"] if not v.startswith("WARNING"))
@@ -102,7 +102,7 @@ def test_the_demo_pixel_identical_line_trips_the_gate_at_its_figure(demo, tmp_pa
     their own, smaller figure (``reencode_rate``)."""
     import re
 
-    from splitscope.audit.conditions import evaluate_conditions, parse_condition
+    from splitscope.core.conditions import evaluate_conditions, parse_condition
 
     doc = demo.document
     line = next(v for v in doc["summary"]["verdicts"]

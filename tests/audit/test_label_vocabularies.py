@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from splitscope.audit.run import audit
 from splitscope.cli import main
+from splitscope.core.options import AuditOptions
+from splitscope.core.run import audit
 from splitscope.errors import InputError
 from splitscope.manifest.labels import apply_label_maps, vocabulary_overlap
 
@@ -71,8 +72,7 @@ def test_vocabulary_overlap_rule():
 @pytest.mark.slow
 def test_differently_spelled_corpora_are_not_compared(corpora, tmp_path):
     main_root, ext_root = corpora
-    res = audit(main_root, external=ext_root, out_dir=tmp_path / "a", workers=1,
-                progress=False, layers=["duplicates", "external"])
+    res = audit(main_root, external=ext_root, out_dir=tmp_path / "a", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "external"]))
     (rec,) = _conflicts(res)
     assert rec["status"] == "not assessed" and rec["numerator"] is None
     assert "label vocabularies differ" in rec["reason"]
@@ -88,13 +88,14 @@ def test_a_map_aligns_the_corpora_and_counts_the_true_conflicts(corpora, tmp_pat
     main_root, ext_root = corpora
     spec = "glioma_tumor=glioma,meningioma_tumor=meningioma"
     kw = {"external_label_map": spec} if how == "own" else {"label_map": spec}
-    res = audit(main_root, external=ext_root, out_dir=tmp_path / how, workers=1,
-                progress=False, layers=["duplicates", "external"], **kw)
+    res = audit(main_root, AuditOptions.from_flags(workers=1, progress=False,
+                                                   layers=["duplicates", "external"], **kw),
+                external=ext_root, out_dir=tmp_path / how)
     (rec,) = _conflicts(res)
     assert rec["status"] == "completed"
     assert (rec["numerator"], rec["denominator"]) == (2, 18)
     assert rec["details"]["vocabulary"]["comparable"]
-    maps = res.document["params"]["corpus_label_maps"]
+    maps = res.document["manifest"]["corpus_label_maps"]
     assert maps["external"]["own" if how == "own" else "common"]["rows_changed"] == 13
     assert maps["audited"]["common"] is None  # names no label of the main release
     assert any(v.startswith("LABEL CONFLICT") and "(2 of 18 rows)" in v
@@ -143,8 +144,7 @@ def test_identical_images_under_two_labels_inside_one_split(tmp_path):
                                                         .read_bytes())
     (root / "test" / "a" / "dup_of_a1.png").write_bytes((root / "test" / "a" / "1.png")
                                                         .read_bytes())
-    res = audit(root, out_dir=tmp_path / "out", workers=1, progress=False,
-                layers=["duplicates"], transforms=0)
+    res = audit(root, out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0))
     recs = {r["id"]: r for r in res.document["records"]}
     within = recs["identity.label_conflict_within.test--test"]
     assert (within["numerator"], within["denominator"], within["details"]["pairs"]) == (2, 10, 1)
@@ -164,13 +164,11 @@ def test_identical_images_under_two_labels_inside_one_split(tmp_path):
 
 @pytest.mark.slow
 def test_within_split_copies_and_conflicts_have_gates(tmp_path):
-    from splitscope.audit.conditions import evaluate_conditions, parse_condition
+    from splitscope.core.conditions import evaluate_conditions, parse_condition
 
     root = _two_class_release(tmp_path / "rel", 300, train=5, test=4)
     (root / "test" / "b" / "again.png").write_bytes((root / "test" / "a" / "0.png").read_bytes())
-    res = audit(root, out_dir=tmp_path / "out", workers=1, progress=False,
-                layers=["duplicates"], transforms=0,
-                fail_on=["within_split_copy_rate>0.1", "label_conflict_rate>0.5"])
+    res = audit(root, out_dir=tmp_path / "out", fail_on=["within_split_copy_rate>0.1", "label_conflict_rate>0.5"], options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0))
     held = {c["metric"]: (c["value"], c["held"]) for c in res.document["fail_on"]}
     assert held["within_split_copy_rate"] == (pytest.approx(2 / 9), True)
     assert held["label_conflict_rate"] == (pytest.approx(2 / 9), False)
@@ -197,8 +195,7 @@ def test_the_vocabularies_of_a_cross_corpus_boundary_are_compared_once(corpora, 
 
     monkeypatch.setattr(lc, "vocabulary_overlap", counted)
     main_root, ext_root = corpora
-    res = audit(main_root, external=ext_root, out_dir=tmp_path / "once", workers=1,
-                progress=False, layers=["duplicates", "external"])
+    res = audit(main_root, external=ext_root, out_dir=tmp_path / "once", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "external"]))
     (rec,) = _conflicts(res)
     assert rec["status"] == "not assessed" and rec["details"]["vocabulary"]["shared"]
     boundaries = {r["boundary"]["name"] for r in res.document["records"]

@@ -10,8 +10,9 @@ from typing import ClassVar
 import pytest
 from audit_helpers import tiny_release
 
-from splitscope.audit.protocol import NotRun, layer_names, register, unregister
-from splitscope.audit.run import audit
+from splitscope.core.options import AuditOptions
+from splitscope.core.protocol import NotRun, layer_names, register, unregister
+from splitscope.core.run import audit
 from splitscope.records import AuditRecord, LayerResult
 
 
@@ -73,9 +74,8 @@ def toy_layers():
 def test_a_registered_layer_runs_in_the_audit(tmp_path, toy_layers):
     names = layer_names()
     assert names.index("provenance") < names.index("row_count") < names.index("evaluation")
-    res = audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", workers=1,
-                progress=False, layers=["duplicates", "row_count", "needs_predictions",
-                                        "after_row_count"], transforms=0)
+    res = audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "row_count", "needs_predictions",
+                                        "after_row_count"], transforms=0))
     doc = json.loads((tmp_path / "out" / "audit.json").read_text())
     layers = {l["layer"]: l for l in doc["layers"]}
     assert [l["layer"] for l in doc["layers"]] == list(names)
@@ -92,8 +92,7 @@ def test_a_registered_layer_runs_in_the_audit(tmp_path, toy_layers):
 
 
 def test_a_layer_whose_dependency_did_not_run_is_not_assessed(tmp_path, toy_layers):
-    audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", workers=1, progress=False,
-          layers=["after_row_count"], transforms=0)
+    audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=False, layers=["after_row_count"], transforms=0))
     doc = json.loads((tmp_path / "out" / "audit.json").read_text())
     layers = {l["layer"]: l for l in doc["layers"]}
     assert layers["after_row_count"]["status"] == "not assessed"
@@ -111,11 +110,10 @@ def test_register_refuses_a_second_layer_of_the_same_name(toy_layers):
 
 def test_splitscope_audit_is_the_audit_function(tmp_path):
     import splitscope
-    import splitscope.audit.protocol  # importing the package's modules does not rebind it
+    import splitscope.core.protocol  # importing the package's modules does not rebind it
 
     assert splitscope.audit is audit
-    res = splitscope.audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", workers=1,
-                           progress=False, layers=["duplicates"], transforms=0)
+    res = splitscope.audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0))
     assert res.audit_json.is_file()
 
 
@@ -129,12 +127,12 @@ def test_splitscope_audit_is_the_function_whatever_is_imported_first():
     package_first = ("import sys\n"
                      "import splitscope\n"
                      "assert 'pandas' not in sys.modules\n"
-                     "assert 'splitscope.audit.run' not in sys.modules\n"
-                     "import splitscope.audit.options\n"
-                     "from splitscope.audit.run import audit\n"
+                     "assert 'splitscope.core.run' not in sys.modules\n"
+                     "import splitscope.core.options\n"
+                     "from splitscope.core.run import audit\n"
                      "assert splitscope.audit is audit\n")
-    module_first = ("import splitscope.audit.options, splitscope\n"
-                    "from splitscope.audit.run import audit\n"
+    module_first = ("import splitscope.core.options, splitscope\n"
+                    "from splitscope.core.run import audit\n"
                     "assert splitscope.audit is audit\n")
     for code in (package_first, module_first):
         subprocess.run([sys.executable, "-c", code], check=True)
@@ -195,8 +193,7 @@ def _audit_with(tmp_path, layers, progress=False) -> dict:
     for layer in layers:
         register(layer)
     try:
-        audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", workers=1,
-              progress=progress, layers=[layer.name for layer in layers], transforms=0)
+        audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=progress, layers=[layer.name for layer in layers], transforms=0))
     finally:
         for layer in layers:
             unregister(layer.name)

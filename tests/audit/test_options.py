@@ -3,15 +3,16 @@ audit.json; the CLI's defaults are the dataclasses' defaults."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from audit_helpers import tiny_release
 
-from splitscope.audit.commands import audit_command
-from splitscope.audit.options import AuditOptions
-from splitscope.audit.run import audit
+from splitscope.core.commands import audit_command
+from splitscope.core.options import AuditOptions
+from splitscope.core.run import audit
 from splitscope.errors import InputError
 
 
@@ -22,18 +23,41 @@ def _release(root: Path) -> Path:
 
 
 def test_every_option_is_listed_and_json_ready():
-    d = AuditOptions.build(tau=0.9, seed=3, prediction_reading={"sheet": "1"},
-                           list_options={"columns": {"path": "file"}}).to_dict()
-    assert set(d) == {"inputs", "features", "search", "provenance", "quality", "evaluation",
-                      "run"}
+    d = AuditOptions.from_flags(tau=0.9, seed=3, sheet="1", path_column="file").to_dict()
+    assert list(d) == ["inputs", "features", "search", "provenance", "quality", "evaluation",
+                       "run"]
     assert d["search"]["tau"] == 0.9 and d["run"]["seed"] == 3
-    assert d["evaluation"]["reading"]["sheet"] == 1  # a digit string is a sheet index
-    assert d["inputs"]["list_options"] == {"columns": {"path": "file"}}
+    assert d["evaluation"]["sheet"] == 1  # a digit string is a sheet index
+    assert d["inputs"]["path_column"] == "file"
     assert json.loads(json.dumps(d)) == d
 
 
+def test_from_flags_parses_the_texts_of_the_command_line():
+    o = AuditOptions.from_flags(layers="duplicates, groups", sep="tab", workers=2)
+    assert o.run.layers == ("duplicates", "groups")
+    assert o.evaluation.sep == "\t" and o.run.workers == 2
+    assert o.inputs.list_options() == {}
+    o = AuditOptions.from_flags(path_column="img", list_root="/r", constant_split="test")
+    assert o.inputs.list_options() == {"columns": {"path": "img"}, "root": "/r",
+                                       "split": "test"}
+
+
+def test_layer_groups_are_attributes_and_replaceable():
+    from splitscope.relations.options import SearchOptions
+
+    o = AuditOptions().replace(search=SearchOptions(tau=0.9))
+    assert o.search.tau == 0.9 and o.layer_options["search"] is o.search
+    assert AuditOptions().search == SearchOptions()
+    with pytest.raises(AttributeError, match="no options group 'nothing'"):
+        _ = o.nothing
+    with pytest.raises(InputError, match="unknown options group"):
+        AuditOptions(layer_options={"nothing": SearchOptions()})
+    with pytest.raises(InputError, match="must be a SearchOptions"):
+        AuditOptions(layer_options={"search": object()})
+
+
 def test_the_cli_defaults_are_the_options_defaults():
-    defaults = {p.name: p.default for p in audit_command.params}
+    defaults = {p.name: p.default for p in audit_command().params}
     o = AuditOptions()
     assert (defaults["tau"], defaults["radius"], defaults["transforms"]) \
         == (o.search.tau, o.search.radius, o.search.transforms)
@@ -41,30 +65,46 @@ def test_the_cli_defaults_are_the_options_defaults():
                                                                 o.evaluation.score_kind)
     assert (defaults["seed"], defaults["resamples"], defaults["max_pairs"]) == (
         o.run.seed, o.run.resamples, o.run.max_pairs)
+    # every flag but the audit's inputs and outputs is an option field, whatever its group
+    inputs = {"inputs", "control", "external", "predictions", "attribution_maps",
+              "attribution_masks", "out_dir", "fail_on", "as_json"}
+    flags = {p.name: p.default for p in audit_command().params if p.name not in inputs}
+    assert AuditOptions.from_flags(**flags) == o
 
 
 def test_bad_options_fail_before_any_work(tmp_path):
     with pytest.raises(InputError, match="tau"):
-        AuditOptions.build(tau=1.5)
+        AuditOptions.from_flags(tau=1.5)
     with pytest.raises(InputError, match="score_kind"):
-        AuditOptions.build(score_kind="odds")
-    with pytest.raises(InputError, match="not both"):
-        audit(tmp_path, out_dir=tmp_path / "out", options=AuditOptions(), tau=0.9)
+        AuditOptions.from_flags(score_kind="odds")
+    with pytest.raises(InputError, match="unknown option"):
+        AuditOptions.from_flags(n_boot=10)
+    with pytest.raises(InputError, match="must be an AuditOptions"):
+        audit(tmp_path, {"tau": 0.9}, out_dir=tmp_path / "out")
+
+
+def test_audit_takes_at_most_twelve_parameters():
+    import inspect
+
+    assert len(inspect.signature(audit).parameters) <= 12
 
 
 def test_seed_and_resamples_reach_the_groups_layer_and_audit_json(tmp_path):
     release = _release(tmp_path / "release")
-    options = AuditOptions.build(seed=5, resamples=37, layers=["groups"],
-                                 group_regex=r"^(?P<group>p\d+)_", progress=False)
-    doc = audit(release, out_dir=tmp_path / "out", options=options).document
+    options = AuditOptions.from_flags(seed=5, resamples=37, layers=["groups"],
+                                      group_regex=r"^(?P<group>p\d+)_", progress=False)
+    doc = audit(release, options, out_dir=tmp_path / "out").document
     assert doc["options"]["run"]["seed"] == 5 and doc["options"]["run"]["resamples"] == 37
     assert doc["options"]["inputs"]["group_regex"] == r"^(?P<group>p\d+)_"
+    assert "params" not in doc and doc["schema_version"] == "2.0"
     overlap = [r for r in doc["records"] if r["id"].startswith("group.overlap[")
                and r["status"] == "completed"]
     assert overlap
     assert all("37 resamples" in r["uncertainty"]["kind"] for r in overlap)
     saved = json.loads((tmp_path / "out" / "audit.json").read_text())
-    assert saved["options"] == doc["options"]
+    assert saved["options"] == doc["options"] == options.replace(
+        run=dataclasses.replace(options.run, workspace=str(tmp_path / "out" / "workspace"))
+    ).to_dict()
 
 
 @pytest.mark.slow

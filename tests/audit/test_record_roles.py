@@ -16,8 +16,9 @@ from audit_helpers import tiny_release
 from toy_layer import PREDICATE, LargeFilesLayer
 
 import splitscope
-from splitscope.audit.protocol import record_roles, register, unregister
-from splitscope.audit.run import audit
+from splitscope.core.options import AuditOptions
+from splitscope.core.protocol import record_roles, register, unregister
+from splitscope.core.run import audit
 from splitscope.records import roles as R
 
 PACKAGE = Path(splitscope.__file__).parent
@@ -47,8 +48,7 @@ def _table(html: str, section: str) -> str:
 def test_a_layer_places_its_records_by_declaring_roles(tmp_path, toy):
     release = tiny_release(tmp_path / "release", seed=1, sizes=(("train", 6), ("test", 4)),
                            side=None)
-    result = audit(release, out_dir=tmp_path / "out", layers=["large_files"], croissant=True,
-                   progress=False)
+    result = audit(release, out_dir=tmp_path / "out", options=AuditOptions.from_flags(layers=["large_files"], croissant=True, progress=False))
     record = next(r for r in result.document["records"] if r["layer"] == "large_files"
                   and r["status"] == "completed")
     html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")

@@ -15,10 +15,11 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from splitscope.audit.conditions import evaluate_conditions, parse_condition
-from splitscope.audit.meaning import RULES, meaning
-from splitscope.audit.run import audit
 from splitscope.cli import app, main
+from splitscope.core.conditions import evaluate_conditions, parse_condition
+from splitscope.core.meaning import layer_rules, meaning
+from splitscope.core.options import AuditOptions
+from splitscope.core.run import audit
 from splitscope.provenance.predicates import HEADER_PROBE_CROSS, HEADER_PROBE_WITHIN, PARTITION
 from splitscope.report.figures import sweep_ylim
 from splitscope.report.gallery import BANDS, gallery
@@ -61,9 +62,7 @@ def release(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def audited(release, tmp_path_factory):
     out = tmp_path_factory.mktemp("audit") / "out"
-    res = audit(release, out_dir=out, workers=1, progress=False, max_pairs=1, transforms=0,
-                layers=["duplicates", "groups", "provenance"],
-                fail_on=["phash_rate>0", "header_probe_ba>0"])
+    res = audit(release, out_dir=out, fail_on=["phash_rate>0", "header_probe_ba>0"], options=AuditOptions.from_flags(workers=1, progress=False, max_pairs=1, transforms=0, layers=["duplicates", "groups", "provenance"]))
     return res, json.loads(res.audit_json.read_text()), res.report.read_text()
 
 
@@ -170,8 +169,7 @@ def test_census_marks_a_predicate_the_control_finds_unreliable(release, tmp_path
         for i in range(n):  # one flat gradient for all: every hash collides
             Image.fromarray(np.tile(np.arange(64, dtype=np.uint8) * 4, (64, 1)) + i).save(
                 control / split / "x" / f"{i}.png")
-    res = audit(release, control=control, out_dir=tmp_path / "o", workers=1, progress=False,
-                layers=["duplicates"], transforms=0, fail_on=["phash_rate>0"])
+    res = audit(release, control=control, out_dir=tmp_path / "o", fail_on=["phash_rate>0"], options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0))
     screen = _records(res.document, "hash_screen")[0]
     assert screen["details"]["control"]["unreliable"]
     html = res.report.read_text()
@@ -202,18 +200,15 @@ def test_header_probe_ba_reads_the_within_pool_probe():
 
 @pytest.mark.slow
 def test_label_map_gives_the_binary_probe_and_gates_it(release, tmp_path):
-    three = audit(release, out_dir=tmp_path / "three", workers=1, progress=False,
-                  layers=["provenance"], fail_on=["header_probe_ba>0.9"])
-    two = audit(release, out_dir=tmp_path / "two", workers=1, progress=False,
-                layers=["provenance"], label_map="b=other,c=other",
-                fail_on=["header_probe_ba>0.9"])
+    three = audit(release, out_dir=tmp_path / "three", fail_on=["header_probe_ba>0.9"], options=AuditOptions.from_flags(workers=1, progress=False, layers=["provenance"]))
+    two = audit(release, out_dir=tmp_path / "two", fail_on=["header_probe_ba>0.9"], options=AuditOptions.from_flags(workers=1, progress=False, layers=["provenance"], label_map="b=other,c=other"))
     w3, w2 = (next(r for r in res.document["records"]
                    if r["id"] == "provenance.header_probe.within_pool") for res in (three, two))
     assert w3["estimate"] < 0.9 and three.exit_code == 0
     assert w2["estimate"] > 0.9 and two.exit_code == 1
     assert set(w2["class_support"]) == {"a", "other"}
     assert w2["details"]["label_map"]["map"] == {"b": "other", "c": "other"}
-    assert two.document["params"]["label_map"]["rows_changed"] == 67
+    assert two.document["manifest"]["label_map"]["rows_changed"] == 67
     assert all(r["details"].get("label_map") for r in two.document["records"])
     assert any("Header-only probe: within pool" in v for v in two.document["summary"]["verdicts"])
     manifest = pd.read_csv(two.out_dir / "lists" / "manifest.csv")
@@ -265,8 +260,7 @@ def test_sweep_axis_starts_at_zero():
 
 
 def test_group_regex_that_matches_nothing_says_so(release, tmp_path):
-    res = audit(release, out_dir=tmp_path / "o", workers=1, progress=False, layers=["groups"],
-                group_regex=r"^patient(?P<group>\d+)_")
+    res = audit(release, out_dir=tmp_path / "o", options=AuditOptions.from_flags(workers=1, progress=False, layers=["groups"], group_regex=r"^patient(?P<group>\d+)_"))
     rec = next(r for r in res.document["records"] if r["id"] == "group.overlap")
     assert rec["reason"].startswith("the group regex '^patient(?P<group>\\\\d+)_' matched none "
                                     "of the 101 rows' basename")
@@ -279,8 +273,7 @@ def test_unrecognised_label_column_is_a_warning(release, tmp_path):
     pd.DataFrame({"path": [p.relative_to(release).as_posix() for p in files],
                   "split": [p.relative_to(release).parts[0] for p in files],
                   "finding": [p.parent.name for p in files]}).to_csv(lst, index=False)
-    res = audit(lst, out_dir=tmp_path / "o", workers=1, progress=False, layers=["duplicates"],
-                transforms=0, list_options={"root": str(release)})
+    res = audit(lst, out_dir=tmp_path / "o", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0, list_root=str(release)))
     assert res.document["summary"]["verdicts"][0].startswith(
         "WARNING: none of the 101 rows has a label")
     assert "WARNING: none of the 101 rows has a label" in res.report.read_text()
@@ -317,15 +310,16 @@ def test_audit_reads_a_list_with_named_columns(release, tmp_path):
     doc = json.loads((tmp_path / "o" / "audit.json").read_text())
     assert doc["manifest"]["labels"] == {"a": 34, "b": 34, "c": 33}
     assert _records(doc, "sha256")[0]["numerator"] == 1
-    assert doc["params"]["list_options"]["columns"] == {"path": "img", "label": "dx",
-                                                        "split": "fold"}
+    given = doc["options"]["inputs"]
+    assert (given["path_column"], given["label_column"], given["split_column"]) == (
+        "img", "dx", "fold")
 
 
 # --- 17: progress -------------------------------------------------------------------------
 
 
 def test_progress_per_layer_on_request_and_quiet_when_piped(release, tmp_path, capsys):
-    audit(release, out_dir=tmp_path / "o", workers=1, progress=True, layers=["groups"])
+    audit(release, out_dir=tmp_path / "o", options=AuditOptions.from_flags(workers=1, progress=True, layers=["groups"]))
     err = capsys.readouterr().err
     assert re.search(r"layer \d+/\d+ groups: not applicable \(\d+\.\d s\)", err)
     res = CliRunner().invoke(app, ["audit", str(release), "--layers", "groups", "--workers", "1",
@@ -356,7 +350,7 @@ def test_each_meaning_rule_speaks_only_on_its_condition():
     part = {"id": "provenance.partition[test_train]", "layer": "provenance",
             "status": "completed", "estimate": 0.78, "boundary": bound,
             "uncertainty": {"low": 0.74}, "predicate": {"name": PARTITION}}
-    rules = {r.name: r for r in RULES}
+    rules = {r.name: r for r in layer_rules()}
     differ = [_probe("within", 0.82, 0.80), _probe("cross", 0.51, 0.45, bound), part]
     assert "built or encoded differently" in rules["encoded_differently"].says(b, differ)
     assert rules["shortcut_transfers"].says(b, differ) is None
@@ -405,12 +399,12 @@ def test_report_cites_the_packaged_method(audited):
 
 def test_every_meaning_rule_is_documented():
     text = (Path(__file__).resolve().parents[2] / "docs" / "method.md").read_text("utf-8")
-    for rule in RULES:
+    for rule in layer_rules():
         assert f"| `{rule.name}` | {rule.condition} |" in text, rule.name
 
 
 def test_hash_only_label_conflicts_are_not_called_label_noise():
-    from splitscope.audit.verdicts import verdicts
+    from splitscope.core.verdicts import verdicts
     from splitscope.relations.label_conflicts import calibration
 
     assert calibration("sha256", None) == ("exact", True)
@@ -429,7 +423,7 @@ def test_hash_only_label_conflicts_are_not_called_label_noise():
               "numerator": 3, "denominator": 10, "estimate": 0.3, "unit": "affected query row",
               "predicate": {"name": "label_conflict_hash_joint"},
               "details": {"calibration": "uncalibrated", "trusted": False}}
-    doc = {"records": [hashed], "boundaries": [b], "params": {"tau": 0.98}}
+    doc = {"records": [hashed], "boundaries": [b], "options": {"search": {"tau": 0.98}}}
     lines = verdicts(doc)
     assert not any(line.startswith("LABEL CONFLICT") for line in lines)
     assert any(line.startswith("Hash rules alone link 3 of 10 test rows") for line in lines)

@@ -51,7 +51,7 @@ class LargeFilesLayer:
         "larger than the median file." for r in doc["records"]
         if r["layer"] == NAME and r["status"] == "completed"]),)
 
-    def issue_columns(self, ids: pd.Index, tables) -> pd.DataFrame:
+    def issue_columns(self, ids: pd.Index, tables, rows) -> pd.DataFrame:
         large = set(tables["large_files"]["row"].tolist())
         return pd.DataFrame({"large_file": pd.array([i in large for i in ids], dtype="boolean")},
                             index=ids)

@@ -55,8 +55,8 @@ def test_without_torch_a_verb_exits_2_with_the_install_hint(verb, tiny_release, 
 @pytest.mark.slow
 def test_the_core_install_imports_no_torch():
     code = ("import sys; import splitscope.cli, splitscope.experiments.layer, "
-            "splitscope.experiments.commands, splitscope.audit.run\n"
-            "from splitscope.audit.protocol import layer_names\n"
+            "splitscope.experiments.commands, splitscope.core.run\n"
+            "from splitscope.core.protocol import layer_names\n"
             "assert 'experiments' in layer_names(), layer_names()\n"
             "assert 'torch' not in sys.modules")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
@@ -217,7 +217,7 @@ def test_experiment_explains_and_audits_in_one_report(tiny_release, tmp_path, ca
 
 @pytest.mark.slow
 def test_demo_with_a_trained_small_cnn(tmp_path):
-    from splitscope.audit.demo import run_demo
+    from splitscope.workflows.demo import run_demo
 
     result, check = run_demo(tmp_path / "demo", workers=1, progress=False, trained_model=True)
     doc = result.document

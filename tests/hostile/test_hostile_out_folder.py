@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from hostile_corpus import small_release
 
-from splitscope.audit.run import audit
 from splitscope.cli import main
+from splitscope.core.options import AuditOptions
+from splitscope.core.run import audit
 from splitscope.errors import InputError
 
 LOCK = ".splitscope-out.lock"
@@ -135,7 +136,7 @@ def test_a_symlinked_out_folder_is_refused(release, tmp_path, capsys):
         assert "symbolic link" in capsys.readouterr().err
         assert list(elsewhere.iterdir()) == []
     with pytest.raises(InputError, match="symbolic link"):
-        audit(release, out_dir=out, workers=1, progress=False, layers=["duplicates"])
+        audit(release, out_dir=out, options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"]))
     assert list(elsewhere.iterdir()) == []
 
 

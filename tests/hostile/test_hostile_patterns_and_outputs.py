@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from hostile_corpus import image
 
 from splitscope import cli
+from splitscope.core.options import AuditOptions
 from splitscope.errors import InputError
 from splitscope.manifest import apply_group_regex, read_folder, read_table
 from splitscope.manifest.build import EXCLUDED_LINK_OUTSIDE
@@ -253,7 +254,7 @@ def test_followed_links_stay_inside_the_root(tmp_path):
 
 
 def test_croissant_json_cannot_end_a_script(tmp_path):
-    from splitscope.audit.run import audit
+    from splitscope.core.run import audit
 
     label = "</script><script>alert(1)</script>"
     folder = tmp_path / "rel"
@@ -265,8 +266,7 @@ def test_croissant_json_cannot_end_a_script(tmp_path):
                      "label": label if i % 2 else "<!--x"})
     pd.DataFrame(rows).to_csv(folder / "list.csv", index=False)
     out = tmp_path / "out"
-    audit(folder / "list.csv", out_dir=out, workspace=tmp_path / "ws", workers=1,
-          progress=False, layers=["groups"], croissant=True)
+    audit(folder / "list.csv", out_dir=out, options=AuditOptions.from_flags(workspace=tmp_path / "ws", workers=1, progress=False, layers=["groups"], croissant=True))
     text = (out / "croissant.json").read_text(encoding="utf-8")
     assert "</" not in text and "<!--" not in text
     collection = json.loads(text)["rai:dataCollection"]

@@ -20,10 +20,11 @@ from input_builders import (
 )
 
 import splitscope
+from splitscope.core.options import AuditOptions
 from splitscope.features.scanning import scan
 
-AUDIT = {"workers": 1, "progress": False, "transforms": 0,
-         "layers": ["duplicates", "provenance"]}
+AUDIT = AuditOptions.from_flags(workers=1, progress=False, transforms=0,
+                                 layers=["duplicates", "provenance"])
 
 
 def _records(out: Path) -> dict[str, dict]:
@@ -64,8 +65,8 @@ def _audit_pair(tmp_path: Path, originals: list[bytes]) -> tuple[Path, Path, dic
     release = _release(originals)
     folder = write_folder(tmp_path / "folder", release)
     hub = write_hub(tmp_path / "hub", release)
-    splitscope.audit(folder, out_dir=tmp_path / "out-folder", **AUDIT)
-    splitscope.audit(hub, out_dir=tmp_path / "out-hub", **AUDIT)
+    splitscope.audit(folder, AUDIT, out_dir=tmp_path / "out-folder")
+    splitscope.audit(hub, AUDIT, out_dir=tmp_path / "out-hub")
     return tmp_path / "out-folder", tmp_path / "out-hub", release
 
 
@@ -161,13 +162,13 @@ def test_save_to_disk_folder_and_dataset_object_audit_like_the_folder(tmp_path, 
     folder = write_folder(tmp_path / "folder", release)
     saved = tmp_path / "saved"
     _dataset_dict(datasets, release).save_to_disk(str(saved))
-    splitscope.audit(folder, out_dir=tmp_path / "out-folder", **AUDIT)
-    splitscope.audit(saved, out_dir=tmp_path / "out-saved", **AUDIT)
+    splitscope.audit(folder, AUDIT, out_dir=tmp_path / "out-folder")
+    splitscope.audit(saved, AUDIT, out_dir=tmp_path / "out-saved")
     records = assert_same_findings(tmp_path / "out-folder", tmp_path / "out-saved")
     _check_planted(records)
 
     loaded = datasets.load_from_disk(str(saved))
-    splitscope.audit(loaded, out_dir=tmp_path / "out-object", **AUDIT)
+    splitscope.audit(loaded, AUDIT, out_dir=tmp_path / "out-object")
     assert_same_findings(tmp_path / "out-folder", tmp_path / "out-object")
     m = splitscope.build_manifest(loaded["test"])
     assert list(m["label"]) == [lab for lab, _, _ in release["test"]]
@@ -240,8 +241,8 @@ def test_the_probes_do_not_depend_on_the_order_the_rows_are_listed(tmp_path):
                 for split, rows in release.items()}
     assert shuffled != release
     hub = write_hub(tmp_path / "hub", shuffled)
-    splitscope.audit(folder, out_dir=tmp_path / "out-folder", **AUDIT)
-    splitscope.audit(hub, out_dir=tmp_path / "out-hub", **AUDIT)
+    splitscope.audit(folder, AUDIT, out_dir=tmp_path / "out-folder")
+    splitscope.audit(hub, AUDIT, out_dir=tmp_path / "out-hub")
     a, b = _estimates(tmp_path / "out-folder"), _estimates(tmp_path / "out-hub")
     assert {"provenance.header_probe.within_pool", "provenance.image_stats_probe.within_pool",
             "provenance.partition[test_train]", "provenance.partition.internal[train]"} <= set(a)

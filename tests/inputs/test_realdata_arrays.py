@@ -10,10 +10,12 @@ import pytest
 from PIL import Image
 
 import splitscope
+from splitscope.core.options import AuditOptions
 
 pytestmark = [pytest.mark.realdata, pytest.mark.slow]
 
-AUDIT = {"workers": 2, "progress": False, "transforms": 0, "layers": ["duplicates"]}
+AUDIT = AuditOptions.from_flags(workers=2, progress=False, transforms=0,
+                                 layers=["duplicates"])
 
 
 def _dedup(out) -> pd.DataFrame:
@@ -34,8 +36,8 @@ def test_kermany_as_npz_keeps_the_folders_deduplicated_test_split(shared_data, t
     npz = tmp_path / "kermany.npz"
     np.savez(npz, **arrays)
     del arrays
-    folder_res = splitscope.audit(root, out_dir=tmp_path / "folder", **AUDIT)
-    npz_res = splitscope.audit(npz, out_dir=tmp_path / "npz", **AUDIT)
+    folder_res = splitscope.audit(root, AUDIT, out_dir=tmp_path / "folder")
+    npz_res = splitscope.audit(npz, AUDIT, out_dir=tmp_path / "npz")
 
     a, b = _dedup(tmp_path / "folder"), _dedup(tmp_path / "npz")
     ta, tb = a[a["split"] == "test"], b[b["split"] == "test"]

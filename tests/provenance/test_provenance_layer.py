@@ -204,8 +204,8 @@ def test_demo_provenance_the_same_with_every_fit_in_worker_processes(demo_scan, 
 def test_a_check_that_did_not_run_names_its_predicate_and_keeps_its_report_table():
     """The not-run records of the probes and the partition classifier name the predicate they
     would have measured, so the report shows them in that predicate's table."""
-    from splitscope.audit.protocol import record_roles
     from splitscope.boundary import release_boundaries
+    from splitscope.core.protocol import record_roles
     from splitscope.provenance.predicates import HEADER_PROBE_WITHIN, IMAGE_STATS_WITHIN, PARTITION
     from splitscope.report.html import report_context
 

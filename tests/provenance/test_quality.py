@@ -229,8 +229,8 @@ def test_feature_matrix_uses_only_the_statistics():
 
 
 def test_fail_on_metric_and_meaning_rule_read_the_image_statistics_probe():
-    from splitscope.audit.conditions import evaluate_conditions, parse_condition
-    from splitscope.audit.meaning import RULES
+    from splitscope.core.conditions import evaluate_conditions, parse_condition
+    from splitscope.core.meaning import layer_rules
     from splitscope.provenance.predicates import (
         HEADER_PROBE_WITHIN,
         IMAGE_STATS_CROSS,
@@ -257,7 +257,7 @@ def test_fail_on_metric_and_meaning_rule_read_the_image_statistics_probe():
                               [b["name"]])
     assert [o["held"] for o in out] == [True, False] and out[0]["value"] == 0.93
     assert "provenance.header_probe.within_pool" not in out[0]["records"]
-    rule = {r.name: r for r in RULES}["acquisition_shortcut"]
+    rule = {r.name: r for r in layer_rules()}["acquisition_shortcut"]
     said = rule.says(b, records)
     assert said.startswith("intensity statistics alone, without anatomy (intensity_mean)")
     assert "balanced accuracy 0.880 vs chance 0.5" in said

@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from splitscope.core.options import AuditOptions
+
 pytestmark = [pytest.mark.realdata, pytest.mark.slow]
 
 KERMANY_ROWS = {("test", "NORMAL"): 234, ("test", "PNEUMONIA"): 390,
@@ -16,11 +18,10 @@ KERMANY_ROWS = {("test", "NORMAL"): 234, ("test", "PNEUMONIA"): 390,
 
 @pytest.fixture(scope="module")
 def kermany_audit(shared_data, tmp_path_factory):
-    from splitscope.audit.run import audit
+    from splitscope.core.run import audit
 
     out = tmp_path_factory.mktemp("kermany-quality")
-    res = audit(shared_data / "kermany-chest-xray-224", out_dir=out / "o", workers=2,
-                progress=False, layers=["quality"], group_regex=r"person(?P<group>\d+)_")
+    res = audit(shared_data / "kermany-chest-xray-224", out_dir=out / "o", options=AuditOptions.from_flags(workers=2, progress=False, layers=["quality"], group_regex=r"person(?P<group>\d+)_"))
     return res, out
 
 

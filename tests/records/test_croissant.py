@@ -11,13 +11,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from splitscope.audit.croissant import add_croissant
-from splitscope.audit.demo import run_demo
-from splitscope.audit.run import audit
 from splitscope.cli import main
+from splitscope.core.croissant import add_croissant
+from splitscope.core.options import AuditOptions
+from splitscope.core.run import audit
 from splitscope.errors import InputError
 from splitscope.records.croissant import CROISSANT_FILE, croissant_record
 from splitscope.records.model import sha256_file
+from splitscope.workflows.demo import run_demo
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +117,7 @@ def test_report_links_it_and_artifacts_list_it(demo):
     assert digests[CROISSANT_FILE] == sha256_file(demo / CROISSANT_FILE)
     assert digests["report.html"] == sha256_file(demo / "report.html")
     assert digests["audit.json"] == sha256_file(demo / "audit.json")
-    assert json.loads((demo / "audit.json").read_text())["params"]["croissant"] is True
+    assert json.loads((demo / "audit.json").read_text())["options"]["run"]["croissant"] is True
 
 
 def test_a_changed_list_is_refused(demo, tmp_path, capsys):
@@ -141,7 +142,7 @@ def test_writing_it_needs_no_mlcroissant(demo, tmp_path):
     shutil.copytree(demo, copy)
     (copy / CROISSANT_FILE).unlink()
     code = ("import sys; sys.modules['mlcroissant'] = None\n"
-            "from splitscope.audit.croissant import add_croissant\n"
+            "from splitscope.core.croissant import add_croissant\n"
             f"add_croissant({str(copy)!r})\n"
             "assert 'mlcroissant' not in [m for m in sys.modules if sys.modules[m]]\n")
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -151,10 +152,8 @@ def test_writing_it_needs_no_mlcroissant(demo, tmp_path):
 @pytest.mark.slow
 def test_audit_with_croissant_writes_it(demo, tmp_path):
     out = tmp_path / "again"
-    res = audit(demo.parent / "data", out_dir=out, workers=1, progress=False,
-                layers=["duplicates", "groups"], group_regex=r"^p(?P<group>\d+)_",
-                croissant=True)
-    assert (out / CROISSANT_FILE).is_file() and res.document["params"]["croissant"] is True
+    res = audit(demo.parent / "data", out_dir=out, options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "groups"], group_regex=r"^p(?P<group>\d+)_", croissant=True))
+    assert (out / CROISSANT_FILE).is_file() and res.document["options"]["run"]["croissant"] is True
     assert 'href="croissant.json"' in res.report.read_text()
     assert out / CROISSANT_FILE in res.files
     _check_release(out)
@@ -181,8 +180,7 @@ def test_a_list_release_names_its_list(demo, tmp_path):
     listed = tmp_path / "index.csv"
     manifest[["path", "split", "label"]].to_csv(listed, index=False)
     out = tmp_path / "listed"
-    audit(listed, out_dir=out, workers=1, progress=False, layers=["groups"], croissant=True,
-          list_options={"root": str(demo.parent / "data")})
+    audit(listed, out_dir=out, options=AuditOptions.from_flags(workers=1, progress=False, layers=["groups"], croissant=True, list_root=str(demo.parent / "data")))
     record = json.loads((out / CROISSANT_FILE).read_text())
     entry = next(d for d in record["distribution"] if d["@id"].startswith("input:"))
     assert entry["sha256"] == sha256_file(listed) and entry["encodingFormat"] == "text/csv"
@@ -192,8 +190,7 @@ def test_a_list_release_names_its_list(demo, tmp_path):
 
 @pytest.mark.slow
 def test_an_audit_without_it_does_not_link_it(tmp_path, demo):
-    res = audit(demo.parent / "data", out_dir=tmp_path / "plain", workers=1, progress=False,
-                layers=["groups"], group_regex=r"^p(?P<group>\d+)_")
+    res = audit(demo.parent / "data", out_dir=tmp_path / "plain", options=AuditOptions.from_flags(workers=1, progress=False, layers=["groups"], group_regex=r"^p(?P<group>\d+)_"))
     assert not (res.out_dir / CROISSANT_FILE).exists()
     assert "croissant.json" not in res.report.read_text()
 
@@ -205,8 +202,7 @@ def test_kermany_release_record(shared_data, tmp_path):
     if not root.is_dir():
         pytest.skip(f"{root} absent")
     out = tmp_path / "k"
-    audit(root, out_dir=out, workers=2, progress=False, layers=["duplicates", "groups"],
-          group_regex=r"person(?P<group>\d+)_", transforms=0, croissant=True)
+    audit(root, out_dir=out, options=AuditOptions.from_flags(workers=2, progress=False, layers=["duplicates", "groups"], group_regex=r"person(?P<group>\d+)_", transforms=0, croissant=True))
     record = _check_release(out)
     file_sets = [d for d in record["distribution"] if d["@type"] == "cr:FileSet"]
     assert sum(int(d["description"].split()[0]) for d in file_sets) == 5840

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from splitscope.audit.protocol import scorecard_measures
+from splitscope.core.protocol import scorecard_measures
 from splitscope.evaluation.predicates import BALANCED_ACCURACY, THRESHOLD_TRANSFER
 from splitscope.provenance.predicates import PARTITION
 from splitscope.records import AuditRecord, Uncertainty

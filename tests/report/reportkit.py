@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from splitscope.audit.conditions import evaluate_conditions, parse_condition
-from splitscope.audit.protocol import record_roles, scorecard_measures
 from splitscope.boundary import Boundary, Population
+from splitscope.core.conditions import evaluate_conditions, parse_condition
+from splitscope.core.options import AuditOptions
+from splitscope.core.protocol import record_roles, scorecard_measures
 from splitscope.provenance.predicates import HEADER_PROBE_WITHIN, PARTITION
 from splitscope.records import AuditRecord, Uncertainty
+from splitscope.records.schema import SCHEMA_VERSION
 from splitscope.records.scorecard import score_card
 from splitscope.relations.rho_figures import distribution, sweep
 
@@ -69,12 +71,12 @@ def document(recs=None, b: Boundary | None = None, gallery=None, fail_on=()) -> 
                "reason": "no saved predictions given (--predictions DIR)", "records": 1,
                "duration_s": 0.0}]
     doc = {
-        "schema_version": "1.0", "kind": "splitscope-audit",
+        "schema_version": SCHEMA_VERSION, "kind": "splitscope-audit",
         "run": {"started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:00:01Z",
                 "duration_s": 1.0, "command": "splitscope audit x", "exit_code": 0},
         "inputs": [{"role": "audited", "path": "/data/x", "kind": "folder", "sha256": "0" * 64,
                     "rows": 1000}],
-        "params": {"tau": 0.98, "thumb_size": 96, "interpolation": "bicubic"},
+        "options": AuditOptions().to_dict(),
         "software": {"splitscope": "0.1.0"},
         "manifest": {"rows": 1000, "splits": {"test": 200, "train": 800}},
         "boundaries": [{**b.to_dict(), "kind": "released split"}],

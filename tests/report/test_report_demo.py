@@ -9,10 +9,10 @@ import re
 import pandas as pd
 import pytest
 
-from splitscope.audit.demo import FLAG_COLUMNS, flagged_paths, run_demo
 from splitscope.cli import app
 from splitscope.records.schema import validate
 from splitscope.report.browser import find_browser, inspect_page
+from splitscope.workflows.demo import FLAG_COLUMNS, flagged_paths, run_demo
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ def test_demo_audit_document(demo):
     assert len(quality) == 10 and all(r["status"] == "completed" for r in quality)
     assert any(a["path"] == "lists/quality.csv" for a in doc["artifacts"])
     assert 'data-section="quality-table"' in result.report.read_text()
-    assert doc["params"]["dihedral"] is True
+    assert doc["options"]["search"]["dihedral"] is True
     verdicts = doc["summary"]["verdicts"]
     assert verdicts[0].startswith("Findings on test against train, largest first: ")
     assert verdicts[1].startswith("LABEL CONFLICT: ")  # the planted twins under two labels

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from reportkit import boundary, records
 
-from splitscope.audit.conditions import METRICS, evaluate_conditions, parse_condition
+from splitscope.core.conditions import all_metrics, evaluate_conditions, parse_condition
 from splitscope.errors import InputError
 
 
@@ -25,7 +25,7 @@ def test_malformed_condition(text):
 def test_unknown_metric_lists_the_valid_names():
     with pytest.raises(InputError) as err:
         parse_condition("ncc_ratio>0")
-    for name in METRICS:
+    for name in all_metrics():
         assert name in str(err.value)
 
 

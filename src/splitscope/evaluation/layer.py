@@ -9,7 +9,6 @@ for several entries, a re-scoring summary (ranks, Spearman correlations).
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,6 +20,7 @@ from splitscope.errors import InputError
 from splitscope.evaluation import metrics as M
 from splitscope.evaluation import reading
 from splitscope.evaluation.calibration import summarize_temperature, temperature_transfer
+from splitscope.evaluation.options import EvaluationOptions
 from splitscope.evaluation.predicates import (
     BALANCED_ACCURACY,
     LAYER,
@@ -382,7 +382,8 @@ class EvaluationLayer:
 
     name = LAYER
     order = 40
-    verdicts = reading.VERDICTS  # verdict lines (splitscope.audit.verdicts)
+    options = EvaluationOptions  # --score-kind, --sheet, … (context.options.evaluation)
+    verdicts = reading.VERDICTS  # verdict lines (splitscope.core.verdicts)
     scorecard = SCORECARD  # score-card details (splitscope.records.scorecard)
     roles = ROLES  # its records in the report (splitscope.records.roles)
     needs: ClassVar[dict[str, str]] = {"predictions": "no saved predictions given (--predictions DIR)"}
@@ -399,11 +400,9 @@ class EvaluationLayer:
             views.append(lambda truth: view_from_list(truth, removed, "exclude", "deduplicated",
                                                       where=str(listed)))
         options = context.options
-        workspace = options.run.workspace
-        read = dataclasses.replace(options.evaluation.reading,
-                                   cache=Path(workspace) / "parsed-tables" if workspace else None)
         return audit_predictions(context.manifest, context.paths["predictions"], views=views,
-                                 score_kind=options.evaluation.score_kind, read=read,
+                                 score_kind=options.evaluation.score_kind,
+                                 read=options.evaluation.reading(options.run.workspace),
                                  n_boot=options.run.resamples, seed=options.run.seed)
 
 
@@ -451,5 +450,5 @@ class AttributionLayer:
             params={"boundary": b.name, "exposed_by": list(DEDUP_PREDICATES)})[0]
 
 
-#: the layers of this package, in the method's order (see :mod:`splitscope.audit.protocol`)
+#: the layers of this package, in the method's order (see :mod:`splitscope.core.protocol`)
 LAYERS = [EvaluationLayer(), AttributionLayer()]

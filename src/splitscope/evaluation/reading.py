@@ -1,6 +1,6 @@
 """How the evaluation and attribution layers (METHODS §5) read: their verdict sections, lines
 from the finished document that the layers declare (``verdicts``) and the audit orders
-(:mod:`splitscope.audit.verdicts`)."""
+(:mod:`splitscope.core.verdicts`)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,8 @@ def _attribution_lines(doc) -> list[str]:
 
 
 #: the evaluation layer's verdict section
-VERDICTS: tuple[Verdict, ...] = (Verdict("balanced_accuracy", _balanced_accuracy_lines),)
+VERDICTS: tuple[Verdict, ...] = (Verdict("balanced_accuracy", _balanced_accuracy_lines,
+                                                        rank=90),)
 #: the attribution layer's verdict section
-ATTRIBUTION_VERDICTS: tuple[Verdict, ...] = (Verdict("attribution", _attribution_lines),)
+ATTRIBUTION_VERDICTS: tuple[Verdict, ...] = (Verdict("attribution", _attribution_lines,
+                                                                  rank=110),)

@@ -13,14 +13,13 @@ from splitscope.cli_options import (
     IMAGE_COLUMN_OPTION,
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
-    MODE_OPTION,
-    SAFETY_OPTIONS,
     list_options,
     safety_options,
     with_image_column,
     with_options,
 )
 from splitscope.errors import InputError
+from splitscope.features.flags import MODE_OPTION, SAFETY_OPTIONS
 
 
 def _n(count: int, unit: str) -> str:
@@ -138,7 +137,7 @@ def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, en
                  scheduler, group_regex,
                  path_column, label_column, split_column, source_column, group_column,
                  list_root, constant_split, image_column, label_map, allow_outside_root,
-                 allow_urls, follow_links, max_file_size, out_dir, progress, as_json) -> None:
+                 allow_urls, follow_links, max_file_bytes, out_dir, progress, as_json) -> None:
     """Scan a release (folder, list file, table of embedded images, .npz): write its manifest and per-file features
     (hashes, header fields, thumbnails) to the workspace, reusing what is cached, and print
     a summary."""
@@ -157,7 +156,7 @@ def scan_command(inputs, workspace, thumb_size, mode, interpolation, workers, en
             interpolation=interpolation, workers=workers, executor=executor,
             group_regex=group_regex, label_map=label_map,
             progress=False if as_json else progress,
-            **safety_options(allow_outside_root, follow_links, max_file_size, allow_urls),
+            **safety_options(allow_outside_root, follow_links, max_file_bytes, allow_urls),
             **list_opts,
         )
     summary = result.summary()

@@ -114,6 +114,7 @@ from PIL import Image, ImageFile, UnidentifiedImageError
 from splitscope.errors import InputError
 from splitscope.features import header as header_mod
 from splitscope.features import imaging, jpeg_chroma, sources, stats
+from splitscope.options import DEFAULT_MAX_FILE_BYTES, option
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -151,7 +152,6 @@ REASONS = (
 )
 """Failure reason codes (``status`` of a row that is not ``ok``)."""
 
-DEFAULT_MAX_FILE_BYTES = 2 << 30
 """Default read cap: files larger than 2 GiB are listed as ``too_large`` and never read."""
 
 MODES = ("exact", "fast")
@@ -181,11 +181,18 @@ class FeatureParams:
         ``too_large`` entries are re-examined on every scan.
     """
 
-    thumb_size: int = 96
-    interpolation: str = "bicubic"
-    mode: str = "exact"
+    thumb_size: int = option(96, "Thumbnail side S (part of every pixel predicate).")
+    interpolation: str = option("bicubic", "Thumbnail filter (part of every pixel predicate).",
+                                choices=tuple(imaging.INTERPOLATIONS))
+    mode: str = option(
+        "exact", "Feature extraction: 'exact' decodes every pixel; 'fast' decodes a JPEG whose "
+                 "shorter side is at least 4 × max(S, 32) at reduced scale (another geometry, "
+                 "cached apart; those files get no decoded-pixel digest).", choices=MODES)
     max_pixels: int = DEFAULT_MAX_PIXELS
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    max_file_bytes: int = option(
+        DEFAULT_MAX_FILE_BYTES, "Files larger than this are listed as too_large and never read "
+                                "(default 2 GiB).", flag="--max-file-size", metavar="BYTES",
+        show_default=False)
 
     def __post_init__(self) -> None:
         size = self.thumb_size

@@ -27,7 +27,9 @@ from splitscope.groups.predicates import (
 )
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
 from splitscope.groups.predicates import ROLES as GROUP_ROLES
+from splitscope.groups.reading import FINDINGS as GROUP_FINDINGS
 from splitscope.groups.reading import RULES as GROUP_RULES
+from splitscope.groups.reading import SEGMENTS as GROUP_SEGMENTS
 from splitscope.groups.reading import VERDICTS as GROUP_VERDICTS
 from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
@@ -342,10 +344,28 @@ class GroupsLayer:
 
     name = "groups"
     order = 20
-    metrics = tuple(GROUP_METRICS.values())  # --fail-on (splitscope.audit.conditions)
-    rules = GROUP_RULES  # "what this means" (splitscope.audit.meaning)
-    verdicts = GROUP_VERDICTS  # verdict lines (splitscope.audit.verdicts)
+    metrics = tuple(GROUP_METRICS.values())  # --fail-on (splitscope.core.conditions)
+    rules = GROUP_RULES  # "what this means" (splitscope.core.meaning)
+    verdicts = GROUP_VERDICTS  # verdict lines (splitscope.core.verdicts)
+    findings = GROUP_FINDINGS  # the verdicts' opening line (splitscope.core.verdicts)
+    composition = GROUP_SEGMENTS  # the composition figure (splitscope.core.composition)
     roles = GROUP_ROLES  # its records in the Croissant record (splitscope.records.roles)
+
+    def issue_columns(self, ids, tables, rows):
+        """``group_shared`` (the row's group also has rows on the other side of a boundary)
+        and ``group_reference_rows``, from its ``group_overlap_*`` tables."""
+        import pandas as pd
+
+        groups = [t for n, t in tables.items() if n.startswith("group_overlap") and len(t)]
+        if not groups:
+            return None
+        g = pd.concat(groups, ignore_index=True)
+        per = g.groupby("row").agg(group_shared=("affected", "any"),
+                                   group_reference_rows=("reference_rows_same_group", "max"))
+        per = per.reindex(ids)
+        return pd.DataFrame({"group_shared": per["group_shared"].astype("boolean"),
+                             "group_reference_rows": per["group_reference_rows"]
+                             .astype("Int64")}, index=ids)
 
     def run(self, context) -> LayerResult:
         run = context.options.run
@@ -353,5 +373,5 @@ class GroupsLayer:
                             n_resamples=run.resamples, seed=run.seed)
 
 
-#: the layers of this package (see :mod:`splitscope.audit.protocol`)
+#: the layers of this package (see :mod:`splitscope.core.protocol`)
 LAYERS = [GroupsLayer()]

@@ -1,13 +1,22 @@
 """How the group layer (METHODS §3) reads: its "what this means" rule (records of one boundary
 read together, a sentence or ``None``) and its verdict sections (lines from the finished
 document). The layer declares them (``rules``, ``verdicts``); the audit orders them
-(:mod:`splitscope.audit.meaning`, :mod:`splitscope.audit.verdicts`)."""
+(:mod:`splitscope.core.meaning`, :mod:`splitscope.core.verdicts`)."""
 
 from __future__ import annotations
 
 from splitscope.groups.predicates import GROUP_OVERLAP, LAYER, METRICS
 from splitscope.records.format import count, percent, percent_of
-from splitscope.records.metrics import Rule, Verdict, completed_record, done, find_record
+from splitscope.records.ids import slug
+from splitscope.records.metrics import (
+    Finding,
+    Rule,
+    Segment,
+    Verdict,
+    completed_record,
+    done,
+    find_record,
+)
 
 
 def _patients_straddle(b, records) -> str | None:
@@ -21,7 +30,7 @@ def _patients_straddle(b, records) -> str | None:
 
 RULES: tuple[Rule, ...] = (
     Rule("patients_straddle", "the group-overlap record counts at least one affected row",
-         _patients_straddle),
+         _patients_straddle, rank=30),
 )
 
 
@@ -59,6 +68,23 @@ def _not_run_lines(doc) -> list[str]:
     return []
 
 
-#: the group layer's verdict sections (the audit orders them, splitscope.audit.verdicts)
-VERDICTS: tuple[Verdict, ...] = (Verdict("group_overlap", _overlap_lines),
-                                 Verdict("group_overlap_not_run", _not_run_lines))
+#: the group layer's verdict sections (the audit orders them, splitscope.core.verdicts)
+VERDICTS: tuple[Verdict, ...] = (Verdict("group_overlap", _overlap_lines, rank=60),
+                                 Verdict("group_overlap_not_run", _not_run_lines, rank=80))
+
+
+#: the group layer's finding in the verdicts' opening line (splitscope.core.verdicts)
+FINDINGS: tuple[Finding, ...] = (Finding("shared groups", "group_overlap_rate", rank=50),)
+
+
+def _shared_group(tables, boundary: str):
+    """Whether each query row's group also has rows on the boundary's reference side."""
+    table = tables.get(f"group_overlap_{slug(boundary)}")
+    if table is None or not len(table) or "affected" not in table:
+        return None
+    return table.drop_duplicates("row").set_index("row")["affected"]
+
+
+#: the group layer's category of the composition figure (splitscope.core.composition)
+SEGMENTS: tuple[Segment, ...] = (Segment("shared group", "group_shared", _shared_group,
+                                         "shared group", rank=40),)

@@ -14,9 +14,10 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, boundaries_or_default
 from splitscope.errors import InputError
-from splitscope.options import ProvenanceOptions, RunOptions
+from splitscope.options import RunOptions
 from splitscope.provenance.distinct import distinct_content, expand_to_rows
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
+from splitscope.provenance.options import ProvenanceOptions
 from splitscope.provenance.partition_records import partition_records
 from splitscope.provenance.probe_records import (
     association_record,

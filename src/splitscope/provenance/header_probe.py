@@ -33,8 +33,9 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
-from splitscope.options import ProvenanceOptions, RunOptions
+from splitscope.options import RunOptions
 from splitscope.provenance.binning import one_sort_per_column
+from splitscope.provenance.options import ProvenanceOptions
 from splitscope.provenance.stats import (
     PARALLEL_CELLS,
     FoldTasks,

@@ -1,4 +1,4 @@
-"""The audit layers of this package (:mod:`splitscope.audit.protocol`): the provenance layer
+"""The audit layers of this package (:mod:`splitscope.core.protocol`): the provenance layer
 (METHODS §4: what a file says without its anatomy; the checks are in
 :mod:`splitscope.provenance.checks`) and the image-quality layer (§4.6,
 :mod:`splitscope.provenance.quality_records`)."""
@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 from splitscope.provenance.checks import audit_provenance
+from splitscope.provenance.options import ProvenanceOptions
 from splitscope.provenance.predicates import METRICS as PROVENANCE_METRICS
 from splitscope.provenance.predicates import QUALITY_METRICS
 from splitscope.provenance.predicates import ROLES as PROVENANCE_ROLES
 from splitscope.provenance.predicates import SCORECARD as PROVENANCE_SCORECARD
+from splitscope.provenance.quality import QualityParams
 from splitscope.provenance.quality_records import audit_quality
 from splitscope.provenance.reading import RULES as PROVENANCE_RULES
 from splitscope.provenance.reading import VERDICTS as PROVENANCE_VERDICTS
@@ -29,11 +31,30 @@ class QualityLayer:
 
     name = "quality"
     order = 35
-    metrics = tuple(QUALITY_METRICS.values())  # --fail-on (splitscope.audit.conditions)
+    options = QualityParams  # its thresholds (context.options.quality)
+    metrics = tuple(QUALITY_METRICS.values())  # --fail-on (splitscope.core.conditions)
     title = "Image quality flags"
 
     def run(self, context) -> LayerResult:
         return audit_quality(context.scan, context.options.quality)
+
+    def issue_columns(self, ids, tables, rows):
+        """``quality_<flag>`` and ``quality_<flag>_score`` for every image-quality flag
+        (dark, light, low contrast, blurry, …; METHODS §4.6) of its ``quality`` table."""
+        import pandas as pd
+
+        from splitscope.provenance.quality import FLAGS
+
+        quality = tables.get("quality")
+        if quality is None or not len(quality):
+            return None
+        q = quality.drop_duplicates("row").set_index("row").reindex(ids)
+        out = pd.DataFrame(index=ids)
+        for f in FLAGS:
+            if f.name in q:
+                out[f"quality_{f.name}"] = q[f.name].astype("boolean")
+                out[f"quality_{f.name}_score"] = q[f"{f.name}_score"].to_numpy()
+        return out
 
 
 class ProvenanceLayer:
@@ -42,9 +63,10 @@ class ProvenanceLayer:
 
     name = "provenance"
     order = 30
-    metrics = tuple(PROVENANCE_METRICS.values())  # --fail-on (splitscope.audit.conditions)
-    rules = PROVENANCE_RULES  # "what this means" (splitscope.audit.meaning)
-    verdicts = PROVENANCE_VERDICTS  # verdict lines (splitscope.audit.verdicts)
+    options = ProvenanceOptions  # --folds (context.options.provenance)
+    metrics = tuple(PROVENANCE_METRICS.values())  # --fail-on (splitscope.core.conditions)
+    rules = PROVENANCE_RULES  # "what this means" (splitscope.core.meaning)
+    verdicts = PROVENANCE_VERDICTS  # verdict lines (splitscope.core.verdicts)
     scorecard = PROVENANCE_SCORECARD  # score-card details (splitscope.records.scorecard)
     roles = PROVENANCE_ROLES  # its records in the report (splitscope.records.roles)
 
@@ -60,5 +82,5 @@ class ProvenanceLayer:
                                 folds=context.options.provenance.folds)
 
 
-#: the layers of this package (see :mod:`splitscope.audit.protocol`)
+#: the layers of this package (see :mod:`splitscope.core.protocol`)
 LAYERS = [ProvenanceLayer(), QualityLayer()]

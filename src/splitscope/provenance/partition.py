@@ -26,9 +26,10 @@ import pandas as pd
 from PIL import Image
 
 from splitscope.errors import InputError
-from splitscope.options import ProvenanceOptions, RunOptions
+from splitscope.options import RunOptions
 from splitscope.provenance.binning import one_sort_per_column
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
+from splitscope.provenance.options import ProvenanceOptions
 from splitscope.provenance.stats import (
     PARALLEL_CELLS,
     PARALLEL_CELLS_LINEAR,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -65,6 +65,8 @@ class QualityParams:
         Cramér's V of a flag with the label from which the flag is called a shortcut hint
         (default 0.3, a medium association for a 2 × k table).
     """
+
+    group: ClassVar[str] = "quality"
 
     dark_mean: float = 40.0
     light_mean: float = 215.0

@@ -1,7 +1,7 @@
 """How the provenance layer (METHODS §4) reads: its "what this means" rules (records of one
 boundary read together, a sentence or ``None``) and its verdict section (lines from the
 finished document). The layer declares them (``rules``, ``verdicts``); the audit orders them
-(:mod:`splitscope.audit.meaning`, :mod:`splitscope.audit.verdicts`)."""
+(:mod:`splitscope.core.meaning`, :mod:`splitscope.core.verdicts`)."""
 
 from __future__ import annotations
 
@@ -58,11 +58,11 @@ def _acquisition_shortcut(b, records) -> str | None:
 RULES: tuple[Rule, ...] = (
     Rule("encoded_differently", "the within-pool header probe's interval lies above chance, "
          "the cross-split probe's does not, and the partition classifier's AUC interval lies "
-         "above 0.5", _encoded_differently),
+         "above 0.5", _encoded_differently, rank=40),
     Rule("shortcut_transfers", "both the within-pool and the cross-split header probe's "
-         "intervals lie above chance", _shortcut_transfers),
+         "intervals lie above chance", _shortcut_transfers, rank=50),
     Rule("acquisition_shortcut", "both the within-pool and the cross-split image-statistics "
-         "probe's intervals lie above chance", _acquisition_shortcut),
+         "probe's intervals lie above chance", _acquisition_shortcut, rank=60),
 )
 
 
@@ -90,5 +90,6 @@ def _header_probe_lines(doc) -> list[str]:
     return lines
 
 
-#: the provenance layer's verdict section (the audit orders it, splitscope.audit.verdicts)
-VERDICTS: tuple[Verdict, ...] = (Verdict("header_probe", _header_probe_lines),)
+#: the provenance layer's verdict section (the audit orders it, splitscope.core.verdicts)
+VERDICTS: tuple[Verdict, ...] = (Verdict("header_probe", _header_probe_lines,
+                                                         rank=100),)

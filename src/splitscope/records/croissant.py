@@ -33,10 +33,12 @@ from typing import Any
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.options import DEFAULT_MAX_FILE_BYTES
 from splitscope.records import roles as R
 from splitscope.records.format import percent
 from splitscope.records.model import sha256_file
 from splitscope.records.roles import Roles, has_role, is_transform_sensitivity
+from splitscope.records.schema import SCHEMA_VERSION
 
 __all__ = ["CONFORMS_TO", "CROISSANT_FILE", "croissant_record", "write_croissant"]
 
@@ -82,7 +84,7 @@ def croissant_record(out_dir: str | Path, *, roles: Roles | None = None,
     """The Croissant JSON-LD document of a finished audit in ``out_dir``.
 
     ``roles``: what the layers declare their records to be (:mod:`splitscope.records.roles`;
-    the audit passes :func:`splitscope.audit.protocol.record_roles`): the deduplicated
+    the audit passes :func:`splitscope.core.protocol.record_roles`): the deduplicated
     splits and the re-split become record sets and protocol lines, records that are no
     finding stay out of the RAI findings, label conflicts count as biases. ``license``,
     ``cite_as`` and ``url`` are the release's own (its licence URL or SPDX name, its citation,
@@ -158,6 +160,9 @@ def _load(out: Path) -> dict[str, Any]:
         raise InputError(f"{path} is not readable JSON ({exc}); run the audit again") from exc
     if doc.get("kind") != "splitscope-audit" or "artifacts" not in doc:
         raise InputError(f"{path} is not a splitscope audit document")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise InputError(f"{path} is an audit document of schema {doc.get('schema_version')}; "
+                         f"this splitscope reads schema {SCHEMA_VERSION}: run the audit again")
     return doc
 
 
@@ -462,10 +467,31 @@ def _data_collection(doc: Mapping[str, Any]) -> str:
             f"Rows keep the release's order, multiplicity and relative paths.")
 
 
+def _sweep(doc: Mapping[str, Any]) -> list | None:
+    """The thresholds of the first NCC sweep a record reports."""
+    for r in doc.get("records") or []:
+        sweep = (r.get("details") or {}).get("sweep")
+        if isinstance(sweep, list) and sweep and isinstance(sweep[0], dict) \
+                and r.get("section") == "near_duplicate":
+            return [s.get("tau") for s in sweep]
+    return None
+
+
+def _list_options(given: Mapping[str, Any]) -> dict[str, Any]:
+    """How the list file was read (the columns by role, root, split, image column)."""
+    columns = {role: given.get(f"{role}_column") for role in (
+        "path", "label", "split", "source", "group") if given.get(f"{role}_column")}
+    out = {"columns": columns} if columns else {}
+    for key, name in (("list_root", "root"), ("constant_split", "split"),
+                      ("image_column", "image_column")):
+        if given.get(key):
+            out[name] = given[key]
+    return out
+
+
 def _preprocessing(doc: Mapping[str, Any], roles: Roles | None) -> list[str]:
-    p = doc.get("params") or {}
     lines = []
-    lm = p.get("label_map")
+    lm = (doc.get("manifest") or {}).get("label_map")
     if lm:
         pairs = ", ".join(f"{k} → {v}" for k, v in (lm.get("map") or {}).items())
         lines.append(f"label map applied once to the manifest: {pairs} ({lm.get('rows_changed')}"
@@ -473,13 +499,17 @@ def _preprocessing(doc: Mapping[str, Any], roles: Roles | None) -> list[str]:
                      f"{', '.join(lm.get('labels_unmapped') or []) or 'none'})")
     else:
         lines.append("no label map: labels as released")
-    dihedral = "matched" if p.get("dihedral") else "not matched"
-    lines.append(f"pixel predicates on {p.get('thumb_size')}×{p.get('thumb_size')} grayscale "
-                 f"thumbnails ({p.get('interpolation')}, mode {p.get('mode')}); NCC threshold "
-                 f"τ = {p.get('tau')} (sweep {p.get('sweep')}); hash radius k = "
-                 f"{p.get('radius')}; dihedral variants {dihedral}")
-    if p.get("group_regex"):
-        lines.append(f"groups from the file name with the regex {p['group_regex']}")
+    options = doc.get("options") or {}
+    f, given = options.get("features") or {}, options.get("inputs") or {}
+    search = options.get("search") or {}
+    if search:
+        dihedral = "matched" if search.get("dihedral") else "not matched"
+        lines.append(f"pixel predicates on {f.get('thumb_size')}×{f.get('thumb_size')} "
+                     f"grayscale thumbnails ({f.get('interpolation')}, mode {f.get('mode')}); "
+                     f"NCC threshold τ = {search.get('tau')} (sweep {_sweep(doc)}); hash "
+                     f"radius k = {search.get('radius')}; dihedral variants {dihedral}")
+    if given.get("group_regex"):
+        lines.append(f"groups from the file name with the regex {given['group_regex']}")
     for r in doc["records"]:
         if has_role(r, R.DEDUPLICATED_SPLIT, roles) and r["status"] == "completed":
             removed_by = (r.get("predicate") or {}).get("params", {}).get("removed_by", [])
@@ -491,9 +521,12 @@ def _preprocessing(doc: Mapping[str, Any], roles: Roles | None) -> list[str]:
             lines.append(f"re-split: {params.get('parts_method')}, fractions "
                          f"{params.get('fractions')}, {params.get('k_folds')} folds, seed "
                          f"{params.get('seed')}")
-    opts = {k: p.get(k) for k in ("allow_outside_root", "allow_urls", "follow_links",
-                                  "max_file_bytes", "list_options")
-            if p.get(k) not in (None, {}, False)}
+    opts = {k: given.get(k) for k in ("allow_outside_root", "allow_urls", "follow_links")
+            if given.get(k)}
+    if f.get("max_file_bytes") not in (None, DEFAULT_MAX_FILE_BYTES):
+        opts["max_file_bytes"] = f["max_file_bytes"]
+    if _list_options(given):
+        opts["list_options"] = _list_options(given)
     if opts:
         lines.append(f"reading options: {json.dumps(opts, default=str, sort_keys=True)}")
     return lines

@@ -1,5 +1,5 @@
 """What a ``--fail-on`` metric reads (:class:`Metric`): declared once, by the audit for the
-method's metrics (:data:`splitscope.audit.conditions.METRICS`) or by a layer next to the
+method's metrics (:data:`splitscope.core.conditions.METRICS`) or by a layer next to the
 records it writes (its ``metrics``), and read the same way by the conditions."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from splitscope.errors import InputError
 
 __all__ = [
     "Condition",
+    "Finding",
     "Metric",
     "Rule",
+    "Segment",
     "Verdict",
     "above_chance",
     "completed_record",
@@ -256,6 +258,8 @@ class Rule:
     name: str
     condition: str
     says: Callable[[Mapping[str, Any], Records], str | None]
+    #: place among every layer's rules (lowest first; ties keep the layers' order)
+    rank: float = 1000.0
 
 
 def done(record: Mapping[str, Any] | None) -> bool:
@@ -286,7 +290,41 @@ def above_chance(r: Mapping[str, Any] | None, chance: float | None = None) -> bo
 class Verdict:
     """One section of an audit's verdicts, declared by the layer whose records it reads:
     ``lines(doc)`` returns its sentences (none when it has nothing to say); the audit orders
-    the sections (:mod:`splitscope.audit.verdicts`)."""
+    the sections (:mod:`splitscope.core.verdicts`)."""
 
     name: str
     lines: Callable[[Mapping[str, Any]], list[str]]
+    #: place among every layer's sections (lowest first; ties keep the layers' order)
+    rank: float = 1000.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding of the verdicts' opening line ("largest first"), declared by the layer
+    whose records measure it: what it is called and the ``--fail-on`` metric whose value on
+    a boundary is its share of the evaluated split; ``rank`` orders equal shares."""
+
+    name: str
+    metric: str
+    rank: float = 1000.0
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One category of the composition figure (what an evaluated split is made of), declared
+    by the layer whose table flags it: every query row of a boundary falls in the first
+    category (lowest ``rank``) whose flag holds, else "clean" or "not assessed".
+
+    ``flags(tables, boundary)`` returns a boolean Series indexed by row id (``<NA>``: not
+    assessed), or ``None`` when the layer's tables say nothing on that boundary (the category
+    is then left out). The rows of the segments marked ``population`` make the boundary's
+    query rows; without any, the figure is not drawn. ``describe`` is the category in the
+    figure's rule, formatted with the options groups (``"near twin (NCC ≥ {search.tau:g})"``).
+    """
+
+    category: str
+    flag: str
+    flags: Callable[[Mapping[str, Any], str], Any]
+    describe: str
+    rank: float = 1000.0
+    population: bool = False

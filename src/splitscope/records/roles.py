@@ -1,7 +1,7 @@
 """What a record is to the report and the Croissant record (its *roles*), declared by the layer
 that writes it: role → the predicate names of its records that play it (a layer's ``roles``,
 in its package's ``predicates.py``; the audit collects them with
-:func:`splitscope.audit.protocol.record_roles` and passes them in). The report and the
+:func:`splitscope.core.protocol.record_roles` and passes them in). The report and the
 Croissant writer find records by these roles and by the shape of a record, never by words in
 its id or title, so a new layer's records take a place in them without touching either.
 

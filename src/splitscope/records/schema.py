@@ -1,7 +1,7 @@
 """The published JSON Schema of the audit document and of one audit record (METHODS §6.1).
 
 ``audit.schema.json`` (packaged beside this module) describes ``audit.json``: run metadata,
-inputs with their SHA-256, parameters, software versions, boundaries, one record per finding,
+inputs with their SHA-256, every option by group, software versions, boundaries, one record per finding,
 the score card, the ``--fail-on`` outcomes and every output file with its SHA-256. A record is
 ``$defs/record`` of the same schema, so a pipeline can validate one record alone.
 """
@@ -18,7 +18,7 @@ import jsonschema
 from splitscope.errors import InputError
 
 SCHEMA_PATH = Path(__file__).with_name("audit.schema.json")
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
 
 
 @functools.lru_cache(maxsize=1)

@@ -117,7 +117,7 @@ def score_card(records: Iterable[Mapping[str, Any]],
     measures : mapping, optional
         Per layer name, per detail key, the predicates of its records that measure the
         detail (the layers' ``scorecard``; the audit passes those of its registered layers,
-        :func:`splitscope.audit.protocol.scorecard_measures`). None: no record measures any.
+        :func:`splitscope.core.protocol.scorecard_measures`). None: no record measures any.
 
     Returns
     -------

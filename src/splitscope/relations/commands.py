@@ -13,21 +13,24 @@ from splitscope.cli_options import (
     IMAGE_COLUMN_OPTION,
     LABEL_MAP_OPTION,
     LIST_FILE_OPTIONS,
-    MODE_OPTION,
-    SAFETY_OPTIONS,
-    SEARCH_OPTIONS,
     fail_on_option,
+    group_flags,
     list_options,
     safety_options,
     with_image_column,
     with_options,
 )
 from splitscope.errors import InputError
+from splitscope.features.flags import MODE_OPTION, SAFETY_OPTIONS
 from splitscope.records.roles import is_transform_sensitivity
 from splitscope.relations import predicates
 from splitscope.relations.ann import INDEXES
 from splitscope.relations.controls import DEFAULT_CONTROL_BOUND
 from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU
+from splitscope.relations.options import SearchOptions
+
+#: The identity and near-duplicate search (METHODS §2), from :class:`SearchOptions`.
+SEARCH_OPTIONS = group_flags(SearchOptions, ("tau", "radius", "dihedral"))
 from splitscope.relations.predicates import EMBEDDING_PREDICATE, NCC_NEAREST
 
 #: predicates whose records carry a threshold sweep, and the sweep's printed title
@@ -184,7 +187,7 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
                        embedding_tau, embedding_index, fail_on, group_regex, label_map,
                        path_column, label_column, split_column, source_column, group_column,
                        list_root, constant_split, image_column, allow_outside_root, allow_urls,
-                       follow_links, max_file_size, as_json) -> None:
+                       follow_links, max_file_bytes, as_json) -> None:
     """Byte, name, pixel, hash and NCC relationships across boundaries (METHODS §1–2), and
     embedding cosine similarity with --embeddings: prints each predicate's affected query rows
     / denominator / rate and the sweeps."""
@@ -199,7 +202,7 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
                                                source_column, group_column, list_root,
                                                constant_split), image_column)
     reading = {"group_regex": group_regex, "label_map": label_map, **list_opts,
-               **safety_options(allow_outside_root, follow_links, max_file_size, allow_urls)}
+               **safety_options(allow_outside_root, follow_links, max_file_bytes, allow_urls)}
     bounds: list = list(boundaries)
     if query is not None:
         bounds.insert(0, (query, reference))
@@ -210,7 +213,7 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
     if control_root is not None:
         cscan = scan(control_root, ws.parent / f"{ws.name}-control", thumb_size=thumb_size,
                      mode=mode, interpolation=interpolation, workers=workers, progress=False,
-                     **safety_options(allow_outside_root, follow_links, max_file_size,
+                     **safety_options(allow_outside_root, follow_links, max_file_bytes,
                                       allow_urls))
         control = (cscan, control_boundary) if control_boundary else cscan
     elif control_boundary:

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
-from splitscope.options import SearchOptions
+from splitscope.relations.options import SearchOptions
 
 RULES = ("screen", "joint", "sum", "exact_phash")
 DEFAULT_RADIUS = SearchOptions.radius  # METHODS §2.3

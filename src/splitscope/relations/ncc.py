@@ -36,7 +36,6 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
-from splitscope.options import SearchOptions
 from splitscope.relations.ncc_core import (
     SearchMerge,
     ThumbnailRows,
@@ -44,6 +43,7 @@ from splitscope.relations.ncc_core import (
     _check_thumbs,
     centred_unit_vectors,
 )
+from splitscope.relations.options import SearchOptions
 
 DEFAULT_TAU = SearchOptions.tau  # METHODS §2.2
 SWEEP = (0.90, 0.95, 0.98, 0.99, 0.995, 0.999)

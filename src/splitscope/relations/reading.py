@@ -1,8 +1,8 @@
 """How the identity and near-duplicate layers (METHODS §2) read: their "what this means" rules
 (each reads the records of one boundary together and returns a sentence or ``None``) and their
 verdict sections (lines from the finished document). The layers declare them (``rules``,
-``verdicts``); the audit orders them (:mod:`splitscope.audit.meaning`,
-:mod:`splitscope.audit.verdicts`)."""
+``verdicts``); the audit orders them (:mod:`splitscope.core.meaning`,
+:mod:`splitscope.core.verdicts`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from typing import Any
 from splitscope.boundary import WITHIN_RELEASE
 from splitscope.records.format import count, percent, percent_of
 from splitscope.records.metrics import (
+    Finding,
     Rule,
+    Segment,
     Verdict,
     completed_record,
     find_record,
@@ -107,13 +109,13 @@ RULES: tuple[Rule, ...] = (
     Rule("label_noise", "a trusted label-conflict record of the boundary (byte or pixel "
          "identity, NCC, or a hash rule a negative control found reliable) counts at least one "
          "row",
-         _label_noise),
+         _label_noise, rank=10),
     Rule("memorisation", "the NCC nearest-rule rate of the boundary is at least "
-         f"{MEMORISATION_MIN_RATE:.0%} of the query rows", _memorisation),
+         f"{MEMORISATION_MIN_RATE:.0%} of the query rows", _memorisation, rank=20),
     Rule("hash_unreliable", "a hash rule flags more of the negative control than its bound",
-         _hash_unreliable),
+         _hash_unreliable, rank=70),
     Rule("clean", "the byte-identity and NCC records of the boundary both count zero rows",
-         _clean),
+         _clean, rank=80),
 )
 
 
@@ -211,7 +213,7 @@ def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
 
 
 def _tau(doc) -> float:
-    return (doc.get("params") or {})["tau"]
+    return doc["options"]["search"]["tau"]
 
 
 def _label_conflict_lines(doc) -> list[str]:
@@ -253,8 +255,9 @@ def _within_lines(doc, predicate: str) -> list[str]:
 
 
 def _near_twin_lines(doc) -> list[str]:
-    records, tau, params = doc.get("records") or [], _tau(doc), doc.get("params") or {}
-    geometry = f"{params.get('thumb_size', 96)}², {params.get('interpolation', 'bicubic')}"
+    records, tau = doc.get("records") or [], _tau(doc)
+    features = (doc.get("options") or {}).get("features") or {}
+    geometry = f"{features.get('thumb_size', 96)}², {features.get('interpolation', 'bicubic')}"
     return [_count_line(find_record(records, METRICS["ncc_rate"], b["name"]), b, "a near-twin",
                         f"NCC ≥ {tau:g}, {geometry}") for b in doc.get("boundaries") or []]
 
@@ -316,13 +319,51 @@ def _containment_lines(doc) -> list[str]:
     return lines
 
 
-#: the duplicates layer's verdict sections (the audit orders them, splitscope.audit.verdicts)
+#: the duplicates layer's verdict sections (the audit orders them, splitscope.core.verdicts)
 VERDICTS: tuple[Verdict, ...] = (
-    Verdict("label_conflicts", _label_conflict_lines),
-    Verdict("near_twins", _near_twin_lines),
-    Verdict("byte_copies", _byte_copy_lines),
-    Verdict("pixel_copies", _pixel_copy_lines),
-    Verdict("deduplicated", _deduplicated_lines),
+    Verdict("label_conflicts", _label_conflict_lines, rank=10),
+    Verdict("near_twins", _near_twin_lines, rank=20),
+    Verdict("byte_copies", _byte_copy_lines, rank=30),
+    Verdict("pixel_copies", _pixel_copy_lines, rank=40),
+    Verdict("deduplicated", _deduplicated_lines, rank=50),
 )
 #: the cross-corpus layer's verdict section
-EXTERNAL_VERDICTS: tuple[Verdict, ...] = (Verdict("containment", _containment_lines),)
+EXTERNAL_VERDICTS: tuple[Verdict, ...] = (Verdict("containment", _containment_lines,
+                                                                rank=70),)
+
+
+# ------------------------------------------------------------------- opening and composition
+#: the duplicates layer's findings in the verdicts' opening line (splitscope.core.verdicts),
+#: each measured by its --fail-on metric
+FINDINGS: tuple[Finding, ...] = (
+    Finding("near twins (NCC ≥ τ)", "ncc_rate", rank=10),
+    Finding("byte copies", "byte_identical_rate", rank=20),
+    Finding("pixel-identical copies", "pixel_identical_rate", rank=30),
+    Finding("copies inside the split", "within_split_copy_rate", rank=40),
+    Finding("LABEL CONFLICT", "label_conflict_rate", rank=60),
+)
+
+
+def _query_flag(column: str):
+    """The per-row flag ``column`` of a boundary's query rows in ``query_flags``."""
+    def flags(tables: Mapping[str, Any], boundary: str):
+        table = tables.get("query_flags")
+        if table is None or not len(table) or "boundary" not in table:
+            return None
+        mine = table[table["boundary"] == boundary].drop_duplicates("row").set_index("row")
+        if not len(mine) or column not in mine:
+            return None
+        return mine[column]
+    return flags
+
+
+#: the duplicates layer's categories of the composition figure (splitscope.core.composition):
+#: its query flags name every query row of a boundary
+SEGMENTS: tuple[Segment, ...] = (
+    Segment("byte copy", SHA256, _query_flag(SHA256), "byte copy (SHA-256)", rank=10,
+            population=True),
+    Segment("pixel-identical", PIXEL_XXH128, _query_flag(PIXEL_XXH128),
+            "pixel-identical (decoded pixels, other bytes)", rank=20, population=True),
+    Segment("near twin", NCC_NEAREST, _query_flag(NCC_NEAREST),
+            "near twin (NCC ≥ {search.tau:g}, nearest rule)", rank=30, population=True),
+)

@@ -20,9 +20,10 @@ from PIL import Image
 
 from splitscope.errors import InputError
 from splitscope.features.extract import FeatureParams
-from splitscope.options import RunOptions, SearchOptions
+from splitscope.options import RunOptions
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.ncc import DEFAULT_TAU, pair_rho
+from splitscope.relations.options import SearchOptions
 from splitscope.relations.predicates import (
     HASH_EXACT_PHASH,
     HASH_JOINT,

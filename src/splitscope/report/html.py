@@ -208,9 +208,9 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
     view["conflicts"] = conflicts
     view["census"] = [r for r in census if r not in conflicts]
     pairs = [g for g in (audit.get("gallery") or []) if g.get("boundary") == name][:max_pairs]
-    params = audit.get("params") or {}
-    allowed = {"outside_root": bool(params.get("allow_outside_root")),
-               "url": bool(params.get("allow_urls"))}
+    given = (audit.get("options") or {}).get("inputs") or {}
+    allowed = {"outside_root": bool(given.get("allow_outside_root")),
+               "url": bool(given.get("allow_urls"))}
     for pair in pairs:
         for side in ("query", "reference"):
             row = pair.get(side) or {}
@@ -335,7 +335,7 @@ def report_context(audit: Mapping[str, Any], *, roles: Roles | None = None,
     """Everything the template shows, derived from the audit document (plus the gallery's
     thumbnails, read from the files it names through ``opener``); ``roles``: what the layers
     declare their records to be (:mod:`splitscope.records.roles`; the audit passes
-    :func:`splitscope.audit.protocol.record_roles`), which places them in the views."""
+    :func:`splitscope.core.protocol.record_roles`), which places them in the views."""
     records = list(audit.get("records") or [])
     images: dict[str, str | None] = {}
     boundaries = [_boundary_view(b, records, audit, images, max_pairs, thumb_px, opener, roles)
@@ -406,7 +406,7 @@ def render_report(audit: Mapping[str, Any], path: str | Path, *, roles: Roles | 
     roles : mapping, optional
         Per layer name, per role, the predicates of its records that play it
         (:mod:`splitscope.records.roles`; the audit passes those of its registered layers,
-        :func:`splitscope.audit.protocol.record_roles`). None: no record plays any, and the
+        :func:`splitscope.core.protocol.record_roles`). None: no record plays any, and the
         probe, partition, label-conflict and deduplicated-split records are shown among the
         others.
     max_pairs : int

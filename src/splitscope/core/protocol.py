@@ -21,6 +21,7 @@ exception text and its traceback in the record's details, and the audit goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import pkgutil
@@ -34,9 +35,23 @@ from splitscope.errors import InputError
 from splitscope.records import LayerResult, not_run_record
 from splitscope.records.roles import ROLES
 
-__all__ = ["AuditContext", "Layer", "LayerOutcome", "NotRun", "layer_names", "record_roles",
-           "register", "registered_layers", "run_layer", "scorecard_measures", "unregister",
-           "why_not_run"]
+__all__ = [
+    "CORE_GROUPS",
+    "AuditContext",
+    "Layer",
+    "LayerOutcome",
+    "NotRun",
+    "declared",
+    "layer_names",
+    "option_groups",
+    "record_roles",
+    "register",
+    "registered_layers",
+    "run_layer",
+    "scorecard_measures",
+    "unregister",
+    "why_not_run",
+]
 
 
 @dataclass(frozen=True)
@@ -56,7 +71,7 @@ class AuditContext:
 
     scan: Any
     boundaries: list
-    options: Any  # AuditOptions (splitscope.audit.options): every option, by group
+    options: Any  # AuditOptions (splitscope.core.options): every option, by group
     record_inputs: list[dict[str, Any]]
     lists_dir: Path
     scans: dict[str, Any] = field(default_factory=dict)  # "control", "external"
@@ -125,6 +140,12 @@ class Layer(Protocol):
     title : str, optional
         What the layer measures, in words; the record left when it does not run is titled
         ``<title> <status>`` (default ``<name> layer <status>``).
+    options : dataclass type, optional
+        Its options group: a frozen dataclass whose fields are declared with
+        :func:`splitscope.options.option` (default, help, flag). The audit's options hold one
+        instance (``context.options.<group>``, where ``group`` is the class attribute of that
+        name, else the layer's name), ``splitscope audit`` has one flag per field with a help,
+        and ``audit.json``'s ``options`` records it. Layers may share a group (the same class).
 
     Methods
     -------
@@ -153,6 +174,9 @@ def register(layer: Layer) -> Layer:
     if not isinstance(getattr(layer, "name", None), str) or not callable(getattr(layer, "run",
                                                                                  None)):
         raise TypeError(f"{layer!r} is not a layer: it needs a name and run(context)")
+    group = getattr(layer, "options", None)
+    if group is not None and not (isinstance(group, type) and dataclasses.is_dataclass(group)):
+        raise TypeError(f"layer {layer.name!r}: options must be a dataclass type, not {group!r}")
     unknown = sorted(set(getattr(layer, "roles", None) or {}) - set(ROLES))
     if unknown:
         raise ValueError(f"layer {layer.name!r} declares unknown record roles {unknown}; "
@@ -232,6 +256,45 @@ def record_roles() -> dict[str, dict[str, tuple[str, ...]]]:
     :mod:`splitscope.records.croissant`, which the audit passes them to)."""
     return {layer.name: {k: tuple(v) for k, v in layer.roles.items()}
             for layer in registered_layers() if getattr(layer, "roles", None)}
+
+
+#: the option groups of the core (:class:`splitscope.core.options.AuditOptions`), which no
+#: layer's group may be named
+CORE_GROUPS = ("inputs", "features", "run")
+
+
+def option_groups() -> dict[str, type]:
+    """The registered layers' option groups (``options``), by group name, in the layers'
+    order; two layers declaring different classes under one name, or a core group's name, is
+    an error."""
+    out: dict[str, type] = {}
+    owners: dict[str, str] = {}
+    for layer in registered_layers():
+        group = getattr(layer, "options", None)
+        if group is None:
+            continue
+        name = getattr(group, "group", None) or layer.name
+        if name in CORE_GROUPS or (name in out and out[name] is not group):
+            raise ValueError(f"layer {layer.name!r} declares the options group {name!r}, "
+                             f"already that of {owners.get(name, 'the core')}")
+        out[name], owners[name] = group, layer.name
+    return out
+
+
+def declared(member: str) -> list:
+    """What the registered layers declare under ``member`` (``rules``, ``verdicts``,
+    ``findings``, ``composition``: objects with a ``rank``), each once (two layers of a package
+    may declare the same object), by ``rank``, ties in the layers' order; two different
+    objects under one name is an error."""
+    found: dict[str, Any] = {}
+    for layer in registered_layers():
+        for item in getattr(layer, member, None) or ():
+            key = getattr(item, "name", None) or getattr(item, "category", None)
+            if key in found and found[key] is not item:
+                raise ValueError(f"layer {layer.name!r} declares {member} {key!r}, which "
+                                 "another layer already declares")
+            found[key] = item
+    return sorted(found.values(), key=lambda item: getattr(item, "rank", 1000.0))
 
 
 def layer_names() -> tuple[str, ...]:

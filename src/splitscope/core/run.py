@@ -2,7 +2,7 @@
 
 :func:`audit` builds the context (the audited scan, the control and external scans, the
 fingerprints of every input), runs each registered layer through one guarded call
-(:func:`splitscope.audit.protocol.run_layer`), assembles the document, evaluates the
+(:func:`splitscope.core.protocol.run_layer`), assembles the document, evaluates the
 ``--fail-on`` conditions, and writes into ``out_dir``:
 
 - ``audit.json`` — the source of truth (schema: ``splitscope/records/audit.schema.json``);
@@ -25,6 +25,7 @@ failed (see ``layers`` in audit.json).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
@@ -33,32 +34,31 @@ import platform
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from splitscope.audit.conditions import evaluate_conditions, parse_condition
-from splitscope.audit.meaning import meaning
-from splitscope.audit.options import AuditOptions
-from splitscope.audit.protocol import (
+from splitscope.boundary import release_boundaries
+from splitscope.core.conditions import evaluate_conditions, parse_condition
+from splitscope.core.meaning import meaning
+from splitscope.core.options import AuditOptions
+from splitscope.core.protocol import (
     AuditContext,
     LayerOutcome,
     NotRun,
+    declared,
     not_run,
     record_roles,
     registered_layers,
     run_layer,
     scorecard_measures,
 )
-from splitscope.audit.verdicts import summary_notes, verdicts
-from splitscope.boundary import release_boundaries
+from splitscope.core.verdicts import summary_notes, verdicts
 from splitscope.errors import InputError
-from splitscope.features.extract import DEFAULT_MAX_FILE_BYTES
 from splitscope.features.failures import failures_table, write_failure_lists
-from splitscope.options import RunOptions
 from splitscope.records import publish, software_versions
 from splitscope.records.exports import artifact, read_csv, write_csv, write_json, write_tables
 from splitscope.records.inputs import fingerprint_input, fingerprint_path
@@ -66,9 +66,7 @@ from splitscope.records.metrics import Condition
 from splitscope.records.publish import inside, publishing
 from splitscope.records.schema import SCHEMA_VERSION, validation_errors
 from splitscope.records.scorecard import score_card
-from splitscope.relations.hashes import DEFAULT_RADIUS
-from splitscope.relations.ncc import DEFAULT_TAU, SWEEP
-from splitscope.report.gallery import MAX_GALLERY_PAIRS, gallery
+from splitscope.report.gallery import gallery
 
 __all__ = ["EXIT_FAIL_ON", "EXIT_INPUT_ERROR", "EXIT_LAYER_FAILED", "EXIT_OK", "AuditResult",
            "audit"]
@@ -111,7 +109,7 @@ class AuditResult:
 
     @property
     def issues(self) -> pd.DataFrame:
-        """The per-row issue table (:mod:`splitscope.audit.issues`), one row per manifest row."""
+        """The per-row issue table (:mod:`splitscope.core.issues`), one row per manifest row."""
         lists = self.out_dir / "lists"
         if (lists / "issues.parquet").is_file():
             return pd.read_parquet(lists / "issues.parquet")
@@ -152,45 +150,18 @@ class AuditResult:
 
 def audit(
     inputs: str | Path | Sequence[str | Path],
+    options: AuditOptions | None = None,
     *,
     control: str | Path | None = None,
     external: str | Path | None = None,
     predictions: str | Path | None = None,
-    group_regex: str | None = None,
-    out_dir: str | Path = "splitscope-audit",
-    workspace: str | Path | None = None,
-    tau: float = DEFAULT_TAU,
-    radius: int = DEFAULT_RADIUS,
-    thumb_size: int = 96,
-    mode: str = "exact",
-    interpolation: str = "bicubic",
-    dihedral: bool = False,
-    transforms: int = 50,
-    fail_on: Sequence[str | Condition] = (),
-    workers: int | None = None,
-    executor: Any = None,
-    progress: bool | None = None,
-    max_pairs: int = MAX_GALLERY_PAIRS,
-    command: str | None = None,
-    reproduce: str | None = None,
-    layers: Sequence[str] | None = None,
-    score_kind: str = "score",
     attribution_maps: str | Path | None = None,
     attribution_masks: str | Path | None = None,
-    label_map: str | Path | Mapping[str, str] | None = None,
-    external_label_map: str | Path | Mapping[str, str] | None = None,
-    control_label_map: str | Path | Mapping[str, str] | None = None,
-    list_options: Mapping[str, Any] | None = None,
-    allow_outside_root: bool = False,
-    follow_links: bool = False,
-    max_file_bytes: int | None = None,
-    allow_urls: bool = False,
-    prediction_reading: Mapping[str, Any] | None = None,
-    croissant: bool = False,
-    force: bool = False,
-    seed: int = RunOptions.seed,
-    resamples: int = RunOptions.resamples,
-    options: AuditOptions | None = None,
+    out_dir: str | Path = "splitscope-audit",
+    fail_on: Sequence[str | Condition] = (),
+    executor: Any = None,
+    command: str | None = None,
+    reproduce: str | None = None,
 ) -> AuditResult:
     """Audit a release with every applicable layer and write the audit's outputs.
 
@@ -199,6 +170,10 @@ def audit(
     inputs : folder or list file (or several)
         The audited release; its released split gives the boundaries test → train and
         val → train.
+    options : AuditOptions, optional
+        Every option (:class:`splitscope.core.options.AuditOptions`; default: the method's
+        defaults). ``AuditOptions.from_flags(tau=0.95, workers=2, layers=["duplicates"])``
+        builds one from field names, as the command line does.
     control : folder or list file, optional
         A release known to be clean (a negative control): the same predicates run on its own
         test → train boundary, and its flag rate is reported beside the audited one.
@@ -208,101 +183,35 @@ def audit(
     predictions : folder or file, optional
         Saved predictions for the evaluation layer; without it the evaluation layer is
         recorded ``not applicable``.
-    group_regex : str, optional
-        Named-group regex over the basename giving the group (patient, video) and frame.
+    attribution_maps, attribution_masks : path-like, optional
+        Supplied attribution maps and body/organ masks (METHODS §5.10; formats of
+        :func:`splitscope.evaluation.attribution.load_maps`), both or neither; without them
+        the attribution layer is ``not applicable``.
     out_dir : path-like
         Where ``audit.json``, ``report.html``, ``lists/`` and ``artifacts.json`` go. The
         folder must be absent, empty or hold only what an earlier run listed in its
         ``artifacts.json`` (:mod:`splitscope.records.publish`): anything else is an
-        ``InputError`` naming it, before any work.
-    workspace : path-like, optional
-        Feature cache (default ``OUT_DIR/workspace``); reused across runs. Control and external
-        corpora are cached in sibling folders ``<workspace>-control`` / ``-external``.
-    tau, radius : float, int
-        NCC threshold and Hamming radius of the hash rules (METHODS §2).
-    thumb_size, mode, interpolation : optional
-        Thumbnail geometry (part of every pixel predicate).
-    dihedral : bool
-        Also match rotated/flipped copies (METHODS §2.8).
-    transforms : int
-        Reference images in the seeded transform-sensitivity sample (METHODS §2.7); 0 skips it.
+        ``InputError`` naming it, before any work (unless ``options.run.force``).
     fail_on : sequence of str
-        Conditions ``metric op value`` (see :data:`METRICS`); any that holds gives exit code 1.
-    score_kind : {"score", "probability", "logit"}
-        What the saved prediction scores are (declared, never guessed); probability metrics
-        (ECE, Brier, NLL) and the reliability diagram need ``probability`` or ``logit``.
-    layers : sequence of str, optional
-        Run only these layers (names of :func:`splitscope.audit.protocol.layer_names`:
-        ``duplicates``, ``groups``, ``provenance``, ``evaluation``, ``attribution``,
-        ``external``, and any registered since); the others are recorded ``not assessed``
-        with reason "not requested".
-    attribution_maps, attribution_masks : path-like, optional
-        Supplied attribution maps and body/organ masks (METHODS §5.10; formats of
-        :func:`splitscope.evaluation.attribution.load_maps`). With both, the attribution layer
-        compares the share of attribution mass outside the mask on the query rows of the first
-        split boundary (test → train): rows the duplicates layer flags across it (the
-        predicates of the deduplicated view) versus the others, with a cluster bootstrap over
-        groups when the manifest has them. Without them the layer is ``not applicable``.
-
-    workers : int, optional
-        Worker processes of the scans (default: all cores).
+        Conditions ``metric op value`` (:mod:`splitscope.core.conditions`); any that holds
+        gives exit code 1.
     executor : Executor, optional
         Where the scans' per-file stage runs (:mod:`splitscope.features.executor`; the caller
-        closes it). With a :class:`~splitscope.features.dask_executor.DaskExecutor` the
-        duplicates layer's NCC search is also partitioned over its cluster
-        (:mod:`splitscope.relations.partitioned`), with the same result.
-    label_map : str, path or mapping, optional
-        Released labels → audited labels (``glioma=tumor,meningioma=tumor`` or a two-column
-        CSV; METHODS §6.4), applied once to every corpus whose labels it names (the audited
-        release, the external and control corpora; refused when it names a label of none)
-        and recorded in ``params`` and in every record.
-    external_label_map, control_label_map : str, path or mapping, optional
-        A corpus's own map, applied to it before ``label_map`` (for a corpus whose labels are
-        spelled differently, e.g. ``glioma_tumor=glioma``); it must name one of its labels.
-    list_options : mapping, optional
-        How list files are read (``columns`` by role, ``root``, ``split``; see
-        :func:`splitscope.manifest.read_list`).
-    prediction_reading : mapping, optional
-        How the prediction files are read: ``sheet`` (name or 0-based index), ``header_row``
-        (1-based), ``sep``, ``decimal``; default detected (what was found is in the verdicts).
-        Parsed workbooks are cached in the workspace.
-    allow_outside_root, follow_links, max_file_bytes, allow_urls : optional
-        What the scans may read (:func:`splitscope.features.scanning.scan`): rows outside
-        their release root, and listed URLs, are not read unless allowed (and stay marked),
-        links to folders are followed on request, files above the cap (default 2 GiB) are
-        listed, never read.
-    croissant : bool
-        Also write ``croissant.json``, a Croissant JSON-LD record of the release
-        (:mod:`splitscope.records.croissant`), linked from the report.
-    force : bool
-        Write into an ``out_dir`` that holds files splitscope did not write there; they are
-        kept as they are (one standing where the audit writes is still refused).
-    seed, resamples : int
-        Seed of every draw and the number of bootstrap / group resamples of every layer.
-    options : AuditOptions, optional
-        Every option at once (:class:`splitscope.audit.options.AuditOptions`); the option
-        keywords above must then be left at their defaults.
+        closes it); default: the one ``options.run.engine`` names (a process pool, or a Dask
+        cluster this call starts and closes). With a Dask executor the duplicates layer's NCC
+        search is partitioned over its cluster too, with the same result.
+    command, reproduce : str, optional
+        The command line that ran the audit, and one that reproduces its inputs, recorded in
+        ``audit.json``'s ``run``.
 
     Returns
     -------
     AuditResult
     """
+    options = AuditOptions() if options is None else options
+    if not isinstance(options, AuditOptions):
+        raise InputError(f"options must be an AuditOptions, not {type(options).__name__}")
     conditions = [c if isinstance(c, Condition) else parse_condition(c) for c in fail_on]
-    keywords = {"tau": tau, "radius": radius, "dihedral": dihedral, "transforms": transforms,
-                "thumb_size": thumb_size, "mode": mode, "interpolation": interpolation,
-                "max_file_bytes": max_file_bytes, "group_regex": group_regex,
-                "label_map": label_map, "external_label_map": external_label_map,
-                "control_label_map": control_label_map, "list_options": list_options,
-                "allow_outside_root": allow_outside_root, "follow_links": follow_links,
-                "allow_urls": allow_urls, "score_kind": score_kind,
-                "prediction_reading": prediction_reading,
-                "seed": seed, "resamples": resamples, "layers": layers, "workers": workers,
-                "workspace": workspace, "max_pairs": max_pairs, "progress": progress,
-                "croissant": croissant}
-    if options is None:
-        options = AuditOptions.build(**keywords)
-    elif AuditOptions.build(**keywords) != AuditOptions.build():
-        raise InputError("give the options either as options= or as keywords, not both")
     from splitscope.manifest.build import input_list
 
     inputs_list = input_list(inputs)
@@ -322,15 +231,24 @@ def audit(
     from splitscope.manifest.roots import refuse_inside_release, release_roots
 
     out_dir = Path(out_dir)
-    roots = release_roots(inputs_list, **dict(options.inputs.list_options)) + release_roots(
+    roots = release_roots(inputs_list, **options.inputs.list_options()) + release_roots(
         [p for p in (control, external) if p is not None])
     refuse_inside_release(out_dir, roots)  # before anything is created
     if options.run.workspace is None:
-        options = dataclasses.replace(options, run=dataclasses.replace(
+        options = options.replace(run=dataclasses.replace(
             options.run, workspace=str(out_dir / "workspace")))
     writes = OWN_FILES + (("croissant.json",) if options.run.croissant else ())
-    with publishing(out_dir, force=force, keep=caches(out_dir, options.run.workspace),
-                    writes=writes) as folder:
+    with contextlib.ExitStack() as stack:
+        if executor is None:
+            from splitscope.features.executor import executor_for
+
+            executor = executor_for(options.run.engine, options.run.workers,
+                                    options.run.scheduler)
+            if executor is not None:
+                stack.callback(executor.close)
+        folder = stack.enter_context(publishing(
+            out_dir, force=options.run.force, keep=caches(out_dir, options.run.workspace),
+            writes=writes))
         doc = _audit_into(folder.path, out_dir, inputs_list, given, options, executor,
                           registry, wanted, conditions, command, reproduce)
     return AuditResult(document=doc, out_dir=out_dir, exit_code=doc["run"]["exit_code"],
@@ -374,12 +292,6 @@ def _audit_into(folder: Path, published_in: Path, inputs_list, given, options: A
     doc["run"].update({"started": started_wall, "command": command, "reproduce": reproduce,
                        "scan_seconds": round(scan_seconds, 3)})
     doc["inputs"] = input_fps
-    doc["params"] = _params(options, context)
-    if context.scans:  # each corpus's vocabulary: the maps that reached it (METHODS §6.4)
-        doc["params"]["corpus_label_maps"] = {
-            role: {"own": s.manifest.attrs.get("label_map_own"),
-                   "common": s.manifest.attrs.get("label_map")}
-            for role, s in {"audited": context.scan, **context.scans}.items()}
     doc["options"] = options.to_dict()
     doc = _ordered(doc)
     doc["fail_on"] = evaluate_conditions(conditions, doc["records"], doc["layers"],
@@ -502,7 +414,7 @@ def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
     several = any(given[role] is not None for role in own_maps)
     audited = run_scan(inputs_list, workspace, group_regex=options.inputs.group_regex,
                        label_map=None if several else label_map,
-                       **options.inputs.list_options, **scan_opts)
+                       **options.inputs.list_options(), **scan_opts)
     scan_seconds = time.perf_counter() - t
     manifest = audited.manifest
     boundaries = release_boundaries(manifest)
@@ -565,7 +477,7 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
 
     figures: dict[str, Any] = {}
     for b in all_boundaries:
-        figures[b.name] = {"tau": context.options.search.tau}
+        figures[b.name] = {}
         for o in outcomes:
             figures[b.name].update(o.result.figures.get(b.name, {}))
     audited_rows = context.scan.rows()
@@ -577,15 +489,18 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
     shown = {n: t for n, t in tables.items() if "control" not in n}
     gallery_items = []
     for b in all_boundaries:
-        items, summary = gallery(shown, b, rows, max_pairs, context.options.search.tau)
+        tau = figures[b.name].get("tau")  # the threshold the layer's pairs were read at
+        items, summary = gallery(shown, b, rows, max_pairs,
+                                 **({} if tau is None else {"tau": tau}))
         gallery_items.extend(items)
         figures[b.name]["gallery"] = summary
 
-    from splitscope.audit.composition import composition
-    from splitscope.audit.issues import issue_table
+    from splitscope.core.composition import composition
+    from splitscope.core.issues import issue_table
 
+    segments = declared("composition")
     for b in context.boundaries:  # what each evaluated split is made of (the first figure)
-        made_of = composition(tables, b.name, context.options.search.tau)
+        made_of = composition(tables, b.name, segments, context.options.layer_options)
         if made_of is not None:
             figures[b.name]["composition"] = made_of
     tables["issues"] = issue_table(audited_rows, tables, issue_columns)
@@ -609,7 +524,7 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
                      "excluded": len(manifest.attrs.get("excluded", []) or []),
                      "scan": _scan_summary(context.scan),
                      "failures": _failures(failed),
-                     **_tables_summary(audited_rows)},
+                     **_tables_summary(audited_rows), **_label_maps(context)},
         "boundaries": [{**b.to_dict(), "kind": kinds.get(b.name, "released split")}
                        for b in all_boundaries],
         "layers": [o.summary() for o in outcomes],
@@ -623,33 +538,27 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
     return doc, export_problems
 
 
-def _params(options: AuditOptions, context: AuditContext) -> dict[str, Any]:
-    """``audit.json``'s ``params``: the options readers of earlier documents look up (the
-    report, the verdicts), beside ``options``, which holds every option by group."""
-    f, search, i, run = options.features, options.search, options.inputs, options.run
-    reading = {k: v for k, v in dataclasses.asdict(options.evaluation.reading).items()
-               if k in ("sheet", "header_row", "sep", "decimal") and v is not None}
-    return {"tau": search.tau, "radius": search.radius, "thumb_size": f.thumb_size,
-            "mode": f.mode, "interpolation": f.interpolation, "dihedral": search.dihedral,
-            "group_regex": i.group_regex, "sweep": list(SWEEP),
-            "max_gallery_pairs": run.max_pairs, "workspace": run.workspace,
-            "feature_params": _feature_params(context.scan),
-            "layers": sorted(run.layers) if run.layers is not None else "all",
-            "label_map": context.manifest.attrs.get("label_map"),
-            "allow_outside_root": i.allow_outside_root, "follow_links": i.follow_links,
-            "allow_urls": i.allow_urls,
-            "max_file_bytes": None if f.max_file_bytes == DEFAULT_MAX_FILE_BYTES
-            else f.max_file_bytes,
-            "list_options": dict(i.list_options), "prediction_reading": reading,
-            "croissant": run.croissant}
-
-
 #: the document's keys, in the order audit.json has always written them
-_KEYS = ("schema_version", "kind", "run", "inputs", "params", "options", "software", "manifest",
+_KEYS = ("schema_version", "kind", "run", "inputs", "options", "software", "manifest",
          "boundaries", "layers", "records", "scorecard", "figures", "gallery", "fail_on",
          "artifacts")
 _RUN_KEYS = ("started", "finished", "duration_s", "command", "reproduce", "exit_code", "host",
              "scan_seconds")
+
+
+def _label_maps(context: AuditContext) -> dict[str, Any]:
+    """The label map applied to the manifest (what it mapped, rows changed, labels it did not
+    name) and, with control or external corpora, the maps that reached each corpus
+    (METHODS §6.4); empty without a map."""
+    out: dict[str, Any] = {}
+    if context.manifest.attrs.get("label_map"):
+        out["label_map"] = context.manifest.attrs["label_map"]
+    if context.scans:
+        out["corpus_label_maps"] = {
+            role: {"own": s.manifest.attrs.get("label_map_own"),
+                   "common": s.manifest.attrs.get("label_map")}
+            for role, s in {"audited": context.scan, **context.scans}.items()}
+    return out
 
 
 def _tables_summary(rows: pd.DataFrame) -> dict[str, Any]:
@@ -699,7 +608,7 @@ def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, published_in: Pat
     roles = record_roles()
     render_report(doc, out_dir / "report.html", roles=roles, max_pairs=max_pairs,
                   opener=open_image)
-    if doc["params"].get("croissant"):
+    if doc["options"]["run"].get("croissant"):
         from splitscope.records.croissant import write_croissant
 
         write_croissant(out_dir, roles=roles, published_in=published_in)
@@ -719,16 +628,6 @@ def _corpus_of(path) -> str:
         return getattr(path, "name", None) or ("arrays" if type(path).__name__ == "Arrays"
                                                else "dataset")
     return Path(path).name if Path(path).is_dir() else Path(path).stem
-
-
-def _feature_params(scan) -> dict[str, Any]:
-    params = getattr(scan, "params", None)
-    if params is not None and hasattr(params, "to_dict"):
-        try:
-            return dict(params.to_dict())
-        except (TypeError, ValueError, AttributeError):
-            return {}
-    return {}
 
 
 #: failed rows named in audit.json and the report (all of them are in lists/failures.csv)

@@ -22,6 +22,7 @@ from pathlib import Path
 import click
 
 from splitscope.cli_options import resamples_option, with_options
+from splitscope.core.options import AuditOptions
 from splitscope.experiments.commands import (
     backbone_options,
     print_summary,
@@ -46,7 +47,7 @@ def run_experiment(result, release, out_dir: Path, *, workspace, group_regex, wo
                    label_map=None, external=None):
     """After training (``result`` of :func:`train_experiment`): effects, explain and the
     audit. Returns ``(AuditResult, effects result, explain result)``."""
-    from splitscope.audit.run import audit
+    from splitscope.core.run import audit
     from splitscope.evaluation.effects import protocol_effects
     from splitscope.experiments.explain import explain_run
     from splitscope.experiments.layer import contrasts_for
@@ -59,11 +60,12 @@ def run_experiment(result, release, out_dir: Path, *, workspace, group_regex, wo
     chosen = explained_run(result.summary)
     explained = explain_run(out_dir / "runs" / chosen, out_dir / "explain", n_boot=n_boot,
                             seed=seed)
-    audited = audit(release, out_dir=out_dir / "audit",
-                    workspace=workspace or out_dir / "workspace", group_regex=group_regex,
-                    workers=workers, predictions=out_dir / "predictions", score_kind="logit",
-                    attribution_maps=explained["maps"], attribution_masks=explained["masks"],
-                    command=command, label_map=label_map, external=external)
+    options = AuditOptions.from_flags(workspace=workspace or out_dir / "workspace",
+                                      group_regex=group_regex, workers=workers,
+                                      score_kind="logit", label_map=label_map)
+    audited = audit(release, options, out_dir=out_dir / "audit",
+                    predictions=out_dir / "predictions", attribution_maps=explained["maps"],
+                    attribution_masks=explained["masks"], command=command, external=external)
     return audited, effects, explained
 
 

@@ -1,10 +1,13 @@
-"""``--fail-on`` conditions: the metrics an audit can gate on, each declared once.
+"""``--fail-on`` conditions: the metrics an audit can gate on, each declared once, by the layer
+whose records it reads.
 
 A condition is ``metric op value`` (ops ``> >= < <= == !=``; a value may end in ``%``). Each
 :class:`Metric` names the records it reads (layer, predicate or words of the record id, the
 field read, the counting unit) and how it aggregates over boundaries: the largest value over
-the audited boundaries (the worst boundary). The ``--help`` text of ``audit`` is built from
-:data:`METRICS` (:func:`metric_table`), so it cannot drift from what is evaluated.
+the audited boundaries (the worst boundary). The metrics are those of the registered layers (a
+layer's ``metrics``, in the layers' order) and the core's own ``layers_not_assessed``; the
+``--help`` text of ``audit`` is built from them (:func:`metric_table`), so it cannot drift
+from what is evaluated.
 """
 
 from __future__ import annotations
@@ -12,9 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from splitscope.groups.predicates import METRICS as GROUP_METRICS
-from splitscope.provenance.predicates import METRICS as PROVENANCE_METRICS
-from splitscope.provenance.predicates import QUALITY_METRICS
+from splitscope.core.protocol import registered_layers
 from splitscope.records.metrics import (
     Condition,
     Metric,
@@ -23,36 +24,32 @@ from splitscope.records.metrics import (
 )
 from splitscope.records.metrics import find_record as _find_record
 from splitscope.records.metrics import metric_table as _metric_table
-from splitscope.relations.predicates import EXTERNAL_METRICS
-from splitscope.relations.predicates import METRICS as RELATIONS_METRICS
 
-__all__ = ["METRICS", "all_metrics", "evaluate_conditions", "find_record", "metric_table",
-           "parse_condition"]
+__all__ = ["LAYERS_NOT_ASSESSED", "all_metrics", "evaluate_conditions", "find_record",
+           "metric_table", "parse_condition"]
 
 
-_LAYERS_NOT_ASSESSED = Metric(
+#: the core's own metric: layers that could not run
+LAYERS_NOT_ASSESSED = Metric(
     "layers_not_assessed", "number of layers that could not run (missing module or failure)",
     (), field="layers", unit=None)
 
-#: the method's metrics, each declared next to its predicates (``<package>/predicates.py``)
-#: and by its layer (``metrics``), in the method's order
-METRICS: dict[str, Metric] = {**RELATIONS_METRICS, **GROUP_METRICS, **PROVENANCE_METRICS,
-                              **QUALITY_METRICS, **EXTERNAL_METRICS,
-                              _LAYERS_NOT_ASSESSED.name: _LAYERS_NOT_ASSESSED}
 
 def all_metrics() -> dict[str, Metric]:
-    """:data:`METRICS` and the metrics the registered layers declare next to their records
-    (a layer's ``metrics``: :class:`~splitscope.records.metrics.Metric` entries); a layer's
-    metric may not reuse a name."""
-    from splitscope.audit.protocol import registered_layers
-
-    out = dict(METRICS)
+    """The metrics the registered layers declare next to their records (a layer's
+    ``metrics``: :class:`~splitscope.records.metrics.Metric` entries), in the layers' order,
+    then :data:`LAYERS_NOT_ASSESSED`; two layers may declare one metric (the same object),
+    never two under one name."""
+    out: dict[str, Metric] = {}
     for layer in registered_layers():
         for m in getattr(layer, "metrics", None) or ():
             if m.name in out and out[m.name] is not m:
                 raise ValueError(f"layer {layer.name!r} declares --fail-on metric {m.name!r}, "
                                  "which is already declared")
             out[m.name] = m
+    if LAYERS_NOT_ASSESSED.name in out:
+        raise ValueError(f"a layer declares the core's metric {LAYERS_NOT_ASSESSED.name!r}")
+    out[LAYERS_NOT_ASSESSED.name] = LAYERS_NOT_ASSESSED
     return out
 
 

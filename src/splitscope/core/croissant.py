@@ -28,8 +28,8 @@ def add_croissant(out_dir: str | Path, *, license: str | None = None,
     The folder is rewritten as a whole (:func:`splitscope.records.publish.publishing`): the
     audit's other files carry over, and a kill leaves either the audit as it was or the audit
     with its record."""
-    from splitscope.audit.protocol import record_roles
-    from splitscope.audit.run import caches
+    from splitscope.core.protocol import record_roles
+    from splitscope.core.run import caches
     from splitscope.features.sources import open_image
     from splitscope.records.croissant import CROISSANT_FILE, croissant_record
     from splitscope.records.publish import publishing
@@ -44,12 +44,12 @@ def add_croissant(out_dir: str | Path, *, license: str | None = None,
         # checks the folder and lists before anything is written
         record = croissant_record(out, roles=roles, license=license, cite_as=cite_as, url=url)
         doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
-        if not doc["params"].get("croissant"):
-            doc["params"]["croissant"] = True
+        run = doc["options"]["run"]
+        if not run.get("croissant"):
+            run["croissant"] = True
             write_json(doc, folder.path / "audit.json")
             render_report(doc, folder.path / "report.html", roles=roles,
-                          max_pairs=int(doc["params"].get("max_gallery_pairs") or 60),
-                          opener=open_image)
+                          max_pairs=int(run["max_pairs"]), opener=open_image)
             _describe_staged(record, folder.path)
         write_json({k: v for k, v in record.items() if v is not None},
                    folder.path / CROISSANT_FILE)
@@ -70,9 +70,10 @@ def _describe_staged(record: dict, staged: Path) -> None:
 
 
 def _workspace(out: Path) -> str | None:
-    """The workspace the audit in ``out`` used (``params.workspace``), if it says."""
+    """The workspace the audit in ``out`` used (``options.run.workspace``), if it says."""
     try:
-        return json.loads((out / "audit.json").read_text(encoding="utf-8"))["params"]["workspace"]
+        doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+        return doc["options"]["run"]["workspace"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

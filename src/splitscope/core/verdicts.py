@@ -9,40 +9,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from splitscope.boundary import WITHIN_RELEASE
-from splitscope.evaluation.reading import ATTRIBUTION_VERDICTS
-from splitscope.evaluation.reading import VERDICTS as EVALUATION_VERDICTS
-from splitscope.groups.reading import VERDICTS as GROUP_VERDICTS
-from splitscope.provenance.reading import VERDICTS as PROVENANCE_VERDICTS
+from splitscope.core.protocol import declared
 from splitscope.records.format import count as fmt_int
 from splitscope.records.format import percent_of
 from splitscope.records.metrics import Verdict
-from splitscope.relations.reading import EXTERNAL_VERDICTS
-from splitscope.relations.reading import VERDICTS as RELATIONS_VERDICTS
 
-__all__ = ["ORDER", "VERDICTS", "layer_verdicts", "summary_notes", "verdicts"]
-
-#: the order a reader meets the method's verdict sections in: label conflicts first (they make
-#: every score unreadable), then near-twins, copies, the deduplicated split, shared groups,
-#: cross-corpus containment, scores, probes and attribution
-ORDER = ("label_conflicts", "near_twins", "byte_copies", "pixel_copies", "deduplicated",
-         "group_overlap", "containment", "group_overlap_not_run", "balanced_accuracy",
-         "header_probe", "attribution")
-
-_BY_NAME = {v.name: v for v in (*RELATIONS_VERDICTS, *GROUP_VERDICTS, *EXTERNAL_VERDICTS,
-                                *EVALUATION_VERDICTS, *PROVENANCE_VERDICTS,
-                                *ATTRIBUTION_VERDICTS)}
-#: the method's verdict sections in :data:`ORDER`, each written by its layer's package
-VERDICTS: tuple[Verdict, ...] = tuple(_BY_NAME[name] for name in ORDER)
+__all__ = ["largest_first", "layer_verdicts", "summary_notes", "verdicts"]
 
 
 def layer_verdicts() -> tuple[Verdict, ...]:
-    """:data:`VERDICTS`, then the sections other registered layers declare (``verdicts``)."""
-    from splitscope.audit.protocol import registered_layers
-
-    known = {v.name for v in VERDICTS}
-    extra = [v for layer in registered_layers()
-             for v in (getattr(layer, "verdicts", None) or ()) if v.name not in known]
-    return VERDICTS + tuple(extra)
+    """The verdict sections the registered layers declare (``verdicts``), by ``rank``: label
+    conflicts first (they make every score unreadable), then near-twins, copies, the
+    deduplicated split, shared groups, containment, scores, probes and attribution."""
+    return tuple(declared("verdicts"))
 
 
 def verdicts(doc: Mapping[str, Any], sections: Sequence[Verdict] | None = None) -> list[str]:
@@ -56,31 +35,27 @@ def verdicts(doc: Mapping[str, Any], sections: Sequence[Verdict] | None = None) 
     return lines
 
 
-#: the findings the opening line ranks: what each is called and the --fail-on metric whose
-#: value (the same figure as its summary line) measures it on a boundary
-FINDINGS = (("near twins (NCC ≥ τ)", "ncc_rate"), ("byte copies", "byte_identical_rate"),
-            ("pixel-identical copies", "pixel_identical_rate"),
-            ("copies inside the split", "within_split_copy_rate"),
-            ("shared groups", "group_overlap_rate"), ("LABEL CONFLICT", "label_conflict_rate"))
-
-
 def largest_first(doc: Mapping[str, Any]) -> list[str]:
-    """One line per audited boundary ranking its findings by their share of the evaluated
-    split, largest first (a label conflict is flagged in capitals but ranked by size like the
-    rest); each share is the value of the ``--fail-on`` metric named beside it."""
-    from splitscope.audit.conditions import METRICS
+    """One line per audited boundary ranking its findings (the registered layers'
+    ``findings``) by their share of the evaluated split, largest first (a label conflict is
+    flagged in capitals but ranked by size like the rest); each share is the value of the
+    ``--fail-on`` metric named beside it."""
+    from splitscope.core.conditions import all_metrics
     from splitscope.records.metrics import metric_records
 
+    metrics = all_metrics()
+    findings = [f for f in declared("findings") if f.metric in metrics]
     records = doc.get("records") or []
     out = []
     for b in doc.get("boundaries") or []:
         found = []
-        for what, name in FINDINGS:
-            hits = [r for r in metric_records(METRICS[name], records, [b["name"]])
+        for finding in findings:
+            hits = [r for r in metric_records(metrics[finding.metric], records, [b["name"]])
                     if r.get("numerator") and r.get("denominator")]
             if hits:
                 worst = max(hits, key=lambda r: r["numerator"] / r["denominator"])
-                found.append((worst["numerator"] / worst["denominator"], what, worst, name))
+                found.append((worst["numerator"] / worst["denominator"], finding.name, worst,
+                              finding.metric))
         if not found:
             continue
         found.sort(key=lambda f: -f[0])

@@ -14,8 +14,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import click
 import pandas as pd
 
+from splitscope.core.commands import FAIL_ON_HELP, finish
 from splitscope.errors import InputError
 from splitscope.evaluation.predicates import (
     ATTRIBUTION_LAYER,
@@ -287,7 +289,8 @@ def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
     (AuditResult, dict)
         The audit and :func:`check_demo`'s result.
     """
-    from splitscope.audit.run import audit
+    from splitscope.core.options import AuditOptions
+    from splitscope.core.run import audit
     from splitscope.datasets import DEMO_GROUP_REGEX, make_demo
     from splitscope.datasets.simulated_model import simulate_model_outputs
 
@@ -296,19 +299,50 @@ def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
     sizes = {k: v for k, v in (("n_train", n_train), ("n_test", n_test)) if v is not None}
     root = make_demo(data, seed=seed, overwrite=(data / "planted.json").is_file(), **sizes)
     if trained_model:  # a real small-cnn ([torch] extra) instead of the simulated outputs
-        from splitscope.audit.experiment import trained_model_outputs
+        from splitscope.workflows.experiment import trained_model_outputs
 
         model = trained_model_outputs(root, directory / "model-trained", seed=seed,
                                       group_regex=DEMO_GROUP_REGEX, workers=workers)
     else:
         model = simulate_model_outputs(root, directory / "model", seed=seed)
-    options = {"group_regex": DEMO_GROUP_REGEX, "dihedral": True,
-               "out_dir": directory / "audit", "workspace": directory / "workspace",
-               "predictions": model["predictions"],
-               "score_kind": model.get("score_kind", "probability"),
-               "attribution_maps": model["attribution_maps"],
-               "attribution_masks": model["attribution_masks"]}
-    result = audit(root, workers=workers, fail_on=fail_on, progress=progress,
-                   command=f"splitscope demo {directory}",
-                   reproduce=shlex.join(audit_argv(root, options)), **options)
+    given = {"group_regex": DEMO_GROUP_REGEX, "dihedral": True,
+             "out_dir": directory / "audit", "workspace": directory / "workspace",
+             "predictions": model["predictions"],
+             "score_kind": model.get("score_kind", "probability"),
+             "attribution_maps": model["attribution_maps"],
+             "attribution_masks": model["attribution_masks"]}
+    inputs = ("out_dir", "predictions", "attribution_maps", "attribution_masks")
+    options = AuditOptions.from_flags(workers=workers, progress=progress, **{
+        k: v for k, v in given.items() if k not in inputs})
+    result = audit(root, options, fail_on=fail_on, command=f"splitscope demo {directory}",
+                   reproduce=shlex.join(audit_argv(root, given)),
+                   **{k: given[k] for k in inputs})
     return result, check_demo(root, result.out_dir, result.document)
+
+
+@click.command("demo")
+@click.argument("directory", required=False, default="splitscope-demo",
+                type=click.Path(file_okay=False))
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the demo data.")
+@click.option("--workers", default=None, type=click.IntRange(min=1),
+              help="Workers of every stage (default: all cores).")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION", help=FAIL_ON_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@click.option("--trained-model", is_flag=True,
+              help="Train a real small-cnn on the demo ([torch] extra; a few minutes on a CPU) "
+                   "instead of the simulated model outputs.")
+def demo_command(directory, seed, workers, fail_on, as_json, trained_model) -> None:
+    """Make the demo benchmark in DIRECTORY (planted leaks listed in planted.csv) and audit it.
+
+    Prints what was planted and what the audit found; the report is DIRECTORY/audit/report.html.
+    """
+    from splitscope.core.conditions import parse_condition
+
+    conditions = [parse_condition(c) for c in fail_on]
+    result, check = run_demo(Path(directory), seed=seed, workers=workers, fail_on=conditions,
+                             progress=None if not as_json else False,
+                             trained_model=trained_model)
+    finish(result, as_json, extra={"demo": check}, extra_lines=check.get("lines"))
+
+
+COMMANDS: list = [demo_command]

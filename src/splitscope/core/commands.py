@@ -1,0 +1,229 @@
+"""The ``audit`` verb: every layer, one command. Registered by :mod:`splitscope.cli`.
+
+Its option flags are generated from the audit's options groups — the core's
+(:class:`~splitscope.options.InputOptions`, :class:`~splitscope.features.extract.FeatureParams`,
+:class:`~splitscope.options.RunOptions`) and each registered layer's (a layer's ``options``) —
+and passed through unchanged to :meth:`~splitscope.core.options.AuditOptions.from_flags`, so a
+layer's new option field is a flag, an option and a line of ``audit.json`` at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+from pathlib import Path
+
+import click
+
+from splitscope.cli_options import click_option
+from splitscope.core.options import core_groups
+from splitscope.core.protocol import layer_names, option_groups
+from splitscope.options import flag_fields
+
+
+def _fail_on_help() -> str:
+    from splitscope.core.conditions import all_metrics
+
+    return (
+        "Exit with code 1 when METRIC OP VALUE holds (repeatable), e.g. "
+        "'byte_identical_rate>0', 'ncc_rate>0.01', 'header_probe_ba>0.7'; ops > >= < <= == !=; "
+        "a value may end in %. The metric is its largest value over the audited boundaries; a "
+        "metric no layer measured does not hold (gate on 'layers_not_assessed>0' too). "
+        "Metrics: " + "; ".join(m.help_line() for m in all_metrics().values()) + "."
+    )
+
+
+FAIL_ON_HELP = _fail_on_help()
+
+
+def option_flags() -> list:
+    """The ``click`` options of every options group's flag fields: the core's inputs and
+    features, each registered layer's group (in the layers' order), then the run."""
+    groups = core_groups()
+    ordered = [groups["inputs"], groups["features"], *option_groups().values(), groups["run"]]
+    flags = []
+    for group in ordered:
+        for f in flag_fields(group):
+            if f.name == "layers":  # name the layers registered now
+                meta = {**f.metadata, "help": f"{f.metadata['help'].rstrip('.')}; layers: "
+                                              f"{', '.join(layer_names())}."}
+                f = dataclasses.field(default=f.default, metadata=meta)
+                f.name = "layers"
+            flags.append(click_option(f))
+    return flags
+
+
+def _size(path: Path) -> str:
+    n = path.stat().st_size
+    return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+def summary_payload(result) -> dict:
+    """The CLI's result (also the ``--json`` output): stable keys."""
+    doc = result.document
+    return {
+        "exit_code": result.exit_code,
+        "out_dir": str(result.out_dir),
+        "audit_json": str(result.audit_json),
+        "report_html": str(result.report),
+        "report_bytes": result.report.stat().st_size,
+        "duration_s": doc["run"]["duration_s"],
+        "verdicts": doc["summary"]["verdicts"],
+        "meaning": doc["summary"].get("meaning", []),
+        "notes": doc["summary"]["lines"],
+        "layers": doc["layers"],
+        "fail_on": doc["fail_on"],
+        "scorecard": [{"key": s["key"], "status": s["status"]} for s in doc["scorecard"]],
+        "records": {"total": len(doc["records"]),
+                    "by_status": _by_status(doc["records"])},
+    }
+
+
+def _by_status(records) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in records:
+        out[r["status"]] = out.get(r["status"], 0) + 1
+    return dict(sorted(out.items()))
+
+
+def print_summary(result, extra_lines: list[str] | None = None) -> None:
+    """Verdicts first (one line per boundary and finding), then layers, conditions, files."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from splitscope.cli_common import rich_console
+
+    console = rich_console()
+    doc = result.document
+    for line in doc["summary"]["verdicts"] + doc["summary"].get("meaning", []):
+        console.print(escape(line))
+    for line in extra_lines or []:
+        console.print(escape(line))
+    for line in doc["summary"].get("lines", []):  # notes not shown in the tables below
+        if not line.startswith(("Layer ", "--fail-on ")):
+            console.print(escape(line))
+    table = Table(title=None, show_edge=False, pad_edge=False, box=None)
+    for col in ("layer", "status", "records", "seconds", "reason"):
+        table.add_column(col)
+    for layer in doc["layers"]:
+        reason = str(layer.get("reason") or "")
+        table.add_row(escape(layer["layer"]), escape(layer["status"]), str(layer["records"]),
+                      f"{layer['duration_s']:.1f}",
+                      escape(reason if len(reason) < 100 else reason[:99] + "…"))
+    console.print(table)
+    for cond in doc["fail_on"]:
+        value = "not measured" if cond["value"] is None else f"{cond['value']:.4g}"
+        state = "HELD" if cond["held"] else "not held"
+        console.print(escape(f"--fail-on {cond['condition']}: {value} → {state}"))
+    lists = result.out_dir / "lists"
+    n_lists = sum(1 for a in doc.get("artifacts", []) if a["path"].startswith("lists/"))
+    console.print(escape(
+        f"Wrote {result.audit_json} ({_size(result.audit_json)}), {result.report} "
+        f"({_size(result.report)}), {n_lists} files in {lists}/, artifacts.json "
+        f"[{doc['run']['duration_s']:.1f} s]"))
+    if result.exit_code == 3:
+        console.print("A layer failed: see the layers table and audit.json (exit code 3).")
+
+
+def _command_line(verb: str, args: list[str], ctx: click.Context) -> str:
+    """The command as it would be typed again: arguments, then the options given."""
+    parts = ["splitscope", verb, *map(str, args)]
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name not in ctx.params:
+            continue
+        value = ctx.params[param.name]
+        if value in (None, False, ()) or value == param.default:
+            continue
+        flag = param.opts[0]
+        if param.is_flag:
+            parts.append(flag)
+        else:
+            for v in value if isinstance(value, tuple) else (value,):
+                parts.extend([flag, str(v)])
+    return shlex.join(parts)
+
+
+def finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) -> None:
+    if as_json:
+        payload = summary_payload(result)
+        if extra:
+            payload.update(extra)
+        click.echo(json.dumps(payload, indent=1, ensure_ascii=False, default=str))
+    else:
+        print_summary(result, extra_lines)
+    if result.exit_code:
+        raise SystemExit(result.exit_code)
+
+
+def _audit_command(inputs, control, external, predictions, attribution_maps,
+                   attribution_masks, out_dir, fail_on, as_json, **flags) -> None:
+    """Audit a release (folder ROOT/<split>/<class>/…, a list file, a table of embedded
+    images, a save_to_disk folder or a MedMNIST .npz) with every layer.
+
+    Writes OUT/audit.json (the source of truth), OUT/report.html (self-contained),
+    OUT/lists/ (contaminated-file lists, pair tables, group mappings, deduplicated splits)
+    and OUT/artifacts.json (every output with its SHA-256). A rerun replaces the files the
+    previous run listed there; anything else in OUT is refused (exit 2, named) unless --force.
+    The outputs appear at once, when the audit is done. Exit codes: 0 ok, 1 a --fail-on
+    condition held, 2 input error, 3 a layer failed (recorded in audit.json).
+    """
+    from splitscope.core.conditions import parse_condition
+    from splitscope.core.options import AuditOptions
+    from splitscope.core.run import audit
+
+    conditions = [parse_condition(c) for c in fail_on]  # bad conditions fail before any work
+    command = _command_line("audit", list(inputs), click.get_current_context())
+    options = AuditOptions.from_flags(**flags)
+    if as_json:
+        options = options.replace(run=dataclasses.replace(options.run, progress=False))
+    result = audit(list(inputs), options, control=control, external=external,
+                   predictions=predictions, attribution_maps=attribution_maps,
+                   attribution_masks=attribution_masks, out_dir=out_dir, fail_on=conditions,
+                   command=command)
+    finish(result, as_json)
+
+
+def _path_option(flag: str, help: str):
+    return click.option(flag, type=click.Path(exists=True), default=None, help=help)
+
+
+def audit_command() -> click.Command:
+    """The ``audit`` verb with one flag per option field of the groups registered now."""
+    params = [
+        click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True)),
+        _path_option("--control", "A release known to be clean (negative control): the same "
+                     "predicates on its own test → train boundary, reported beside the "
+                     "audited rates."),
+        _path_option("--external", "Another corpus: audit external → audited training rows "
+                     "(containment)."),
+        _path_option("--predictions", "Saved predictions (file or folder) for the evaluation "
+                     "layer."),
+        _path_option("--attribution-maps", "Supplied attribution maps (.npz keyed by released "
+                     "path, or a folder of <path>.npy): the attribution layer compares leaked "
+                     "and clean test rows."),
+        _path_option("--attribution-masks", "Body/organ masks (1 inside anatomy), same layout "
+                     "as --attribution-maps."),
+        click.option("--out", "out_dir", default="splitscope-audit", show_default=True,
+                     type=click.Path(file_okay=False),
+                     help="Output folder: absent, empty, or one an earlier run wrote (its "
+                          "files, as its artifacts.json lists them, are replaced)."),
+        *option_flags(),
+        click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION",
+                     help=FAIL_ON_HELP),
+        click.option("--json", "as_json", is_flag=True,
+                     help="Print the summary as JSON on stdout."),
+    ]
+    def command(**kwargs) -> None:
+        _audit_command(**kwargs)
+
+    command.__doc__ = _audit_command.__doc__
+    for param in reversed(params):
+        command = param(command)
+    return click.command("audit")(command)
+
+
+COMMANDS: list = [audit_command()]
+
+__all__ = ["COMMANDS", "FAIL_ON_HELP", "audit_command", "option_flags", "print_summary",
+           "summary_payload"]
