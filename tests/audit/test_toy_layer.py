@@ -61,3 +61,45 @@ def test_the_toy_layer_says_nothing_when_it_did_not_run(tmp_path, toy):
 
 def _sizes(rows):
     return [Path(f).stat().st_size for f in rows["file"]]
+
+
+def test_a_layer_option_is_a_flag_an_option_and_a_line_of_audit_json(tmp_path, toy):
+    """The toy layer's options group (one field, in tests/audit/toy_layer.py only) reaches
+    ``--help``, ``AuditOptions``, the layer's ``context.options`` and ``audit.json``."""
+    import json
+
+    from click.testing import CliRunner
+
+    from splitscope.cli import app
+
+    text = CliRunner().invoke(app, ["audit", "--help"], terminal_width=200).output
+    assert "--large-factor FLOAT" in text and "Toy layer: a file is large" in text
+    assert AuditOptions().large_files.factor == 1.0
+    assert AuditOptions.from_flags(factor=3).large_files.factor == 3.0
+    rel = _release(tmp_path / "rel")
+    runs = {}
+    for factor in ("1", "100"):
+        out = tmp_path / f"out{factor}"
+        res = CliRunner().invoke(app, ["audit", str(rel), "--out", str(out), "--layers",
+                                       "large_files", "--large-factor", factor, "--workers",
+                                       "1", "--json"])
+        assert res.exit_code == 0, res.output
+        runs[factor] = json.loads((out / "audit.json").read_text())
+    for factor, doc in runs.items():
+        assert doc["options"]["large_files"] == {"factor": float(factor)}
+        (rec,) = [r for r in doc["records"] if r["layer"] == "large_files"]
+        assert rec["predicate"]["params"] == {"factor": float(factor)}
+    counts = {f: next(r["numerator"] for r in d["records"] if r["layer"] == "large_files")
+              for f, d in runs.items()}
+    assert counts["1"] > 0 and counts["100"] == 0
+
+
+def test_a_layer_option_is_unknown_until_the_layer_is_registered():
+    from click.testing import CliRunner
+
+    from splitscope.cli import app
+
+    text = CliRunner().invoke(app, ["audit", "--help"], terminal_width=200).output
+    assert "--large-factor" not in text
+    with pytest.raises(InputError, match="unknown option"):
+        AuditOptions.from_flags(factor=3)

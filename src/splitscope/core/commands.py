@@ -223,7 +223,10 @@ def audit_command() -> click.Command:
     return click.command("audit")(command)
 
 
-COMMANDS: list = [audit_command()]
+def __getattr__(name: str):
+    if name == "COMMANDS":  # built on each use, from the layers registered then
+        return [audit_command()]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["COMMANDS", "FAIL_ON_HELP", "audit_command", "option_flags", "print_summary",
            "summary_payload"]
