@@ -188,12 +188,14 @@ class _CrashesBeside:
         raise RuntimeError("boom in the background")
 
 
-def _audit_with(tmp_path, layers, progress=False) -> dict:
+def _audit_with(tmp_path, layers, progress=False, workers=1) -> dict:
     """audit.json of an audit of the tiny release with only ``layers``, registered for it."""
     for layer in layers:
         register(layer)
     try:
-        audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=progress, layers=[layer.name for layer in layers], transforms=0))
+        audit(_release(tmp_path / "rel"), AuditOptions.from_flags(
+            workers=workers, progress=progress, layers=[layer.name for layer in layers],
+            transforms=0), out_dir=tmp_path / "out")
     finally:
         for layer in layers:
             unregister(layer.name)
@@ -205,7 +207,7 @@ def test_a_background_layer_runs_beside_the_next_ones(tmp_path):
 
     event = threading.Event()
     doc = _audit_with(tmp_path, [_Beside(event), _SetsEvent(event), _ReadsBeside(),
-                                 _CrashesBeside()], progress=True)
+                                 _CrashesBeside()], progress=True, workers=None)
     names = [l["layer"] for l in doc["layers"]]
     assert names.index("beside") < names.index("sets_event") < names.index("reads_beside")
     records = {r["id"]: r for r in doc["records"]}
@@ -239,10 +241,18 @@ def test_background_may_be_decided_per_input(tmp_path):
               _WhereItRan("cannot_tell", 36, fails),
               _WhereItRan("asks_yes", 37, lambda context: len(context.manifest) > 0),
               _WhereItRan("plain", 38, False)]
-    records = {r["id"]: r for r in _audit_with(tmp_path, layers)["records"]}
+    records = {r["id"]: r for r in _audit_with(tmp_path, layers, workers=None)["records"]}
     assert records["asks_no.main"]["numerator"] == 1
     assert records["cannot_tell.main"]["numerator"] == 1
     assert records["asks_yes.main"]["numerator"] == 0
+    assert records["plain.main"]["numerator"] == 1
+
+
+def test_a_run_with_workers_given_runs_every_layer_in_its_turn(tmp_path):
+    """Two layers side by side would keep twice the run's workers busy."""
+    layers = [_WhereItRan("asks_yes", 36, True), _WhereItRan("plain", 37, False)]
+    records = {r["id"]: r for r in _audit_with(tmp_path, layers, workers=2)["records"]}
+    assert records["asks_yes.main"]["numerator"] == 1
     assert records["plain.main"]["numerator"] == 1
 
 

@@ -13,8 +13,8 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from splitscope.records import AuditRecord, LayerResult
 from splitscope.options import option
+from splitscope.records import AuditRecord, LayerResult
 from splitscope.records.metrics import Metric, Verdict
 
 NAME = "large_files"

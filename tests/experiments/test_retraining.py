@@ -279,3 +279,41 @@ def test_holdout_transfer_equals_the_evaluation_functions():
     assert out["youden_ba"] == pytest.approx(youden) and out["classes_assessed"] == 3
     one = holdout_transfer(np.zeros(5, int), val[:5], y_test, test, ["a", "b", "c"])
     assert "reason" in one and "temperature" not in one
+
+
+def test_torch_threads_follow_the_runs_workers_and_are_restored():
+    from splitscope.experiments.retraining import torch_threads
+    from splitscope.features.executors import default_workers
+
+    before = torch.get_num_threads()
+    with torch_threads(torch, 1) as n:
+        assert n == 1 == torch.get_num_threads()
+    assert torch.get_num_threads() == before
+    with torch_threads(torch, None) as n:  # no workers given: every core
+        assert n == default_workers() == torch.get_num_threads()
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), torch_threads(torch, 1):
+        raise RuntimeError("stops the run")
+    assert torch.get_num_threads() == before
+
+
+def test_the_flagged_rows_search_on_the_runs_workers(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from splitscope.experiments.retraining import flagged_from_scan
+    from splitscope.records import LayerResult
+    from splitscope.relations import duplicates
+
+    seen = []
+
+    def spy(scan, boundaries, **options):
+        seen.append(options.get("workers"))
+        flags = pd.DataFrame({"boundary": ["train → test", "test → train"], "row": [1, 2],
+                              "sha256": [True, True]})
+        return LayerResult([], {"query_flags": flags})
+
+    monkeypatch.setattr(duplicates, "audit_duplicates", spy)
+    scan = SimpleNamespace(meta={"result": "r"}, manifest=pd.DataFrame({"row": [1, 2]}),
+                           params=SimpleNamespace(key=lambda: "k"), workspace=tmp_path)
+    train, test, _ = flagged_from_scan(scan, ["sha256"], ["sha256"], workers=1)
+    assert seen == [1] and train.tolist() == [1] and test.tolist() == [2]

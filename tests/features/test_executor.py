@@ -149,3 +149,16 @@ def test_fork_server_is_started_only_for_a_cold_pool_scan(tmp_path):
     assert not _cold_pool_scan(tmp_path, params, SerialExecutor(), 4)
     write_json({"result": None}, FeatureStore(tmp_path, params.key()).meta_path)
     assert not _cold_pool_scan(tmp_path, params, None, 2)  # a rerun: its cache, maybe no pool
+
+
+def test_a_serial_chunk_runs_on_one_blas_thread():
+    """One worker is one busy thread, as each worker of a pool is (BLAS pinned to one)."""
+    import numpy  # noqa: F401 - its BLAS pool is one of those read
+    from threadpoolctl import threadpool_info
+
+    def pools(_):
+        return {p["num_threads"] for p in threadpool_info()}
+
+    before = [p["num_threads"] for p in threadpool_info()]
+    assert [threads for _, threads in SerialExecutor().map(pools, _chunks(2))] == [{1}, {1}]
+    assert [p["num_threads"] for p in threadpool_info()] == before

@@ -552,3 +552,25 @@ def test_batch_sizes_taper_unless_given(tmp_path):
     tapered = _Recording(workers=1)
     s = run_scan(big, tmp_path / "ws3", executor=tapered)
     assert tapered.sizes == [25] * 7 + [13, 8, 4] and len(s.features) == 200
+
+
+def test_a_scan_with_one_worker_starts_no_thread(tmp_path, monkeypatch):
+    """With one worker the commits, the result's thumbnails, the manifest and the pruning
+    run in their turn (one busy thread); with more they overlap in threads. Same result."""
+    from splitscope.features import workspace
+
+    started = []
+    real = workspace.ThreadPoolExecutor
+
+    def recording(*args, **kwargs):
+        started.append(kwargs.get("thread_name_prefix"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(workspace, "ThreadPoolExecutor", recording)
+    root = make_release(tmp_path / "data")
+    one = run_scan(root, tmp_path / "ws1", workers=1)
+    assert started == []
+    beside = run_scan(root, tmp_path / "ws2", workers=2, executor=SerialExecutor())
+    assert set(started) == {"splitscope-commit", "splitscope-result", "splitscope-manifest",
+                            "splitscope-prune"}
+    same_result(one, beside)

@@ -193,3 +193,41 @@ def test_result_from_mixed_sources_is_written_and_recorded_as_a_fresh_scan(tmp_p
         for name in ("features.parquet", "thumbnails.npy"):
             assert scanned.meta["checksums"][name] == file_record(folder / name)
     assert again.meta["checksums"] == fresh.meta["checksums"]
+
+
+def test_one_worker_commits_each_batch_in_its_own_thread_when_submitted(tmp_path, monkeypatch):
+    """A scan with one worker keeps one thread busy: no commit thread, and a failed commit
+    still raises from the next submit."""
+    store = FeatureStore(tmp_path, "k")
+    original = FeatureStore.commit_shard
+    threads = set()
+
+    def failing(self, name, table, thumbs):
+        threads.add(threading.current_thread().name)
+        if name == "0002":
+            raise OSError(28, "No space left on device")
+        return original(self, name, table, thumbs)
+
+    monkeypatch.setattr(FeatureStore, "commit_shard", failing)
+    table, thumbs = _arrow_batch(["/d/a"], n_ok=1)
+    with pytest.raises(OSError, match="No space"), \
+            ShardCommitter(store, depth=2, beside=False) as committer:
+        committer.submit("0001", table, thumbs)
+        assert store.committed_shards() == ["0001"]  # committed before submit returned
+        for name in ("0002", "0003"):
+            committer.submit(name, table, thumbs)
+    assert threads == {threading.current_thread().name}
+    assert store.committed_shards() == ["0001"]
+
+
+def test_in_place_runs_each_call_at_once_and_keeps_its_error():
+    from splitscope.features.workspace import InPlace, helper_thread
+
+    pool = helper_thread("unused", beside=False)
+    assert isinstance(pool, InPlace)
+    with pool:
+        here = pool.submit(threading.current_thread)
+        failed = pool.submit(int, "not a number")
+    assert here.done() and here.result() is threading.current_thread()
+    with pytest.raises(ValueError):
+        failed.result()

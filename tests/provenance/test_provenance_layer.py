@@ -243,3 +243,44 @@ def test_probes_one_after_another_give_the_same_records(demo_scan, monkeypatch, 
     assert sorted(apart.tables) == sorted(together.tables)
     for name, table in together.tables.items():
         pd.testing.assert_frame_equal(apart.tables[name], table, obj=name)
+
+
+def test_provenance_folds_stay_within_the_runs_workers(monkeypatch):
+    """``workers`` bounds every map of fold workers (``run_steps``'s limit) and the BLAS
+    pools around the checks; the records are those of a run on every core."""
+    from threadpoolctl import threadpool_info
+
+    from splitscope.provenance import checks
+
+    seen = []
+    real = checks.run_steps
+
+    def spy(steps, jobs=None, limit=None):
+        seen.append((limit, max(p["num_threads"] for p in threadpool_info())))
+        return real(steps, jobs, limit)
+
+    monkeypatch.setattr(checks, "run_steps", spy)
+    one = audit_provenance(_manifest(), n_resamples=100, workers=1)
+    assert seen and all(limit == 1 and blas == 1 for limit, blas in seen)
+    every_core = audit_provenance(_manifest(), n_resamples=100)
+    assert seen[-1][0] is None
+    assert [r.to_dict() for r in one.records] == [r.to_dict() for r in every_core.records]
+
+
+def test_group_resamples_run_within_the_runs_workers(monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    from splitscope.groups import overlap
+
+    seen = []
+    real = overlap.group_resampling_interval
+
+    def spy(*args, **kwargs):
+        seen.append(max(p["num_threads"] for p in threadpool_info()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(overlap, "group_resampling_interval", spy)
+    one = audit_groups(_manifest(), n_resamples=200, workers=1)
+    assert seen and set(seen) == {1}
+    every_core = audit_groups(_manifest(), n_resamples=200)
+    assert [r.to_dict() for r in one.records] == [r.to_dict() for r in every_core.records]

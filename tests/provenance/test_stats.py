@@ -202,3 +202,35 @@ def test_bootstrap_aucs_share_the_resamples_and_give_each_interval_alone():
     assert together[2]["kind"].startswith("not defined")
     # the estimate from the plans equals weighted_auc's
     assert together[0]["estimate"] == float(weighted_auc(y, score, strata=strata)[0])
+
+
+def test_fold_jobs_never_exceed_the_runs_workers(monkeypatch):
+    from splitscope.provenance import stats
+
+    monkeypatch.setattr(stats.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    big = 10 * stats.PARALLEL_CELLS
+    assert stats.fold_jobs(big, 5) == 5  # by cost: one per fold, up to every core
+    assert stats.fold_jobs(1, 5) == 1  # too cheap for worker processes
+    assert stats.fold_jobs(big, 5, jobs=1) == 1
+    assert stats.fold_jobs(big, 5, limit=1) == 1
+    assert stats.fold_jobs(big, 5, limit=3) == 3
+    assert stats.fold_jobs(big, 5, jobs=4, limit=2) == 2
+    assert stats.fold_jobs(big, 5, limit=16) == 5
+
+
+def _asks_for_four():
+    """A step generator whose three calls ask for four worker processes."""
+    done = yield FoldTasks([(abs, (-i,)) for i in range(3)], jobs=4)
+    return done
+
+
+def test_run_steps_keeps_every_map_within_its_limit(monkeypatch):
+    from splitscope.provenance import stats
+
+    maps = []
+    monkeypatch.setattr(stats, "map_folds",
+                        lambda func, tasks, jobs=1: maps.append(jobs) or [func(*t) for t in tasks])
+    assert run_steps([_asks_for_four()]) == [[0, 1, 2]]
+    assert run_steps([_asks_for_four()], limit=1) == [[0, 1, 2]]
+    assert run_steps([_asks_for_four()], limit=2) == [[0, 1, 2]]
+    assert maps == [4, 1, 2]

@@ -210,3 +210,35 @@ def test_near_duplicates_take_the_scans_flatness(planted_scan):
     marked["flat"] = pd.array([True] * len(marked), dtype="boolean")
     none_left = near_duplicates(marked, planted_scan.thumbs, b)
     assert none_left.assessed["ncc_nearest"] == 0 < with_column.assessed["ncc_nearest"]
+
+
+@pytest.mark.slow
+def test_the_audits_workers_reach_both_searches_with_the_same_findings(planted_scan, audited,
+                                                                      monkeypatch):
+    """``workers`` reaches the hash search's threads and the NCC search's BLAS threads,
+    plain and dihedral, and bounds the BLAS pools around them; the findings are those of a
+    run on every core."""
+    from threadpoolctl import threadpool_info
+
+    from splitscope.relations import near_duplicate
+
+    seen = []
+
+    def spy(name, real):
+        def call(*args, **kwargs):
+            blas = max(p["num_threads"] for p in threadpool_info())
+            seen.append((name, kwargs.get("workers"), blas))
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(near_duplicate, "hash_search",
+                        spy("hash", near_duplicate.hash_search))
+    monkeypatch.setattr(near_duplicate, "ncc_search", spy("ncc", near_duplicate.ncc_search))
+    one = audit_duplicates(planted_scan, ["test->train"], dihedral=True, transform_sample=0,
+                           workers=1)
+    assert {name for name, _, _ in seen} == {"hash", "ncc"}
+    assert len(seen) > 2  # the dihedral variants search too
+    assert all(workers == 1 and blas == 1 for _, workers, blas in seen)
+    every_core, _ = audited
+    for name in ("query_flags", "pairs", "contaminated"):
+        pd.testing.assert_frame_equal(one.tables[name], every_core.tables[name], obj=name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import imagehash
 import numpy as np
+import pandas as pd
 import pytest
 from PIL import Image
 
@@ -110,3 +111,37 @@ def test_pair_storage_is_bounded_and_counted():
     res = hash_search(h, h, h, h, max_pairs=100, workers=2, block_query=8)
     assert res.n_pairs_total == 2500 and res.pairs_truncated and len(res.pairs) == 100
     assert (res.d_p == 0).all()  # minima stay exact
+
+
+def _random_hashes(rng, n):
+    return rng.integers(0, 2**63, n, dtype=np.int64).astype(np.uint64)
+
+
+def test_hash_search_gives_the_same_result_on_any_number_of_threads():
+    rng = np.random.default_rng(5)
+    rp, rd = _random_hashes(rng, 300), _random_hashes(rng, 300)
+    qp, qd = rp[:200] ^ np.uint64(3), rd[:200] ^ np.uint64(1)  # near copies: pairs to list
+    runs = [hash_search(qp, qd, rp, rd, radius=6, block_query=16, workers=w)
+            for w in (1, 2, None)]
+    for other in runs[1:]:
+        for name in ("d_p", "ref_p", "d_d", "ref_d", "d_joint", "ref_joint", "d_sum",
+                     "ref_sum"):
+            np.testing.assert_array_equal(getattr(runs[0], name), getattr(other, name))
+        pd.testing.assert_frame_equal(runs[0].pairs, other.pairs)
+    assert len(runs[0].pairs) >= 200
+
+
+def test_one_worker_searches_in_the_calling_thread(monkeypatch):
+    """``workers=1`` starts no thread pool; more do (so the check can fail)."""
+    from splitscope.relations import hashes
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a thread pool was started")
+
+    monkeypatch.setattr(hashes, "ThreadPoolExecutor", no_pool)
+    rng = np.random.default_rng(6)
+    q, r = _random_hashes(rng, 100), _random_hashes(rng, 50)
+    hash_search(q, q, r, r, block_query=16, workers=1)
+    with pytest.raises(AssertionError, match="thread pool"):
+        hash_search(q, q, r, r, block_query=16, workers=2)
+    assert hashes._workers(1) == 1 and hashes._workers(None) >= 1

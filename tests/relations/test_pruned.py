@@ -271,3 +271,36 @@ def test_recorded_flatness_replaces_a_pass_over_the_thumbnails():
     assert read_found - read_given == 1000  # the pass that found the flat rows is gone
     with pytest.raises(Exception, match="flat has 2 entries"):
         ThumbnailRows(read, np.arange(3), 32, np.zeros(2, bool))
+
+
+def test_ncc_search_products_run_on_its_workers_with_the_same_result(monkeypatch):
+    """``workers`` bounds the BLAS threads while the search runs (read from the pools each
+    time it reads thumbnails); brute or pruned, the result does not depend on it."""
+    import pandas as pd
+    from threadpoolctl import threadpool_info
+
+    q, r = _inputs("smooth", 3)  # low-frequency content: the bound pays
+    store = np.concatenate([q, r])
+    seen = []
+
+    def read(ids):
+        seen.append(max(p["num_threads"] for p in threadpool_info()))
+        return store[ids]
+
+    # flatness given, so that every read happens inside the search
+    lazy_q = ThumbnailRows(read, np.arange(300), 32, _flat(q))
+    lazy_r = ThumbnailRows(read, np.arange(300, 1000), 32, _flat(r))
+    monkeypatch.setattr(pruned, "MIN_PAIRS", 1)  # the pruned search runs at this size
+    results = {}
+    for method in ("brute", "pruned"):
+        for workers in (1, 2, None):
+            seen.clear()
+            results[method, workers] = ncc_search(lazy_q, lazy_r, method=method, block=128,
+                                                  query_chunk=100, workers=workers)
+            assert seen and (workers is None or max(seen) <= workers)
+    assert results["pruned", 1].params["search"] == "pruned"
+    base = results["brute", None]
+    for res in results.values():
+        np.testing.assert_array_equal(res.best_index, base.best_index)
+        np.testing.assert_array_equal(res.best_rho, base.best_rho)
+        pd.testing.assert_frame_equal(res.pairs, base.pairs)

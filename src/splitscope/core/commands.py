@@ -228,5 +228,5 @@ def __getattr__(name: str):
         return [audit_command()]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["COMMANDS", "FAIL_ON_HELP", "audit_command", "option_flags", "print_summary",
+__all__ = ["FAIL_ON_HELP", "audit_command", "option_flags", "print_summary",
            "summary_payload"]

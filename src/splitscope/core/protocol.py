@@ -134,9 +134,10 @@ class Layer(Protocol):
     background : bool or callable(context) -> bool, optional
         Its work is mostly in worker processes of its own, so the audit may start it first,
         in a thread, beside the layers before it in the method's order (only when it reads
-        no other layer; one that reads it waits for it). Its records must not depend on
-        what runs beside it; a callable says so per input (e.g. not where the two layers'
-        peak memory would add up past what the machine has).
+        no other layer, and not in a run with ``workers`` given, which keeps N threads busy,
+        never two layers' N; one that reads it waits for it). Its records must not depend
+        on what runs beside it; a callable says so per input (e.g. not where the two
+        layers' peak memory would add up past what the machine has).
     title : str, optional
         What the layer measures, in words; the record left when it does not run is titled
         ``<title> <status>`` (default ``<name> layer <status>``).

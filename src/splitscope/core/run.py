@@ -317,7 +317,9 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
     A layer whose ``background`` holds (its work is mostly in worker processes of its own)
     and that reads no other layer starts first, in a thread, so that the layers before it in the
     method's order run in this process while its workers compute; a layer that reads it
-    waits for it. Each layer's records do not depend on which layers ran beside it."""
+    waits for it. A run that bounds its ``workers`` runs every layer in its turn: each layer
+    keeps at most that many threads or processes busy, and two side by side would keep
+    twice as many. Each layer's records do not depend on which layers ran beside it."""
     steps = {layer.name: f"splitscope audit: layer {i}/{len(registry)} {layer.name}"
              for i, layer in enumerate(registry, 1)}
     started: dict[str, _Background] = {}
@@ -335,7 +337,7 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
 
     for layer in registry:
         if (wanted is None or layer.name in wanted) and not _reads(layer) \
-                and _background(layer, context):
+                and context.options.run.workers is None and _background(layer, context):
             if show:
                 print(f"{steps[layer.name]} … (beside the next layers)", file=sys.stderr,
                       flush=True)

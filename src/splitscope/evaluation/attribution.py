@@ -43,6 +43,7 @@ from splitscope.evaluation.uncertainty import (
 )
 from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, Uncertainty
+from splitscope.threads import blas_within_workers
 
 REASON_MAP_MISSING = "map missing"
 REASON_MASK_MISSING = "mask missing"
@@ -514,6 +515,7 @@ __all__ = [
 ]
 
 
+@blas_within_workers
 def audit_attribution(
     manifest: pd.DataFrame,
     maps_src,
@@ -527,6 +529,7 @@ def audit_attribution(
     seed: int = RunOptions.seed,
     inputs: list | None = None,
     params: dict | None = None,
+    workers: int | None = None,
 ) -> tuple:
     """Attribution outside anatomy for the manifest rows selected by ``rows``: exposed rows
     (``exposed_rows``, manifest row ids) versus the other selected rows.
@@ -546,6 +549,9 @@ def audit_attribution(
         Manifest column of groups: cluster bootstrap over its values.
     exposed_name, n_boot, seed, inputs, params
         As in :func:`attribution_contrast` and :func:`attribution_record`.
+    workers : int, optional
+        BLAS/OpenMP threads at most for the bootstrap's matrix products (the run's
+        ``workers``; default: the pools as they are).
 
     Returns
     -------

@@ -44,6 +44,7 @@ from splitscope.evaluation.views import (
 )
 from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, file_fingerprint
+from splitscope.threads import blas_within_workers
 
 
 def _truth_from(manifest_or_truth, classes=None, query: str | None = None) -> Truth:
@@ -104,6 +105,7 @@ def _u(b: dict, metric: str) -> Uncertainty:
                        detail={"undefined_resamples": b[metric]["undefined_resamples"]})
 
 
+@blas_within_workers
 def audit_predictions(
     manifest_or_truth,
     predictions,
@@ -122,6 +124,7 @@ def audit_predictions(
     final=None,
     exclude=(),
     read=None,
+    workers: int | None = None,
 ) -> LayerResult:
     """Audit saved predictions against a truth list.
 
@@ -157,6 +160,9 @@ def audit_predictions(
     read : ReadOptions, optional
         How the prediction files are read (sheet, header row, CSV dialect, parsed-workbook
         cache; :class:`splitscope.evaluation.readers.ReadOptions`); default: detected.
+    workers : int, optional
+        BLAS/OpenMP threads at most for the bootstrap's matrix products (the run's
+        ``workers``; default: the pools as they are).
 
     Returns
     -------
@@ -403,7 +409,8 @@ class EvaluationLayer:
         return audit_predictions(context.manifest, context.paths["predictions"], views=views,
                                  score_kind=options.evaluation.score_kind,
                                  read=options.evaluation.reading(options.run.workspace),
-                                 n_boot=options.run.resamples, seed=options.run.seed)
+                                 n_boot=options.run.resamples, seed=options.run.seed,
+                                 workers=options.run.workers)
 
 
 class AttributionLayer:
@@ -447,7 +454,8 @@ class AttributionLayer:
             exposed, rows=b.query.rows, group_column=groups,
             exposed_name=f"leaked ({b.name}; {', '.join(preds) or 'no predicate flagged a row'})",
             inputs=context.record_inputs,
-            params={"boundary": b.name, "exposed_by": list(DEDUP_PREDICATES)})[0]
+            params={"boundary": b.name, "exposed_by": list(DEDUP_PREDICATES)},
+            workers=context.options.run.workers)[0]
 
 
 #: the layers of this package, in the method's order (see :mod:`splitscope.core.protocol`)

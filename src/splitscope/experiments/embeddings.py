@@ -31,18 +31,19 @@ def embed_release(release, out: str | Path, *, backbone: str = "small-cnn", weig
                   standardize: bool = True) -> dict:
     """Write ``out`` (Parquet) and return what was written, the cache used, the
     standardisation and the rows without an embedding (no decoded image), counted."""
-    from splitscope.experiments.retraining import feature_cache, pick_device
+    from splitscope.experiments.retraining import feature_cache, pick_device, torch_threads
     from splitscope.experiments.training import classifier
     from splitscope.features.scanning import scan
 
     spec = resolve_backbone(backbone, weights, init_seed)
-    require_torch()
+    torch = require_torch()
     device = pick_device(device)
     protocol = Protocol(image_size=image_size)
     s = scan(release, workspace, thumb_size=image_size, workers=workers, progress=progress,
              group_regex=group_regex)
     model, _ = classifier(spec, 2, 0)
-    feats, cache = feature_cache(model, s, spec, protocol, device)
+    with torch_threads(torch, workers):  # the run's workers, as in training
+        feats, cache = feature_cache(model, s, spec, protocol, device)
     rows = s.rows().drop_duplicates("path")
     ok = rows["thumb_index"].to_numpy() >= 0
     vec = np.asarray(feats)[rows["thumb_index"].to_numpy()[ok]].astype(np.float64)

@@ -39,6 +39,7 @@ from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, LayerResult, Uncertainty
 from splitscope.records.exports import read_csv
 from splitscope.records.ids import slug
+from splitscope.threads import blas_within_workers
 
 CONTRAST_METRICS = ("balanced_accuracy", "macro_auc")
 PRESENT = "balanced_accuracy_present"
@@ -66,9 +67,12 @@ def contrasts_for(runs: pd.DataFrame) -> list[str]:
     return specs
 
 
-def audit_experiment(folder: Path, inputs=None, n_boot: int = RunOptions.resamples, seed: int = RunOptions.seed
-                     ) -> LayerResult:
-    """Records of the experiment in ``folder`` (see the module docstring)."""
+@blas_within_workers
+def audit_experiment(folder: Path, inputs=None, n_boot: int = RunOptions.resamples, seed: int = RunOptions.seed,
+                     workers: int | None = None) -> LayerResult:
+    """Records of the experiment in ``folder`` (see the module docstring); the bootstrap's
+    matrix products run on at most ``workers`` BLAS/OpenMP threads (default: the pools as
+    they are)."""
     from splitscope.evaluation.effects import protocol_effects
 
     info = json.loads((folder / "experiment.json").read_text())
@@ -468,7 +472,8 @@ class ExperimentsLayer:
 
     def run(self, context) -> LayerResult:
         folder = experiment_folder(context.paths.get("predictions"))
-        return audit_experiment(folder, context.record_inputs)
+        return audit_experiment(folder, context.record_inputs,
+                                workers=context.options.run.workers)
 
 
 LAYERS = [ExperimentsLayer()]

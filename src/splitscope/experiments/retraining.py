@@ -38,9 +38,11 @@ metrics are in ``runs.csv``, so ``splitscope effects`` reports the external tran
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +55,7 @@ from splitscope.experiments.protocol import POLICIES, Protocol, validation_holdo
 from splitscope.features.executors import default_workers
 from splitscope.records.exports import read_csv, write_csv
 from splitscope.records.model import _clean
+from splitscope.threads import blas_threads, check_workers
 
 VIEWS = ("official", "deduplicated")
 EXTERNAL_VIEWS = ("external", "external_deduplicated")
@@ -137,12 +140,13 @@ def flagged_from_audit(manifest: pd.DataFrame, audit_dir: str | Path, removal, v
                          "unmatched_entries": unmatched}
 
 
-def flagged_from_scan(scan, removal, view) -> tuple[np.ndarray, np.ndarray, dict]:
+def flagged_from_scan(scan, removal, view, *, workers: int | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Training rows with a test twin (boundary train → test) by the ``removal`` predicates
     and test rows with a training twin (test → train) by the ``view`` predicates, from the
-    duplicates layer run on the workspace scan (no SSIM, no transform sample). The layer's
-    per-row flags are kept in the workspace, keyed by the scan result, and reused by the next
-    call on the same scan."""
+    duplicates layer run on the workspace scan (no SSIM, no transform sample; its searches
+    on at most ``workers`` threads). The layer's per-row flags are kept in the workspace,
+    keyed by the scan result, and reused by the next call on the same scan."""
     import splitscope
     from splitscope.relations.duplicates import audit_duplicates
 
@@ -153,7 +157,7 @@ def flagged_from_scan(scan, removal, view) -> tuple[np.ndarray, np.ndarray, dict
         flags, reused = pd.read_parquet(cached), True
     else:
         res = audit_duplicates(scan, ["train->test", "test->train"], ssim=False,
-                               transform_sample=0)
+                               transform_sample=0, workers=workers)
         flags, reused = res.tables["query_flags"], False
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(".tmp")
@@ -284,6 +288,10 @@ def train_experiment(
     external : folder or list file, optional
         Another corpus, evaluated by every run's selected model (never trained on) on the
         ``external`` and ``external_deduplicated`` views (module notes).
+    workers : int, optional
+        Threads or processes busy at a time: the scans' worker processes, the duplicate
+        searches' threads, torch's intra-op threads (:func:`torch_threads`) and the BLAS/OpenMP
+        pools; default: every core.
     echo : callable, optional
         ``echo(text)`` for progress lines.
     on_epoch : callable, optional
@@ -304,11 +312,7 @@ def train_experiment(
     spec = resolve_backbone(backbone, weights, init_seed)
     torch = require_torch()
     device = pick_device(device)
-    # CPU kernels reduce in an order that depends on the thread count: one count for every
-    # run and every process (a resumed run included), whatever limits the caller set
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(default_workers())
-    try:
+    with torch_threads(torch, workers), blas_threads(workers):
         return _train(release, out_dir, spec=spec, torch=torch, device=device,
                       backbone=backbone, policies=policies, seeds=seeds, pools=pools,
                       protocol=protocol, workspace=workspace, audit_dir=audit_dir,
@@ -316,8 +320,24 @@ def train_experiment(
                       pool_seed=pool_seed, group_regex=group_regex, label_map=label_map,
                       external=external, workers=workers, progress=progress, echo=echo,
                       on_epoch=on_epoch)
+
+
+@contextlib.contextmanager
+def torch_threads(torch, workers: int | None) -> Iterator[int]:
+    """Torch's intra-op threads set to ``workers`` (every core when None) inside the block,
+    the caller's count restored after; yields the count.
+
+    CPU kernels reduce in an order that depends on the thread count, so it is set here
+    whatever limits the caller set: one count for every run and every process of an
+    experiment with the same ``workers`` (a resumed run included), recorded in
+    ``experiment.json`` (``versions.threads``)."""
+    n = check_workers(workers) or default_workers()
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield n
     finally:
-        torch.set_num_threads(threads_before)
+        torch.set_num_threads(before)
 
 
 def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, pools, protocol,
@@ -343,7 +363,8 @@ def _train(release, out_dir, *, spec, torch, device, backbone, policies, seeds, 
         train_flag, test_flag, flag_info = flagged_from_audit(manifest, audit_dir, removal,
                                                               DEDUP_PREDICATES)
     else:
-        train_flag, test_flag, flag_info = flagged_from_scan(base, removal, DEDUP_PREDICATES)
+        train_flag, test_flag, flag_info = flagged_from_scan(base, removal, DEDUP_PREDICATES,
+                                                             workers=workers)
     scan_s = base if protocol.image_size == base.params.thumb_size else scan(
         release, ws, thumb_size=protocol.image_size, interpolation=protocol.interpolation,
         **scan_kw)
@@ -722,7 +743,7 @@ def prepare_external(external, base, classes: list[str], ws: Path, out: Path,
             sc.manifest = apply_label_map(sc.manifest, label_map, strict=False)
     folder = out / "external"
     found, _, boundary = audit_external(base, ext_base, external, folder / "containment",
-                                        ssim=False, transform_sample=0)
+                                        ssim=False, transform_sample=0, workers=workers)
     table = found.tables["external/containment"]
     table = table[table["boundary"].astype(str) == boundary.name]
     offset = len(base.manifest)  # the combined scan numbers the external rows after these

@@ -116,15 +116,25 @@ def start_fork_server() -> bool:
 
 
 class SerialExecutor:
-    """Runs every chunk in this process, in order. For small inputs, debugging and tests."""
+    """Runs every chunk in this process, in order. For small inputs, debugging and tests.
+    Like a pool's worker (:data:`BLAS_THREAD_VARIABLES`), a chunk runs on one BLAS/OpenMP
+    thread: one worker is one busy thread, and the chunk's numbers do not depend on the
+    executor."""
 
     workers = 1
 
     def map(
         self, fn: Callable[[Any], Any], chunks: Iterable[tuple[Hashable, Any]]
     ) -> Iterator[tuple[Hashable, Any]]:
+        from threadpoolctl import ThreadpoolController
+
+        pools = None  # the pools loaded when the first chunk comes
         for chunk_id, payload in chunks:
-            yield chunk_id, fn(payload)
+            if pools is None:
+                pools = ThreadpoolController()
+            with pools.limit(limits=1):
+                result = fn(payload)
+            yield chunk_id, result
 
     def __repr__(self) -> str:
         return "SerialExecutor()"

@@ -18,7 +18,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from splitscope.features.workspace import (
     FeatureStore,
     ShardCommitter,
     file_signatures,
+    helper_thread,
     open_thumbnails,
     read_json,
     release_pages,
@@ -401,7 +401,8 @@ def scan(
     thumb_size, mode, interpolation : optional
         Extraction parameters (``FeatureParams``); another value is another cache entry.
     workers : int, optional
-        Worker processes (default: all cores; 1 runs in this process). Ignored when
+        Worker processes (default: all cores; 1 runs in this process, on one BLAS thread,
+        with the writes that other scans overlap run in their turn). The pool is ignored when
         ``executor`` is given.
     group_regex : str, optional
         Named-group regex for ``group`` (and ``frame``) over the basename,
@@ -492,6 +493,9 @@ def scan(
     if batch_size is not None and int(batch_size) < 1:
         raise InputError(f"batch size must be at least 1; got {batch_size}")
 
+    # a scan with one worker keeps one thread busy: the writes meant to overlap the
+    # extraction and the assembly (commits, result, manifest, pruning) run in their turn
+    beside = workers is None or int(workers) > 1
     with workspace_errors(workspace), workspace_lock(workspace):
         store = FeatureStore(workspace, params.key())
         repairs = store.repair()
@@ -530,7 +534,8 @@ def scan(
             row_pos = entries["row_pos"].to_numpy(dtype=np.int64).copy()
             thumb_pos = entries["thumb_pos"].to_numpy(dtype=np.int64).copy()
             with _progress_bar(_progress_enabled(progress), len(todo)) as advance, \
-                    ShardCommitter(store, depth=min(8, 2 * max(1, n_workers))) as committer:
+                    ShardCommitter(store, depth=min(8, 2 * max(1, n_workers)),
+                                   beside=beside) as committer:
                 for stage, (runner, subset, step, taper) in enumerate(plan):
                     if not len(subset):
                         continue
@@ -566,7 +571,7 @@ def scan(
 
         t = time.perf_counter()
         # the manifest is written (and hashed) in a thread while the result is assembled
-        threads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitscope-manifest")
+        threads = helper_thread("splitscope-manifest", beside)
         manifest_path = workspace / "manifest.parquet"
         manifest_written = threads.submit(_write_manifest, manifest, manifest_path)
         try:
@@ -583,7 +588,7 @@ def scan(
             if not up_to_date:
                 result_name, written = store.write_result(
                     entries, (params.thumb_size, params.thumb_size),
-                    schema=_schema(extractor, params), loaded=committed,
+                    schema=_schema(extractor, params), loaded=committed, beside=beside,
                 )
                 checksums = store.result_records(store.results / result_name)
             else:  # checked against these records by the repair above
@@ -625,7 +630,7 @@ def scan(
         write_json({"key": params.key(), "params": params.to_dict()}, workspace / "scan.json")
         # everything the new result holds is now committed twice: the older copies are deleted
         # while the result is opened (the lock is held until both are done)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitscope-prune") as bg:
+        with helper_thread("splitscope-prune", beside) as bg:
             pruned = bg.submit(_prune, store, store.result_dir(new_meta))
             # checked or written just now; a table written now is not read back
             result = _load_scan(workspace, params, verify=False, written=written)

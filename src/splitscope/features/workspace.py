@@ -25,7 +25,8 @@ replaced last.
 
 The scanning process commits the batches in one background thread (:class:`ShardCommitter`),
 in batch order, while it receives the next ones, so a batch's writes and fsyncs overlap the
-extraction of the others; each batch still has its own commit record. A batch whose result
+extraction of the others (a scan with one worker commits each in its own thread instead,
+:func:`helper_thread`); each batch still has its own commit record. A batch whose result
 was received but not yet committed when the process is killed is extracted again by the next
 run (at most ``2 × workers`` batches wait, and never more than 8); an interruption inside
 Python (Ctrl-C, an error) first finishes the commits of every batch received.
@@ -61,7 +62,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self
 
@@ -73,11 +74,13 @@ from splitscope.errors import InputError
 __all__ = [
     "RETRY_STATUSES",
     "FeatureStore",
+    "InPlace",
     "ShardCommitter",
     "atomic_path",
     "check_record",
     "file_record",
     "file_signatures",
+    "helper_thread",
     "output_file_lock",
     "output_lock",
     "output_locks",
@@ -661,6 +664,7 @@ class FeatureStore:
         schema: dict[str, Any] | None = None,
         block: int = 4096,
         loaded: dict[str, Any] | None = None,
+        beside: bool = True,
     ) -> tuple[str, pd.DataFrame]:
         """Assemble a new result generation from cache entries.
 
@@ -674,7 +678,8 @@ class FeatureStore:
         the caller still holds it (the shards this scan just committed, as DataFrames or
         ``pyarrow`` tables), so it is not read back; each is removed from ``loaded`` once used,
         so the tables are not held twice. Arrow tables of one schema become one DataFrame in
-        a single conversion.
+        a single conversion. With ``beside`` false (a scan with one worker) the thumbnails
+        are written first, in this thread.
         Returns the generation name and the table as written. The generation is not current
         until :meth:`commit_meta` names it.
         """
@@ -687,7 +692,7 @@ class FeatureStore:
         thumb_index = _thumb_positions(thumb_pos >= 0)
 
         # the thumbnails are written in a thread while the table is gathered and written
-        threads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitscope-result")
+        threads = helper_thread("splitscope-result", beside)
         thumbs_written = threads.submit(self._write_thumbnails, folder, sources, thumb_pos,
                                         thumb_shape, block)
         try:
@@ -799,22 +804,56 @@ def shard_positions(table: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.arange(len(has), dtype=np.int64), _thumb_positions(has)
 
 
+class InPlace:
+    """What a one-thread pool offers (``submit``, ``shutdown``, ``with``), with each call run
+    at once in the caller's thread and its outcome kept in the future returned: where a scan
+    has one worker, the work meant to overlap it runs in its turn instead, so that one thread
+    is busy at a time."""
+
+    def submit(self, fn, /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - raised again by future.result(), as a pool does
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Nothing to wait for: every call has run."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        return None
+
+
+def helper_thread(name: str, beside: bool = True) -> ThreadPoolExecutor | InPlace:
+    """A one-thread pool (threads named ``name``) for work that overlaps the caller's, or,
+    when not ``beside`` (a scan with one worker), :class:`InPlace`."""
+    if beside:
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    return InPlace()
+
+
 class ShardCommitter:
     """Commits finished batches (:meth:`FeatureStore.commit_shard`) in one background thread,
     in the order given, while the scan takes the next results: a batch's writes, hashes and
     fsyncs overlap the work on the next ones (Arrow, hashlib and file I/O release the GIL).
-    A batch still counts as done only once its own commit record is in place.
+    With ``beside`` false (a scan with one worker) each batch is committed when submitted,
+    in the caller's thread. A batch still counts as done only once its own commit record is
+    in place.
 
     At most ``depth`` batches wait (each holds its thumbnails); :meth:`submit` blocks beyond
     that. The first failed commit raises from the next :meth:`submit` or from leaving the
     ``with`` block, which waits for every submitted batch, also when the scan is interrupted,
     so a batch received is committed unless the process itself dies."""
 
-    def __init__(self, store: FeatureStore, depth: int = 4) -> None:
+    def __init__(self, store: FeatureStore, depth: int = 4, beside: bool = True) -> None:
         self.store = store
         self.depth = max(1, int(depth))
         self._pending: collections.deque = collections.deque()
-        self._threads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="splitscope-commit")
+        self._threads = helper_thread("splitscope-commit", beside)
 
     def submit(self, name: str, table: Any, thumbs: np.ndarray) -> None:
         """Queue one batch's commit (after those queued before it)."""

@@ -36,6 +36,7 @@ from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_re
 from splitscope.records.format import percent
 from splitscope.records.ids import slug
 from splitscope.records.inputs import release_inputs
+from splitscope.threads import blas_within_workers
 
 __all__ = ["GroupsLayer", "audit_groups"]
 
@@ -58,6 +59,7 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None or not np.isfinite(x) else percent(x)
 
 
+@blas_within_workers
 def audit_groups(
     manifest: pd.DataFrame,
     boundaries: Sequence[Boundary] | None = None,
@@ -71,6 +73,7 @@ def audit_groups(
     recovery: Any = None,
     apply_recovery: bool = True,
     unresolved: str | None = None,
+    workers: int | None = None,
 ) -> LayerResult:
     """Group-layer records and tables (METHODS §3) from a manifest alone.
 
@@ -96,6 +99,9 @@ def audit_groups(
     unresolved : str, optional
         A caveat about the group key that the evidence cannot settle (e.g. ids numbered per
         split); it is carried into every overlap record.
+    workers : int, optional
+        BLAS/OpenMP threads at most while the group resamples are counted (the run's
+        ``workers``; default: the pools as they are).
     """
     from splitscope.groups.overlap import (
         frame_gap_summary,
@@ -370,7 +376,7 @@ class GroupsLayer:
     def run(self, context) -> LayerResult:
         run = context.options.run
         return audit_groups(context.manifest, context.split_boundaries,
-                            n_resamples=run.resamples, seed=run.seed)
+                            n_resamples=run.resamples, seed=run.seed, workers=run.workers)
 
 
 #: the layers of this package (see :mod:`splitscope.core.protocol`)

@@ -27,6 +27,7 @@ from splitscope.provenance.probe_records import (
 from splitscope.provenance.stats import run_steps, single_threaded
 from splitscope.records import LayerResult
 from splitscope.records.inputs import release_inputs
+from splitscope.threads import blas_within_workers
 
 #: pool rows (one per file and side) above which the probes and the partition classifier run
 #: one after another rather than together (:func:`audit_provenance`): together, each holds its
@@ -43,6 +44,7 @@ def scan_rows(scan: Any) -> tuple[pd.DataFrame, Any]:
     raise InputError("audit_provenance needs a Scan (splitscope.features.scanning) or a row table")
 
 
+@blas_within_workers
 def audit_provenance(
     scan: Any,
     boundaries: Sequence[Boundary] | None = None,
@@ -61,6 +63,7 @@ def audit_provenance(
     importance_repeats: int = 5,
     include_name_fields: bool = False,
     fit_max_rows: int | None = FIT_MAX_ROWS,
+    workers: int | None = None,
 ) -> LayerResult:
     """Provenance-layer records and tables (METHODS §4).
 
@@ -83,6 +86,10 @@ def audit_provenance(
         and ``fit_rows``); ``None`` fits on all rows.
     embeddings : ndarray or path, optional
         Vectors for the partition classifier instead of the thumbnail features.
+    workers : int, optional
+        At most this many fold worker processes at a time, and BLAS/OpenMP threads in this
+        process (the fits themselves run on one); default: by cost, up to every core. Every
+        fold is seeded on its own, so the records do not depend on it.
     """
     rows, sc = scan_rows(scan)
     bounds = boundaries_or_default(rows, boundaries)
@@ -128,7 +135,7 @@ def audit_provenance(
     done: dict[str, Any] = {}
     with single_threaded(1):
         for names in parts:
-            done.update(zip(names, run_steps([steps.pop(k) for k in names])))
+            done.update(zip(names, run_steps([steps.pop(k) for k in names], limit=workers)))
     if association:  # a census of the rows, not a fit
         done["association"] = association_record(census_pool, inputs)
     for part in ("header", "image_stats", "association", "partition"):

@@ -36,7 +36,8 @@ class QualityLayer:
     title = "Image quality flags"
 
     def run(self, context) -> LayerResult:
-        return audit_quality(context.scan, context.options.quality)
+        return audit_quality(context.scan, context.options.quality,
+                             workers=context.options.run.workers)
 
     def issue_columns(self, ids, tables, rows):
         """``quality_<flag>`` and ``quality_<flag>_score`` for every image-quality flag
@@ -79,7 +80,7 @@ class ProvenanceLayer:
         run = context.options.run
         return audit_provenance(context.scan, context.split_boundaries, seed=run.seed,
                                 n_resamples=run.resamples,
-                                folds=context.options.provenance.folds)
+                                folds=context.options.provenance.folds, workers=run.workers)
 
 
 #: the layers of this package (see :mod:`splitscope.core.protocol`)

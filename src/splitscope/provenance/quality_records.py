@@ -12,9 +12,11 @@ from splitscope.provenance.predicates import QUALITY_ASSOCIATION, QUALITY_LAYER,
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.format import percent
 from splitscope.records.inputs import release_inputs
+from splitscope.threads import blas_within_workers
 
 
-def audit_quality(scan: Any, params: Any = None) -> LayerResult:
+@blas_within_workers
+def audit_quality(scan: Any, params: Any = None, *, workers: int | None = None) -> LayerResult:
     """Image-quality records and the per-row list ``quality`` (METHODS §4.6): one record per
     flag (rate over the assessed rows, with every split × class cell in ``details`` and in the
     conclusion) and one record of each flag's association with the label.
@@ -25,6 +27,8 @@ def audit_quality(scan: Any, params: Any = None) -> LayerResult:
         A finished scan, or its row table (``Scan.rows()``).
     params : QualityParams, optional
         Thresholds (default :class:`splitscope.provenance.quality.QualityParams`).
+    workers : int, optional
+        BLAS/OpenMP threads at most (the run's ``workers``; default: the pools as they are).
     """
     from splitscope.provenance.quality import (
         FLAGS,

@@ -59,16 +59,20 @@ PARALLEL_CELLS_LINEAR = 10_000_000
 
 
 def fold_jobs(cells: int, folds: int, jobs: int | None = None,
-              min_cells: int | None = None) -> int:
+              min_cells: int | None = None, limit: int | None = None) -> int:
     """Worker processes for the folds of one cross-validation: ``jobs`` when given, else one
     per available core (at most one per fold) once ``cells`` (rows × features) reaches
-    ``min_cells`` (default :data:`PARALLEL_CELLS`), else 1."""
+    ``min_cells`` (default :data:`PARALLEL_CELLS`), else 1; never more than ``limit`` (the
+    run's ``workers``; ``None``: no bound)."""
     if jobs is not None:
-        return max(1, int(jobs))
-    if cells < (PARALLEL_CELLS if min_cells is None else min_cells):
-        return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(int(cores or 1), int(folds)))
+        n = max(1, int(jobs))
+    elif cells < (PARALLEL_CELLS if min_cells is None else min_cells):
+        n = 1
+    else:
+        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                 else os.cpu_count())
+        n = max(1, min(int(cores or 1), int(folds)))
+    return n if limit is None else max(1, min(n, int(limit)))
 
 
 def fit_sample(y: np.ndarray, groups: np.ndarray | None, max_rows: int | None,
@@ -204,7 +208,8 @@ def _call(fn: Callable[..., Any], args: tuple) -> Any:
     return fn(*args)
 
 
-def run_steps(steps: list[Generator], jobs: int | None = None) -> list:
+def run_steps(steps: list[Generator], jobs: int | None = None,
+              limit: int | None = None) -> list:
     """Run step generators together and return their return values, in order.
 
     A step generator is a probe written as plain code that yields a :class:`FoldTasks` (and
@@ -216,7 +221,8 @@ def run_steps(steps: list[Generator], jobs: int | None = None) -> list:
     its generators has returned), and so on until all have returned. The work a generator does
     between its requests runs in this process, in that fixed order, and every call is seeded
     on its own, so the results do not depend on which calls share a map. ``jobs``: worker
-    processes (default: decided from the requests, see :class:`FoldTasks`)."""
+    processes (default: decided from the requests, see :class:`FoldTasks`); ``limit``: at
+    most that many in any map (the run's ``workers``; ``None``: no bound)."""
     roots = [_Node(g) for g in steps]
     for node in roots:
         _resume(node, None)
@@ -225,8 +231,8 @@ def run_steps(steps: list[Generator], jobs: int | None = None) -> list:
         for node in roots:
             _waiting(node, leaves)
         calls = [c for leaf in leaves for c in leaf.request.calls]
-        results = map_folds(_call, calls, _round_jobs([leaf.request for leaf in leaves],
-                                                      len(calls), jobs))
+        n = _round_jobs([leaf.request for leaf in leaves], len(calls), jobs)
+        results = map_folds(_call, calls, n if limit is None else max(1, min(n, int(limit))))
         at = 0
         for leaf in leaves:
             k = len(leaf.request.calls)

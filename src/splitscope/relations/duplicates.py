@@ -54,6 +54,7 @@ from splitscope.relations.label_conflicts import (
 )
 from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU, DEFAULT_TAU
 from splitscope.relations.predicates import COMPARISON_PAIRS, DEDUP_PREDICATES, EXTERNAL_LAYER
+from splitscope.threads import blas_within_workers
 
 
 def _control_boundary(control, scan) -> tuple[object, Boundary] | None:
@@ -71,6 +72,7 @@ def _control_boundary(control, scan) -> tuple[object, Boundary] | None:
                      "boundary)")
 
 
+@blas_within_workers
 def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAULT_TAU,
                      radius: int = DEFAULT_RADIUS, dihedral: bool = False,
                      out_dir: str | Path | None = None,
@@ -109,6 +111,9 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         Control flag rate above which a predicate is marked unreliable (default 1%).
     confirm : bool
         Confirm every crossing SHA-256 group byte for byte.
+    workers : int, optional
+        Threads of the hash and NCC searches, and of the BLAS/OpenMP pools for the whole
+        audit (default: every core); the results do not depend on it.
     dedup_predicates : sequence of str
         Predicates whose flagged query rows the deduplicated splits remove.
     transform_sample : int

@@ -61,6 +61,8 @@ def pack_hashes(values, *, name: str = "hashes") -> np.ndarray:
 
 
 def _workers(workers: int | None) -> int:
+    """Threads of a hash search: ``workers`` (the run's ``--workers``), every core when
+    None."""
     if workers is None:
         workers = os.cpu_count() or 1
     return max(1, int(workers))

@@ -21,9 +21,11 @@ def _search_options(context) -> dict:
 
 
 def _duplicates_options(context) -> dict:
+    """The search options, and the run's seed and ``workers`` (the hash and NCC searches'
+    threads and their BLAS pools stay within it)."""
     return {**_search_options(context), "executor": context.executor,
             "transform_sample": context.options.search.transforms,
-            "seed": context.options.run.seed}
+            "seed": context.options.run.seed, "workers": context.options.run.workers}
 
 
 def _with_tau(figures: dict, boundaries, tau: float) -> dict:

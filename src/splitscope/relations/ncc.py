@@ -44,6 +44,7 @@ from splitscope.relations.ncc_core import (
     centred_unit_vectors,
 )
 from splitscope.relations.options import SearchOptions
+from splitscope.threads import blas_threads
 
 DEFAULT_TAU = SearchOptions.tau  # METHODS §2.2
 SWEEP = (0.90, 0.95, 0.98, 0.99, 0.995, 0.999)
@@ -80,7 +81,7 @@ class NCCResult:
 def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
                exclude_self: bool = False, exclude=None, query_chunk: int = 8192,
                collect_pairs: bool = True, max_pairs: int = 5_000_000,
-               method: str = "pruned") -> NCCResult:
+               method: str = "pruned", workers: int | None = None) -> NCCResult:
     """Exact NCC search: best reference per query and every pair with rho >= tau.
 
     Parameters
@@ -109,6 +110,9 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
         the same result. Below :data:`splitscope.relations.pruned.MIN_PAIRS` query–reference
         pairs the brute force runs (the bound would cost more than it saves).
         ``params["search"]`` says which ran, with its FLOP count.
+    workers : int, optional
+        BLAS threads of the matrix products (default: the BLAS pool as it is); the result
+        does not depend on it.
 
     Returns
     -------
@@ -136,7 +140,8 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
     best_idx, best_rho, pairs, n_pairs, search = search_thumbnails(
         lambda pos: q[pos], lambda pos: r[pos],
         q_flat, r_flat, tau=tau, block=block, exclude=exclude, query_chunk=query_chunk,
-        collect_pairs=collect_pairs, max_pairs=max_pairs, value="rho", method=method)
+        collect_pairs=collect_pairs, max_pairs=max_pairs, value="rho", method=method,
+        workers=workers)
     return NCCResult(tau, best_idx, best_rho, pairs, q_flat, r_flat,
                      params={"tau": tau, "thumb_size": int(q.shape[1]) if nq else
                              (int(r.shape[1]) if nr else None),
@@ -150,8 +155,9 @@ def search_thumbnails(query_thumbs, reference_thumbs, query_undefined: np.ndarra
     """The exact search by ``method`` (``"pruned"`` or ``"brute"``) of the centred unit
     vectors of thumbnails: ``query_thumbs(positions)`` / ``reference_thumbs(positions)``
     return uint8 ``(n, S, S)`` thumbnails for ascending positions (other arguments as
-    :func:`_blocked_search`); also returns what ran: ``search``, ``flops`` and
-    ``brute_flops`` (2·d per scored pair), and the pruned search's statistics."""
+    :func:`_blocked_search`, and ``workers``: the BLAS threads of the products); also
+    returns what ran: ``search``, ``flops`` and ``brute_flops`` (2·d per scored pair), and
+    the pruned search's statistics."""
     merge = SearchMerge(query_undefined.size, max_pairs=kwargs["max_pairs"])
     info = collect_thumbnails(merge, query_thumbs, reference_thumbs, query_undefined,
                               reference_undefined, method=method, **kwargs)
@@ -160,22 +166,24 @@ def search_thumbnails(query_thumbs, reference_thumbs, query_undefined: np.ndarra
 
 def collect_thumbnails(merge: SearchMerge, query_thumbs, reference_thumbs,
                        query_undefined: np.ndarray, reference_undefined: np.ndarray, *,
-                       method: str = "pruned", **kwargs) -> dict:
+                       method: str = "pruned", workers: int | None = None, **kwargs) -> dict:
     """Run the search of :func:`search_thumbnails` into ``merge`` (unresolved, so that the
-    parts of a partitioned search can be merged by the same rule); returns what ran."""
+    parts of a partitioned search can be merged by the same rule); returns what ran. Its
+    matrix products run on at most ``workers`` BLAS threads (``None``: the pool as it is)."""
     from splitscope.relations import pruned
 
     if method not in ("pruned", "brute"):
         raise InputError(f"method must be 'pruned' or 'brute'; got {method!r}")
     n_pairs = int((~query_undefined).sum()) * int((~reference_undefined).sum())
-    if method == "pruned" and n_pairs >= pruned.MIN_PAIRS:
-        return {"search": "pruned", **pruned.collect_pruned(
-            merge, query_thumbs, reference_thumbs, query_undefined, reference_undefined,
-            **kwargs)}
-    _blocked_collect(merge, lambda pos: centred_unit_vectors(query_thumbs(pos))[0],
-                     lambda pos: centred_unit_vectors(reference_thumbs(pos))[0],
-                     query_undefined, reference_undefined,
-                     **{k: v for k, v in kwargs.items() if k != "value"})
+    with blas_threads(workers):
+        if method == "pruned" and n_pairs >= pruned.MIN_PAIRS:
+            return {"search": "pruned", **pruned.collect_pruned(
+                merge, query_thumbs, reference_thumbs, query_undefined, reference_undefined,
+                **kwargs)}
+        _blocked_collect(merge, lambda pos: centred_unit_vectors(query_thumbs(pos))[0],
+                         lambda pos: centred_unit_vectors(reference_thumbs(pos))[0],
+                         query_undefined, reference_undefined,
+                         **{k: v for k, v in kwargs.items() if k != "value"})
     return {"search": "brute"}
 
 

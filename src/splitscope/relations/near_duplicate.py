@@ -248,6 +248,9 @@ def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
     search : {"pruned", "brute"}
         NCC search method (:func:`splitscope.relations.ncc.ncc_search`); both give the same
         result.
+    workers : int, optional
+        Threads of the hash searches and BLAS threads of the local NCC searches (default:
+        every core); the results do not depend on it.
     searcher : callable, optional
         Runs the NCC search in place of :func:`~splitscope.relations.ncc.ncc_search` (same
         signature and result), e.g. partitioned over a cluster
@@ -315,8 +318,10 @@ def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
     tpos = np.flatnonzero(qt)
     if qthumbs is not None and rthumbs is not None:
         exclude = _exclude_positions(qt_rows, rt_rows) if boundary.within else None
+        # the local search takes this run's workers; a cluster's searcher has its own
+        local = {} if searcher is not None else {"workers": workers}
         nres = (searcher or ncc_search)(qthumbs, rthumbs, tau=tau, exclude=exclude,
-                                        block=block, method=search)
+                                        block=block, method=search, **local)
         best_rho, best_idx, q_flat = nres.best_rho, nres.best_index, nres.query_flat
         ncc_pairs = nres.pairs
         notes["ncc_search"] = {k: nres.params[k] for k in (
@@ -492,7 +497,7 @@ def _dihedral(q, r, q_rows, qh, rh, rh_rows, qt, rt_rows, rthumbs, boundary, tau
         if qsel.size and rthumbs is not None:
             exclude = _exclude_positions(q_rows[qsel], rt_rows) if boundary.within else None
             res = ncc_search(feats["thumb"][qsel], rthumbs, tau=tau, exclude=exclude,
-                             block=block, collect_pairs=False)
+                             block=block, collect_pairs=False, workers=workers)
             v = np.nan_to_num(res.best_rho, nan=-np.inf)
             better = v > best_rho[qsel]
             idx = qsel[better]

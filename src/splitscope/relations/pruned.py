@@ -52,6 +52,7 @@ from splitscope.relations.ncc_core import (
     centred_unit_vectors,
     settled_pairs,
 )
+from splitscope.threads import blas_threads
 
 #: Safety margin on both bound tests (see the module docstring).
 MARGIN = 1e-3
@@ -337,7 +338,7 @@ def pruned_search(query_thumbs, reference_thumbs, query_undefined: np.ndarray,
                   reference_undefined: np.ndarray, *, tau: float, block: int,
                   exclude: np.ndarray | None, query_chunk: int, collect_pairs: bool,
                   max_pairs: int, value: str, options: list[CellBound] | None = None,
-                  seed: int = 0, fall_back: bool = True
+                  seed: int = 0, fall_back: bool = True, workers: int | None = None
                   ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame, int, dict]:
     """The search of :func:`splitscope.relations.ncc._blocked_search` on the centred unit
     vectors of the thumbnails (same arguments, except that ``query_thumbs`` and
@@ -350,14 +351,16 @@ def pruned_search(query_thumbs, reference_thumbs, query_undefined: np.ndarray,
     lowest estimated cost on a seeded sample is used (:func:`choose_bound`). With
     ``fall_back`` (default) the brute force runs instead when the sample says the bound
     would not pay. The pruned passes run on one BLAS thread: their products are small, and
-    threads cost more than they save there.
+    threads cost more than they save there; a brute force run instead uses at most
+    ``workers`` (default: the BLAS pool as it is).
     """
     merge = SearchMerge(query_undefined.size, max_pairs=max_pairs)
-    stats = collect_pruned(merge, query_thumbs, reference_thumbs, query_undefined,
-                           reference_undefined, tau=tau, block=block, exclude=exclude,
-                           query_chunk=query_chunk, collect_pairs=collect_pairs,
-                           max_pairs=max_pairs, options=options, seed=seed,
-                           fall_back=fall_back)
+    with blas_threads(workers):
+        stats = collect_pruned(merge, query_thumbs, reference_thumbs, query_undefined,
+                               reference_undefined, tau=tau, block=block, exclude=exclude,
+                               query_chunk=query_chunk, collect_pairs=collect_pairs,
+                               max_pairs=max_pairs, options=options, seed=seed,
+                               fall_back=fall_back)
     return (*merge.result(value), stats)
 
 
