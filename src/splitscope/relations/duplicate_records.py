@@ -13,39 +13,40 @@ from splitscope.records import AuditRecord
 from splitscope.records.ids import boundary_slug
 from splitscope.relations.boundary_relations import BoundaryRelations
 from splitscope.relations.identity import NO_BYTES_REASON, no_bytes, rate_breakdown, side
+from splitscope.relations.near_predicates import (
+    Settings,
+    dihedral_base,
+    near_predicate,
+)
 from splitscope.relations.predicates import (
     COMPARISON_PAIRS,
     DEDUP_SPLIT,
     EMBEDDING_PREDICATE,
-    HASH_EXACT_PHASH,
-    HASH_JOINT,
-    HASH_SCREEN,
-    HASH_SUM,
     IDENTITY,
     IDENTITY_PREDICATES,
     LAYER,
-    NCC_ANY_CANDIDATE,
-    NCC_FIRST_CANDIDATE,
-    NCC_NEAREST,
     NEAR_DUPLICATE,
     NEEDS_BYTES,
     PIXEL_WITHIN,
     SHA256_WITHIN,
 )
 
+#: titles of the records of the predicates outside the near-duplicate table
 TITLES = {
     "sha256": "Byte-identical copies (SHA-256, confirmed byte for byte)",
     "basename": "Basename matches (filename only)",
     "pixel_xxh128": "Decoded-pixel identity with different bytes (re-encodes)",
-    HASH_SCREEN: "Hash screen (min d_p ≤ k and min d_d ≤ k)",
-    HASH_JOINT: "Hash joint rule (one reference with d_p ≤ k and d_d ≤ k)",
-    HASH_SUM: "Hash sum rule (one reference with d_p + d_d ≤ k)",
-    HASH_EXACT_PHASH: "Exact pHash (d_p = 0)",
-    NCC_NEAREST: "NCC, nearest counterpart (max ρ ≥ τ)",
-    NCC_FIRST_CANDIDATE: "NCC, first exact-pHash candidate by path (ρ ≥ τ)",
-    NCC_ANY_CANDIDATE: "NCC, any exact-pHash candidate (ρ ≥ τ)",
     EMBEDDING_PREDICATE: "Embedding cosine similarity, nearest counterpart (max cos ≥ τ)",
 }
+
+
+def title(pred: str) -> str:
+    """A predicate's record title: the near-duplicate table's, else :data:`TITLES`, else its
+    name in words."""
+    found = near_predicate(pred)
+    if found is not None:
+        return found.title
+    return TITLES.get(pred, pred.replace("_", " "))
 
 
 def dedup_record(b: Boundary, dedup: pd.DataFrame, predicates, rows: pd.DataFrame
@@ -182,11 +183,10 @@ def predicate_records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, ra
         if pred == "basename":
             rel_counts = rel.basenames["relation"].value_counts().to_dict()
             details["relation_counts"] = {str(k): int(v) for k, v in rel_counts.items()}
-        if pred == NCC_NEAREST:
-            details["sweep"] = rel.near.sweep.to_dict("records")
-            fl = rel.near.flags["flat"]
-            details["flat_query_rows"] = int(fl.fillna(False).astype(bool).sum())
-        if pred.endswith("_dihedral"):
+        entry = near_predicate(pred)
+        if entry is not None and entry.details is not None:
+            details.update(entry.details(rel.near))
+        if dihedral_base(pred) is not None:
             only = rel.near.flags.get(f"{pred}_only")
             details["dihedral_only_rows"] = int(np.asarray(only, bool).sum()) \
                 if only is not None else None
@@ -227,7 +227,7 @@ def predicate_records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, ra
         out.append(AuditRecord(
             id=f"{section}.{pred}.{boundary_slug(b)}",
             layer=LAYER, section=section,
-            title=TITLES.get(pred, pred.replace("_", " ")),
+            title=title(pred),
             boundary=b.to_dict(),
             predicate={"name": pred, "params": params},
             unit="affected query row",
@@ -249,17 +249,16 @@ def predicate_records(rel: BoundaryRelations, rows: pd.DataFrame, tau: float, ra
 
 
 def predicate_params(pred: str, tau: float, radius: int, geometry: dict) -> dict:
+    """The parameters a near-duplicate predicate's records carry (its dihedral variant's
+    too); none for the identity predicates."""
     if pred in IDENTITY_PREDICATES:
         return {}
-    base = pred.removesuffix("_dihedral")
-    params: dict = {"dihedral": pred.endswith("_dihedral")}
-    if base.startswith("hash_"):
-        params.update({"rule": base[len("hash_"):], "radius": radius, "hash_size": 8,
-                       "hashes": "imagehash phash/dhash", "mode": geometry.get("mode")})
-    else:
-        params.update({"tau": tau, "counterpart_rule": base[len("ncc_"):], **geometry})
-        if base in (NCC_FIRST_CANDIDATE, NCC_ANY_CANDIDATE):
-            params["screen"] = "exact_phash"
+    settings = Settings(tau, radius, geometry)
+    base = dihedral_base(pred)
+    entry = base if base is not None else near_predicate(pred)
+    params: dict = {"dihedral": base is not None}
+    if entry is not None:
+        params.update(entry.params(settings))
     return params
 
 

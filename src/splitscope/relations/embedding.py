@@ -14,7 +14,7 @@ from splitscope.errors import InputError
 from splitscope.relations.ann import search_params
 from splitscope.relations.identity import side
 from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU, EMBEDDING_SWEEP, embedding_search
-from splitscope.relations.near_duplicate import _exclude_positions
+from splitscope.relations.near_context import exclude_positions
 
 
 def embedding_relations(rows: pd.DataFrame, embeddings: np.ndarray, boundary: Boundary, *,
@@ -46,7 +46,7 @@ def embedding_relations(rows: pd.DataFrame, embeddings: np.ndarray, boundary: Bo
     at = pd.Index(rows["row"].to_numpy(np.int64))
     q_rows = q["row"].to_numpy(np.int64)
     r_rows = r["row"].to_numpy(np.int64)
-    exclude = _exclude_positions(q_rows, r_rows) if boundary.within else None
+    exclude = exclude_positions(q_rows, r_rows) if boundary.within else None
     search = embedding_search
     if index != "exact":
         from splitscope.relations.ann import ivf_embedding_search as search

@@ -25,26 +25,20 @@ from splitscope.records.exports import (
     write_table,
     write_tables,
 )
-from splitscope.relations.predicates import (
-    EMBEDDING_PREDICATE,
-    HASH_EXACT_PHASH,
-    HASH_JOINT,
-    HASH_SCREEN,
-    HASH_SUM,
-    NCC_ANY_CANDIDATE,
-    NCC_FIRST_CANDIDATE,
-    NCC_NEAREST,
-    NCC_NEAREST_DIHEDRAL,
-)
+from splitscope.relations.near_predicates import dihedral_base, near_predicate
+from splitscope.relations.predicates import EMBEDDING_PREDICATE
 
-_MEASURE = {
-    HASH_SCREEN: "d_p_min", HASH_JOINT: "d_joint_min", HASH_SUM: "d_sum_min",
-    HASH_EXACT_PHASH: "d_p_min", NCC_NEAREST: "ncc_best_rho",
-    NCC_FIRST_CANDIDATE: "ncc_first_candidate_rho",
-    NCC_ANY_CANDIDATE: "ncc_any_candidate_rho",
-    NCC_NEAREST_DIHEDRAL: "ncc_best_rho_dihedral",
-    EMBEDDING_PREDICATE: "embedding_best_cosine",
-}
+
+def measure_of(pred: str) -> str:
+    """The per-row column holding the value behind a predicate's flag ("" when none): the
+    near-duplicate table's ``measure`` (its dihedral variant's for a variant)."""
+    if pred == EMBEDDING_PREDICATE:
+        return "embedding_best_cosine"
+    base = dihedral_base(pred)
+    if base is not None:
+        return base.dihedral.measure or ""
+    entry = near_predicate(pred)
+    return (entry.measure or "") if entry is not None else ""
 
 
 def contaminated_table(relations, rows: pd.DataFrame) -> pd.DataFrame:
@@ -78,7 +72,7 @@ def contaminated_table(relations, rows: pd.DataFrame) -> pd.DataFrame:
             else:
                 cp = near[f"{pred}_counterpart"].reindex(r) if f"{pred}_counterpart" in near \
                     else pd.Series([np.nan] * r.size)
-                m = _MEASURE.get(pred)
+                m = measure_of(pred)
                 value = near[m].reindex(r) if m and m in near else pd.Series([np.nan] * r.size)
             cpv = pd.to_numeric(pd.Series(np.asarray(cp, dtype=object)),
                                 errors="coerce").to_numpy()
@@ -95,7 +89,7 @@ def contaminated_table(relations, rows: pd.DataFrame) -> pd.DataFrame:
                                             dtype="Int64"),
                 "counterpart_path": by_row["path"].reindex(
                     np.where(np.isnan(cpv), -1, cpv).astype(np.int64)).to_numpy(),
-                "measure": _MEASURE.get(pred, ""),
+                "measure": measure_of(pred),
                 "value": pd.to_numeric(pd.Series(np.asarray(value, dtype=object)),
                                        errors="coerce").to_numpy(np.float64),
                 "variant": variant,

@@ -2,8 +2,9 @@
 its own tables (nothing is measured again):
 
 - ``query_flags``: one boolean column per predicate (``sha256``, ``ncc_nearest``,
-  ``hash_screen``, …) and the scores ``ncc_best_rho``, ``d_p_min``, ``d_d_min`` and
-  ``ncc_nearest_counterpart``; ``queried_on`` names the boundaries the row was a query row of.
+  ``hash_screen``, …), the scores the near-duplicate predicates declare
+  (:func:`splitscope.relations.near_predicates.score_columns`: ``ncc_best_rho``,
+  ``d_p_min``, …) and ``ncc_nearest_counterpart``; ``queried_on`` names the boundaries the row was a query row of.
   A row that is a query row of several boundaries has a flag when any boundary flags it, the
   largest ρ and the smallest distances. ``<NA>`` means not assessed, not "no": a row that is
   no query row of any boundary (a training row), a row whose bytes could not be read (every
@@ -22,11 +23,9 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-__all__ = ["SCORES", "issue_columns"]
+from splitscope.relations.near_predicates import score_columns
 
-#: per-query scores of ``query_flags`` and how rows of several boundaries are combined
-SCORES = {"ncc_best_rho": "max", "ncc_best_rho_dihedral": "max", "d_p_min": "min",
-          "d_d_min": "min", "d_joint_min": "min", "d_sum_min": "min"}
+__all__ = ["issue_columns"]
 
 
 def _predicates(flags: pd.DataFrame) -> list[str]:
@@ -41,7 +40,8 @@ def _query_part(flags: pd.DataFrame, ids: pd.Index) -> pd.DataFrame:
     flags = flags.astype({c: "boolean" for c in preds})
     g = flags.groupby("row", sort=True)
     parts = [g[preds].max()]  # True on any boundary; <NA> when no boundary assessed it
-    scores = {c: how for c, how in SCORES.items() if c in flags.columns}
+    # per-query scores of the near-duplicate predicates, and how boundaries combine
+    scores = {c: how for c, how in score_columns().items() if c in flags.columns}
     if scores:
         parts.append(g.agg(scores))
     if "ncc_nearest_counterpart" in flags:

@@ -49,33 +49,42 @@ from splitscope.relations.identity import (
     no_bytes,
     side,
 )
+from splitscope.relations.near_predicates import Conflict, NearPredicate, Settings, registered
 from splitscope.relations.predicates import (
-    HASH_EXACT_PHASH,
-    HASH_JOINT,
-    HASH_SUM,
     IDENTITY,
     LABEL_CONFLICT_SHA256,
     LABEL_CONFLICT_WITHIN,
     LAYER,
-    NCC_NEAREST,
     NEAR_DUPLICATE,
     PIXEL_IDENTICAL_UNION,
     SHA256,
 )
 
-__all__ = ["CONFLICT_PREDICATES", "MAX_PAIRS_PER_GROUP", "cross_corpus_vocabulary",
+__all__ = ["MAX_PAIRS_PER_GROUP", "conflict_predicates", "cross_corpus_vocabulary",
            "digest_conflicts", "label_conflicts", "pixel_identical_union",
            "within_conflict_record"]
 
-#: predicate → (where its pairs come from, the pair-table rule tag)
-CONFLICT_PREDICATES = {
+#: the digest twins: predicate → (where its pairs come from, the digest column)
+_DIGESTS = {
     "sha256": ("digest", "sha256"),
     "pixel_xxh128": ("digest", "pixel_xxh128"),
-    "ncc": ("pairs", "ncc"),
-    HASH_JOINT: ("pairs", "joint"),
-    HASH_SUM: ("pairs", "sum"),
-    HASH_EXACT_PHASH: ("pairs", "exact_phash"),
 }
+
+
+def _counted() -> dict[str, NearPredicate]:
+    """The near-duplicate predicates with a label-conflict count, by that count's name: those
+    counted without a control first, then the others (table order within each)."""
+    counted = [p for p in registered() if p.conflict is not None]
+    counted.sort(key=lambda p: not p.conflict.trusted_without_control)
+    return {p.conflict.name: p for p in counted}
+
+
+def conflict_predicates() -> dict[str, tuple[str, str]]:
+    """Every conflict predicate, most trusted first: name → (where its pairs come from:
+    ``digest`` or ``pairs``, the digest column or the pair-table rule tag). The digest twins
+    come first; the pair-based ones are the near-duplicate table's predicates with a
+    label-conflict count (:func:`_counted`)."""
+    return {**_DIGESTS, **{name: ("pairs", p.pair_rule.tag) for name, p in _counted().items()}}
 
 #: conflicting pairs of one digest group listed in full; a larger group lists each of its
 #: conflicting rows once (:func:`digest_conflicts`)
@@ -84,9 +93,6 @@ MAX_PAIRS_PER_GROUP = 1_000
 _COLUMNS = ["boundary", "predicate", "row", "path", "label", "counterpart_row",
             "counterpart_path", "counterpart_label", "rho", "calibration", "trusted"]
 
-#: the census predicate whose negative-control rate calibrates each conflict predicate
-_CALIBRATED_BY = {"ncc": NCC_NEAREST, HASH_JOINT: HASH_JOINT, HASH_SUM: HASH_SUM,
-                  HASH_EXACT_PHASH: HASH_EXACT_PHASH}
 
 
 
@@ -101,11 +107,13 @@ def calibration(predicate: str, control_rates: dict | None) -> tuple[str, bool]:
     (no control). Without a control, NCC at τ is counted (its threshold is the method's
     near-twin rule) and the hash rules are not (they collide on images that share one global
     layout, e.g. radiographs)."""
-    if predicate not in _CALIBRATED_BY:
+    counted = _counted().get(predicate)
+    if counted is None:
         return "exact", True
-    rate = (control_rates or {}).get(_CALIBRATED_BY[predicate])
+    # the negative-control rate of the census predicate that counts the conflict
+    rate = (control_rates or {}).get(counted.name)
     if not rate or not rate.get("denominator"):  # no control, or no control row assessed
-        return "uncalibrated", predicate == "ncc"
+        return "uncalibrated", counted.conflict.trusted_without_control
     return ("unreliable", False) if rate.get("unreliable") else ("reliable", True)
 
 
@@ -328,7 +336,8 @@ def _conflict_table(rows, boundary, pair_table, control_rates, vocab,
     labels = rows.set_index("row")["label"]
     paths = rows.set_index("row")["path"]
     parts = []
-    for pred, (kind, key) in CONFLICT_PREDICATES.items():
+    order = conflict_predicates()
+    for pred, (kind, key) in order.items():
         if kind == "digest" and key not in q.columns:
             continue
         pairs = (DigestConflicts(q, r, key, boundary.within, shared).listed(
@@ -358,8 +367,7 @@ def _conflict_table(rows, boundary, pair_table, control_rates, vocab,
     out["boundary"] = boundary.name
     out["path"] = paths.reindex(out["row"].to_numpy(np.int64)).to_numpy()
     out["counterpart_path"] = paths.reindex(out["counterpart_row"].to_numpy(np.int64)).to_numpy()
-    order = {p: i for i, p in enumerate(CONFLICT_PREDICATES)}
-    out["_order"] = out["predicate"].map(order)
+    out["_order"] = out["predicate"].map({p: i for i, p in enumerate(order)})
     out = (out.drop_duplicates(["predicate", "row", "counterpart_row"])
            .sort_values(["_order", "row", "counterpart_row"], kind="stable"))
     return out[_COLUMNS].reset_index(drop=True)
@@ -378,14 +386,20 @@ def pixel_identical_union(flags: pd.DataFrame) -> tuple[np.ndarray, int]:
     return flags.loc[hit, "row"].to_numpy(np.int64), int((~assessed).sum())
 
 
-_CONFLICT_TITLES = {
+_DIGEST_TITLES = {
     "sha256": "Byte-identical copies under another label",
     "pixel_xxh128": "Decoded-pixel twins under another label",
-    "ncc": "NCC near-twins (ρ ≥ τ) under another label",
-    HASH_JOINT: "Hash joint-rule twins under another label",
-    HASH_SUM: "Hash sum-rule twins under another label",
-    HASH_EXACT_PHASH: "Exact-pHash twins under another label",
 }
+
+
+def _conflict(pred: str) -> Conflict | None:
+    counted = _counted().get(pred)
+    return counted.conflict if counted is not None else None
+
+
+def _title(pred: str) -> str:
+    found = _conflict(pred)
+    return found.title if found is not None else _DIGEST_TITLES[pred]
 
 
 def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: float,
@@ -410,7 +424,7 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
     arrays = bool(n_query) and bool(no_bytes(q).all())
     vocab = (conflicts.attrs["vocabulary"] if "vocabulary" in conflicts.attrs
              else cross_corpus_vocabulary(rows, b))
-    for pred, (kind, _) in CONFLICT_PREDICATES.items():
+    for pred, (kind, _) in conflict_predicates().items():
         if kind == "digest" and pred not in q.columns:
             continue
         if vocab is not None and not vocab["comparable"]:
@@ -418,7 +432,7 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
             out.append(AuditRecord(
                 id=f"{_section(pred)}.label_conflict_{pred}.{slug}",
                 layer=LAYER, section=_section(pred),
-                title=_CONFLICT_TITLES[pred], boundary=b.to_dict(),
+                title=_title(pred), boundary=b.to_dict(),
                 predicate={"name": f"label_conflict_{pred}",
                            "params": {"label_relation": "disjoint"}},
                 unit="affected query row", numerator=None, denominator=n_query,
@@ -429,7 +443,7 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
         if pred == "sha256" and arrays:  # no bytes: byte identity does not apply
             out.append(AuditRecord(
                 id=f"{IDENTITY}.label_conflict_sha256.{slug}", layer=LAYER, section=IDENTITY,
-                title=_CONFLICT_TITLES[pred], boundary=b.to_dict(),
+                title=_title(pred), boundary=b.to_dict(),
                 predicate={"name": LABEL_CONFLICT_SHA256,
                            "params": {"label_relation": "disjoint"}},
                 unit="affected query row", numerator=None, denominator=n_query,
@@ -450,10 +464,8 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
                 ["label", "counterpart_label"]).size().items()}
         labelled = int(q["label"].notna().sum()) if "label" in q.columns else 0
         params: dict = {"label_relation": "disjoint"}
-        if pred == "ncc":
-            params.update({"tau": tau, "pairs": "every pair with ρ ≥ τ", **geometry})
-        elif pred.startswith("hash_"):
-            params.update({"rule": pred[len("hash_"):], "radius": radius, "hash_size": 8})
+        if _conflict(pred) is not None:
+            params.update(_conflict(pred).params(Settings(tau, radius, geometry)))
         partial = kind == "pairs" and bool(truncated)
         calibrated, trusted = calibration(pred, control_rates)
         examples = mine.head(20)[["row", "path", "label", "counterpart_row",
@@ -461,7 +473,7 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
         out.append(AuditRecord(
             id=f"{_section(pred)}.label_conflict_{pred}.{slug}",
             layer=LAYER, section=_section(pred),
-            title=_CONFLICT_TITLES[pred],
+            title=_title(pred),
             boundary=b.to_dict(),
             predicate={"name": f"label_conflict_{pred}", "params": params},
             unit="affected query row",

@@ -1,10 +1,13 @@
 """Near-duplicate relations of one boundary (METHODS §2.1–2.3, §2.8): hash rules, NCC with its
 counterpart rules, SSIM on the selected pairs, optionally the dihedral variants.
 
-:func:`near_duplicates` runs every predicate on one boundary and returns per-query-row flags
-(keyed by the manifest ``row``) and one pair table with every measurement. Query rows without
-hashes or without a thumbnail (unreadable files) are *not assessed* for the predicates that
-need them and stay in the denominator; reference rows without them cannot be counterparts.
+:func:`near_duplicates` runs every predicate of the table
+(:mod:`splitscope.relations.near_predicates`) on one boundary and returns per-query-row flags
+(keyed by the manifest ``row``) and one pair table with every measurement. The searches the
+predicates share run once per boundary
+(:class:`~splitscope.relations.near_context.BoundaryContext`). Query rows without the features
+a predicate needs (hashes, a thumbnail: unreadable files) are *not assessed* for it and stay in
+the denominator; reference rows without them cannot be counterparts.
 
 On a boundary of a population with itself (``Boundary.within``) a row is never its own
 counterpart; two *different* rows that name the same file (a list entry repeated) are
@@ -30,29 +33,19 @@ import pandas as pd
 from splitscope.boundary import Boundary, Population
 from splitscope.errors import InputError
 from splitscope.relations import dihedral as dih
-from splitscope.relations.hashes import DEFAULT_RADIUS, RULES, hamming_distance, hash_search
+from splitscope.relations.hashes import DEFAULT_RADIUS, hamming_distance, hash_search
 from splitscope.relations.identity import side
-from splitscope.relations.ncc import (
-    DEFAULT_TAU,
-    SWEEP,
-    any_candidate,
-    first_candidate,
-    ncc_search,
-    ncc_sweep,
-    pair_rho,
+from splitscope.relations.ncc import DEFAULT_TAU, SWEEP, ncc_search, ncc_sweep, pair_rho
+from splitscope.relations.near_context import (
+    HASHES,
+    THUMBNAIL,
+    BoundaryContext,
+    unassessed,
+    valid_rows,
 )
-from splitscope.relations.ncc_core import ThumbnailRows
-from splitscope.relations.predicates import (
-    NCC_ANY_CANDIDATE,
-    NCC_FIRST_CANDIDATE,
-    NCC_NEAREST,
-    NCC_NEAREST_DIHEDRAL,
-)
+from splitscope.relations.near_predicates import PairMeasures, Settings, registered
 from splitscope.relations.ssim import ssim_pairs
 
-HASH_PREDICATES = tuple(f"hash_{r}" for r in RULES)
-NCC_PREDICATES = (NCC_NEAREST, NCC_FIRST_CANDIDATE, NCC_ANY_CANDIDATE)
-DIHEDRAL_PREDICATES = tuple(f"{p}_dihedral" for p in (*HASH_PREDICATES, NCC_NEAREST))
 #: Default bound on the pairs listed and measured per query row (see :func:`cap_pairs`).
 MAX_PAIRS_PER_QUERY = 5
 
@@ -76,40 +69,12 @@ class NearDuplicates:
     notes: dict = field(default_factory=dict)
 
     def predicates(self) -> list[str]:
-        return [c for c in self.flags.columns if c in (*HASH_PREDICATES, *NCC_PREDICATES,
-                                                      *DIHEDRAL_PREDICATES)]
+        """The predicates measured, in the order of their flag columns."""
+        return [c for c in self.flags.columns if c in self.assessed]
 
     def affected_rows(self, predicate: str) -> np.ndarray:
         col = self.flags[predicate]
         return self.flags.loc[col.fillna(False).astype(bool), "row"].to_numpy(np.int64)
-
-
-def _valid_hash(df: pd.DataFrame) -> np.ndarray:
-    if "phash" not in df or "dhash" not in df:
-        return np.zeros(len(df), bool)
-    return (df["phash"].notna() & df["dhash"].notna()).to_numpy(bool)
-
-
-def _valid_thumb(df: pd.DataFrame) -> np.ndarray:
-    if "thumb_index" not in df:
-        return np.zeros(len(df), bool)
-    return (pd.to_numeric(df["thumb_index"], errors="coerce").fillna(-1) >= 0).to_numpy(bool)
-
-
-def _recorded_flat(df: pd.DataFrame, has_thumb: np.ndarray) -> np.ndarray | None:
-    """The scan's ``flat`` of the rows with a thumbnail (computed from that thumbnail), or
-    None when the table lacks it for any of them (the search then finds it itself)."""
-    if "flat" not in df:
-        return None
-    flat = df["flat"].to_numpy()[has_thumb]
-    if pd.isna(flat).any():
-        return None
-    return flat.astype(bool)
-
-
-def _exclude_positions(q_rows: np.ndarray, r_rows: np.ndarray) -> np.ndarray:
-    """Per query, the reference position holding the same manifest row (-1 when none)."""
-    return _positions(r_rows, q_rows)
 
 
 def representatives(side_rows: pd.DataFrame) -> np.ndarray:
@@ -147,7 +112,8 @@ def content_representatives(side_rows: pd.DataFrame) -> np.ndarray:
     has = side_rows["sha256"].notna().to_numpy(bool)
     if not has.any():
         return base
-    key = pd.Series(np.where(_valid_thumb(side_rows), "t", "-"), index=side_rows.index)
+    key = pd.Series(np.where(valid_rows(side_rows, (THUMBNAIL,)), "t", "-"),
+                    index=side_rows.index)
     for col in _CONTENT:
         if col in side_rows:
             key = key + "\0" + side_rows[col].astype("string").fillna("")
@@ -170,7 +136,7 @@ def _members(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 
 
 def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, **options) -> NearDuplicates:
-    """Run the hash rules and NCC (with counterpart rules) on one boundary.
+    """Run every registered near-duplicate predicate on one boundary.
 
     Query rows with the same content (:func:`content_representatives`: byte copies) and
     reference rows that name the same file under the same path (a list entry repeated,
@@ -200,7 +166,7 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, **options) -
     flags.insert(0, "row", q_rows)
     flags["path"] = q["path"].to_numpy()
     assessed = {name: int(flags[name].notna().sum()) for name in nd.assessed}
-    qt = _valid_thumb(q)
+    qt = valid_rows(q, (THUMBNAIL,))
     sweep = ncc_sweep(flags["ncc_best_rho"].to_numpy(np.float32)[qt], SWEEP)
     sweep["rows"] = len(q)
     notes = dict(nd.notes)
@@ -221,7 +187,8 @@ def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
                          max_pairs_per_query: int = MAX_PAIRS_PER_QUERY,
                          search: str = "pruned", searcher=None,
                          expand=None) -> NearDuplicates:
-    """Run the hash rules and NCC (with counterpart rules) on every row of one boundary.
+    """Run every registered near-duplicate predicate
+    (:func:`splitscope.relations.near_predicates.registered`) on every row of one boundary.
 
     Parameters
     ----------
@@ -237,8 +204,9 @@ def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
         Thumbnail geometry (``thumb_size``, ``interpolation``, ``mode``), recorded with every
         NCC/SSIM predicate and in the pair table.
     dihedral : bool
-        Also match each query against the eight dihedral variants of the references
-        (needs the image files; see :mod:`splitscope.relations.dihedral`).
+        Also match each query against the eight dihedral variants of the references, for the
+        predicates that have a dihedral variant (needs the image files; see
+        :mod:`splitscope.relations.dihedral`).
     ssim : bool
         SSIM on the selected pairs (the pair table), up to ``max_ssim_pairs``.
     max_pairs_per_query : int
@@ -261,172 +229,181 @@ def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
         table is that of every row.
     """
     geometry = dict(geometry or {})
-    q = side(rows, boundary.query)
-    r = q if boundary.within else side(rows, boundary.reference)
-    q_rows = q["row"].to_numpy(np.int64)
-    flags = pd.DataFrame({"row": q_rows, "path": q["path"].to_numpy()})
-    pair_parts: list[pd.DataFrame] = []
-    assessed: dict[str, int] = {}
-    notes: dict[str, str] = {}
-
-    # ---- hash rules -------------------------------------------------------------------------
-    qh, rh = _valid_hash(q), _valid_hash(r)
-    qh_rows, rh_rows = q_rows[qh], r["row"].to_numpy(np.int64)[rh]
-    exclude = _exclude_positions(qh_rows, rh_rows) if boundary.within else None
-    hs = hash_search(q.loc[qh, "phash"], q.loc[qh, "dhash"], r.loc[rh, "phash"],
-                     r.loc[rh, "dhash"], radius=radius, exclude=exclude, workers=workers)
-    qpos = np.flatnonzero(qh)
-    for rule in RULES:
-        name = f"hash_{rule}"
-        col = pd.array([pd.NA] * len(q), dtype="boolean")
-        col[qpos] = hs.flags(rule)
-        flags[name] = col
-        assessed[name] = int(qh.sum())
-        cp = np.full(len(q), -1, np.int64)
-        ref = hs.counterpart(rule)
-        cp[qpos] = np.where(ref >= 0, rh_rows[np.maximum(ref, 0)], -1)
-        flags[f"{name}_counterpart"] = cp
-    cpd = np.full(len(q), -1, np.int64)
-    cpd[qpos] = np.where(hs.ref_d >= 0, rh_rows[np.maximum(hs.ref_d, 0)] if rh_rows.size else -1,
-                         -1)
-    flags["hash_screen_dhash_counterpart"] = cpd  # the dHash minimum's reference
-    if hs.pairs_truncated:
-        notes["hash_pairs"] = (f"{hs.n_pairs_total} hash pairs met the pair condition; only "
-                               f"{len(hs.pairs)} were stored (candidate rules partial)")
-    d = {"d_p_min": hs.d_p, "d_d_min": hs.d_d, "d_joint_min": hs.d_joint, "d_sum_min": hs.d_sum}
-    for key, vals in d.items():
-        full = pd.array([pd.NA] * len(q), dtype="Int16")
-        ok = vals <= 128
-        full[qpos[ok]] = vals[ok]
-        flags[key] = full
-    if len(hs.pairs):
-        pair_parts.append(pd.DataFrame({
-            "query_row": qh_rows[hs.pairs["query"].to_numpy()],
-            "reference_row": rh_rows[hs.pairs["reference"].to_numpy()],
-            "variant": "identity"}))
-
-    # ---- NCC ----------------------------------------------------------------------------------
-    qt, rt = _valid_thumb(q), _valid_thumb(r)
-    qt_rows, rt_rows = q_rows[qt], r["row"].to_numpy(np.int64)[rt]
-    # read block by block from the thumbnail store, never the whole population at once
-    size = int(geometry.get("thumb_size") or 96)
-    qthumbs = ThumbnailRows(thumbs, qt_rows, size, _recorded_flat(q, qt)) \
-        if qt_rows.size else None
-    rthumbs = (qthumbs if boundary.within else
-               ThumbnailRows(thumbs, rt_rows, size, _recorded_flat(r, rt))) \
-        if rt_rows.size else None
-    tpos = np.flatnonzero(qt)
-    if qthumbs is not None and rthumbs is not None:
-        exclude = _exclude_positions(qt_rows, rt_rows) if boundary.within else None
-        # the local search takes this run's workers; a cluster's searcher has its own
-        local = {} if searcher is not None else {"workers": workers}
-        nres = (searcher or ncc_search)(qthumbs, rthumbs, tau=tau, exclude=exclude,
-                                        block=block, method=search, **local)
-        best_rho, best_idx, q_flat = nres.best_rho, nres.best_index, nres.query_flat
-        ncc_pairs = nres.pairs
-        notes["ncc_search"] = {k: nres.params[k] for k in (
-            "search", "cell_side", "rank", "coordinates", "margin", "scored_pairs", "flops", "brute_flops", "partitions")
-            if k in nres.params}
-        if nres.params.get("pairs_truncated"):
-            notes["ncc_pairs"] = (f"{nres.params['pairs_total']} pairs reached tau; only "
-                                  f"{len(ncc_pairs)} were stored in the pair table")
-    else:
-        n_qt = int(qt.sum())
-        best_rho = np.full(n_qt, np.nan, np.float32)
-        best_idx = np.full(n_qt, -1, np.int64)
-        q_flat = np.zeros(n_qt, bool)
-        ncc_pairs = pd.DataFrame({"query": [], "reference": [], "rho": []})
-        if rt_rows.size == 0:
-            notes["ncc"] = "no reference row has a thumbnail"
-    flat_col = pd.array([pd.NA] * len(q), dtype="boolean")
-    flat_col[tpos] = q_flat
-    flags["flat"] = flat_col
-    rho_col = np.full(len(q), np.nan, np.float32)
-    rho_col[tpos] = best_rho
-    flags["ncc_best_rho"] = rho_col
-    cp = np.full(len(q), -1, np.int64)
-    cp[tpos] = np.where(best_idx >= 0, rt_rows[np.maximum(best_idx, 0)] if rt_rows.size else -1,
-                        -1)
-    flags["ncc_nearest_counterpart"] = cp
-    # flat queries have no defined rho: not assessed for NCC (counted apart), never flagged
-    ncc_assessed = np.zeros(len(q), bool)
-    ncc_assessed[tpos] = np.isfinite(best_rho)
-    col = pd.array([pd.NA] * len(q), dtype="boolean")
-    col[ncc_assessed] = rho_col[ncc_assessed] >= tau
-    flags[NCC_NEAREST] = col
-    assessed[NCC_NEAREST] = int(ncc_assessed.sum())
-    sweep = ncc_sweep(rho_col[tpos], SWEEP)
-    sweep["rows"] = len(q)
-    if len(ncc_pairs):
-        pair_parts.append(pd.DataFrame({
-            "query_row": qt_rows[ncc_pairs["query"].to_numpy(np.int64)],
-            "reference_row": rt_rows[ncc_pairs["reference"].to_numpy(np.int64)],
-            "variant": "identity", "search_rho": ncc_pairs["rho"].to_numpy(np.float32)}))
-
-    # ---- counterpart rules over the exact-pHash screen -----------------------------------
-    cand = hs.pairs[hs.pairs["d_p"] == 0]
-    cand_q = qh_rows[cand["query"].to_numpy(np.int64)]
-    cand_r = rh_rows[cand["reference"].to_numpy(np.int64)]
-    # keep candidates whose both sides have thumbnails
-    t_q_pos = _positions(qt_rows, cand_q)
-    t_r_pos = _positions(rt_rows, cand_r)
-    keep = (t_q_pos >= 0) & (t_r_pos >= 0)
-    cand_df = pd.DataFrame({"query": cand_q[keep], "reference": cand_r[keep]})
-    if keep.any() and qthumbs is not None:
-        rho = pair_rho(qthumbs, rthumbs, t_q_pos[keep], t_r_pos[keep])
-    else:
-        rho = np.empty(0, np.float32)
-    ref_path = r.set_index("row")["path"]
-    first = anyc = None
-    if len(cand_df):
-        # first_candidate takes paths by reference position: number the candidates
-        cpos = pd.DataFrame({"query": cand_df["query"], "reference": np.arange(len(cand_df))})
-        paths = ref_path.reindex(cand_df["reference"]).astype(str).to_numpy()
-        first = first_candidate(cpos, paths, rho, tau)
-        first["reference"] = cand_df["reference"].to_numpy()[first["reference"].to_numpy()]
-        anyc = any_candidate(cand_df, rho, tau)
-    for name, table in ((NCC_FIRST_CANDIDATE, first), (NCC_ANY_CANDIDATE, anyc)):
-        # assessed: query rows with a hash and a thumbnail; no candidate = not flagged
-        ok = qh & qt
-        col = pd.array([pd.NA] * len(q), dtype="boolean")
-        col[ok] = False
-        cpc = np.full(len(q), -1, np.int64)
-        rhoc = np.full(len(q), np.nan, np.float32)
-        if table is not None and len(table):
-            pos = _positions(q_rows, table["query"].to_numpy(np.int64))
-            col[pos] = table["flagged"].to_numpy(bool)
-            cpc[pos] = table["reference"].to_numpy(np.int64)
-            rhoc[pos] = table["rho"].to_numpy(np.float32)
-        flags[name] = col
-        flags[f"{name}_counterpart"] = cpc
-        flags[f"{name}_rho"] = rhoc
-        assessed[name] = int(ok.sum())
-    if len(cand_df):
-        pair_parts.append(pd.DataFrame({"query_row": cand_df["query"],
-                                        "reference_row": cand_df["reference"],
-                                        "variant": "identity"}))
-    # the pair deciding each counterpart rule, and the nearest reference of every flagged
-    # query under any rule, are selected pairs (always listed and measured)
-    for name in (NCC_NEAREST, *HASH_PREDICATES, NCC_FIRST_CANDIDATE, NCC_ANY_CANDIDATE):
-        cpn = flags[f"{name}_counterpart"].to_numpy()
-        hit = cpn >= 0  # a candidate rule's deciding pair is one of the screened candidates
-        if not name.endswith("_candidate"):
-            hit &= flags[name].fillna(False).to_numpy(bool)
-        if hit.any():
-            pair_parts.append(pd.DataFrame({"query_row": q_rows[hit], "reference_row": cpn[hit],
-                                            "variant": "identity", "decides": True}))
-
-    # ---- dihedral variants (optional) -------------------------------------------------------
+    ctx = BoundaryContext(rows, thumbs, boundary, tau=tau, radius=radius, geometry=geometry,
+                          workers=workers, block=block, search=search, searcher=searcher)
+    predicates = registered()
+    flags, parts = predicate_flags(ctx, predicates)
+    sweep = ncc_sweep(np.asarray(ctx.ncc.best_rho, np.float32), SWEEP)
+    sweep["rows"] = len(ctx)
     if dihedral:
-        _dihedral(q, r, q_rows, qh, rh, rh_rows, qt, rt_rows, rthumbs, boundary, tau, radius,
-                  geometry, flags, assessed, notes, pair_parts, workers, block)
-
-    # ---- pair table with every measurement --------------------------------------------------
-    pairs = _pair_table(pair_parts, rows, thumbs, boundary, geometry, tau, radius, flags,
-                        ssim, max_ssim_pairs, notes, max_pairs_per_query, expand=expand)
+        parts += dihedral_flags(ctx, predicates, flags)
+    assessed = {p: int(flags[p].notna().sum()) for p in _ran(predicates, flags)}
+    pairs = _pair_table(ctx, [*ctx.pair_parts, *parts], flags, predicates, ssim=ssim,
+                        max_ssim_pairs=max_ssim_pairs, max_per_query=max_pairs_per_query,
+                        expand=expand)
     params = {"tau": tau, "radius": radius, **geometry, "dihedral": dihedral,
               "max_pairs_per_query": max_pairs_per_query, "search": search}
-    return NearDuplicates(boundary, params, flags, pairs, sweep, assessed, notes)
+    return NearDuplicates(boundary, params, flags, pairs, sweep, assessed, ctx.notes)
+
+
+def _ran(predicates, flags: pd.DataFrame) -> list[str]:
+    """The predicates with a flag column (dihedral variants after the plain ones)."""
+    plain = [p.name for p in predicates]
+    variants = [p.dihedral_name for p in predicates if p.dihedral is not None]
+    return [n for n in (*plain, *variants) if n in flags]
+
+
+def predicate_flags(ctx: BoundaryContext, predicates) -> tuple[pd.DataFrame, list]:
+    """Each predicate's rule on the boundary: the per-query columns (``row``, ``path``, then
+    each predicate's columns in table order) and the pairs the rules list.
+
+    Columns a search shares among a run of predicates (:attr:`Outcome.shared`) are written
+    once, after that run."""
+    flags = pd.DataFrame({"row": ctx.q_rows, "path": ctx.q["path"].to_numpy()})
+    parts: list[pd.DataFrame] = []
+    pending: dict = {}
+    for p in predicates:
+        out = p.rule(ctx, p.name)
+        if p.name not in out.columns:
+            raise InputError(f"the rule of predicate {p.name!r} gives no column {p.name!r}")
+        if pending and set(out.shared) != set(pending):
+            flags = _put(flags, pending)
+            pending = {}
+        flag = pd.array(out.columns[p.name], dtype="boolean")
+        flag[~ctx.has(p.needs)[0]] = pd.NA  # a row without the features is not assessed
+        flags = _put(flags, {**out.columns, p.name: flag})
+        pending.update({k: v for k, v in out.shared.items() if k not in flags})
+        parts.extend(out.pairs)
+    return _put(flags, pending), parts
+
+
+def _put(flags: pd.DataFrame, columns) -> pd.DataFrame:
+    for key, values in columns.items():
+        flags[key] = values
+    return flags
+
+
+# ---- dihedral variants (METHODS §2.8) ---------------------------------------------------------
+@dataclass
+class _Kept:
+    """Per query row, the variant a dihedral predicate keeps so far."""
+
+    hit: np.ndarray
+    variant: np.ndarray
+    counterpart: np.ndarray
+    score: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> _Kept:
+        return cls(np.zeros(n, bool), np.full(n, "", object), np.full(n, -1, np.int64),
+                   np.full(n, -np.inf, np.float32))
+
+    def keep(self, rule, found, qsel: np.ndarray, variant: str, settings: Settings) -> None:
+        """Take ``variant`` where it flags a query not flagged before (``first``) or beats
+        the kept score (``best``)."""
+        result, ref_rows = found
+        flag, ref, score = rule.pick(result, settings)
+        if rule.keep == "first":
+            take = flag & ~self.hit[qsel]
+        elif rule.keep == "best":
+            take = score > self.score[qsel]
+            self.score[qsel[take]] = score[take]
+        else:
+            raise InputError(f"unknown dihedral keep {rule.keep!r}; use 'first' or 'best'")
+        idx = qsel[take]
+        self.hit[idx] = flag[take]
+        self.variant[idx] = variant
+        self.counterpart[idx] = ref_rows[ref[take]]
+
+
+def _variant_search(ctx: BoundaryContext, kind: str, feats: dict, qsel: np.ndarray):
+    """One search of the transformed query rows ``qsel`` against the plain references:
+    (result, reference rows), or None when either side is empty."""
+    if kind == "hash":
+        rh = ctx.has(HASHES)[1]
+        if not (qsel.size and rh.any()):
+            return None
+        rh_rows = ctx.hash_rows[1]
+        hs = hash_search(feats["phash"][qsel], feats["dhash"][qsel], ctx.r.loc[rh, "phash"],
+                         ctx.r.loc[rh, "dhash"], radius=ctx.radius,
+                         exclude=ctx.exclude(ctx.q_rows[qsel], rh_rows), workers=ctx.workers,
+                         collect_pairs=False)
+        return hs, rh_rows
+    if kind == "ncc":
+        rthumbs, rt_rows = ctx.thumbnails[1], ctx.thumb_rows[1]
+        if not (qsel.size and rthumbs is not None):
+            return None
+        res = ncc_search(feats["thumb"][qsel], rthumbs, tau=ctx.tau,
+                         exclude=ctx.exclude(ctx.q_rows[qsel], rt_rows), block=ctx.block,
+                         collect_pairs=False, workers=ctx.workers)
+        return res, rt_rows
+    raise InputError(f"unknown dihedral search {kind!r}; use 'hash' or 'ncc'")
+
+
+def _have_imaging() -> bool:
+    try:
+        import splitscope.features.imaging  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def dihedral_flags(ctx: BoundaryContext, predicates, flags: pd.DataFrame) -> list:
+    """Each dihedral variant's columns, from matching g⁻¹(query) against the plain references
+    for every non-identity variant g (one search of each kind per variant); returns the pairs
+    they decide."""
+    chosen = [p for p in predicates if p.dihedral is not None]
+    if not _have_imaging():
+        ctx.notes["dihedral"] = "splitscope.features.imaging unavailable: not assessed"
+        return []
+    files = ctx.q["file"].astype(str).to_numpy()
+    size = int(ctx.geometry.get("thumb_size", 96))
+    interp = str(ctx.geometry.get("interpolation", "bicubic"))
+    settings = ctx.settings
+    kept = {p.name: _Kept.empty(len(ctx)) for p in chosen}
+    ok_any = np.zeros(len(ctx), bool)
+    for variant in dih.NON_IDENTITY:
+        feats = dih.query_side_features(files, variant, thumb_size=size, interpolation=interp)
+        ok_any |= feats["ok"]
+        qsel = np.flatnonzero(feats["ok"])
+        found: dict = {}
+        for p in chosen:
+            kind = p.dihedral.search
+            if kind not in found:
+                found[kind] = _variant_search(ctx, kind, feats, qsel)
+            if found[kind] is not None:
+                kept[p.name].keep(p.dihedral, found[kind], qsel, variant, settings)
+    return _dihedral_columns(ctx, chosen, kept, ok_any, flags)
+
+
+def _dihedral_columns(ctx: BoundaryContext, chosen, kept: dict, ok_any: np.ndarray,
+                      flags: pd.DataFrame) -> list:
+    """Write the variants' flag, variant, counterpart and ``_only`` columns, then their
+    measures; returns their deciding pairs."""
+    for p in chosen:
+        k, name = kept[p.name], p.dihedral_name
+        ok = ok_any & ctx.has(p.needs)[0]
+        col = unassessed(len(ctx))
+        col[ok] = k.hit[ok]
+        flags[name] = col
+        flags[f"{name}_variant"] = np.where(k.hit, k.variant, "")
+        flags[f"{name}_counterpart"] = np.where(k.hit, k.counterpart, -1)
+        flags[f"{name}_only"] = k.hit & ~flags[p.name].fillna(False).to_numpy(bool)
+    for p in chosen:
+        if p.dihedral.measure:
+            score = kept[p.name].score
+            flags[p.dihedral.measure] = np.where(np.isfinite(score), score,
+                                                 np.nan).astype(np.float32)
+    parts = []
+    for p in chosen:
+        name = p.dihedral_name
+        sel = kept[p.name].hit & (flags[f"{name}_counterpart"].to_numpy() >= 0)
+        if sel.any():
+            parts.append(pd.DataFrame({
+                "query_row": ctx.q_rows[sel],
+                "reference_row": flags[f"{name}_counterpart"].to_numpy()[sel],
+                "variant": flags[f"{name}_variant"].to_numpy()[sel], "decides": True}))
+    return parts
 
 
 def _hash_distances(by_row: pd.DataFrame, qr: np.ndarray, rr: np.ndarray):
@@ -442,91 +419,6 @@ def _hash_distances(by_row: pd.DataFrame, qr: np.ndarray, rr: np.ndarray):
             dp[okh] = hamming_distance(hp_q.to_numpy()[okh], hp_r.to_numpy()[okh])
             dd[okh] = hamming_distance(hd_q.to_numpy()[okh], hd_r.to_numpy()[okh])
     return dp, dd
-
-
-def _positions(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Positions of ``rows`` in the ascending array ``sorted_rows`` (-1 when absent)."""
-    if sorted_rows.size == 0:
-        return np.full(np.asarray(rows).size, -1, np.int64)
-    pos = np.searchsorted(sorted_rows, rows)
-    pos_c = np.minimum(pos, sorted_rows.size - 1)
-    return np.where(sorted_rows[pos_c] == rows, pos_c, -1).astype(np.int64)
-
-
-def _dihedral(q, r, q_rows, qh, rh, rh_rows, qt, rt_rows, rthumbs, boundary, tau, radius,
-              geometry, flags, assessed, notes, pair_parts, workers, block) -> None:
-    """Match g⁻¹(query) against plain references for every non-identity variant g."""
-    try:
-        import splitscope.features.imaging  # noqa: F401
-        have_imaging = True
-    except ImportError:
-        have_imaging = False
-    files = q["file"].astype(str).to_numpy()
-    size = int(geometry.get("thumb_size", 96))
-    interp = str(geometry.get("interpolation", "bicubic"))
-    n = len(q)
-    best_var = {p: np.full(n, "", object) for p in DIHEDRAL_PREDICATES}
-    hit = {p: np.zeros(n, bool) for p in DIHEDRAL_PREDICATES}
-    best_rho = np.full(n, -np.inf, np.float32)
-    best_cp = np.full(n, -1, np.int64)
-    hash_cp = {p: np.full(n, -1, np.int64) for p in DIHEDRAL_PREDICATES}
-    ok_any = np.zeros(n, bool)
-    if not have_imaging:
-        notes["dihedral"] = "splitscope.features.imaging unavailable: not assessed"
-        return
-    for variant in dih.NON_IDENTITY:
-        feats = dih.query_side_features(files, variant, thumb_size=size, interpolation=interp)
-        ok = feats["ok"]
-        ok_any |= ok
-        # hashes
-        qsel = np.flatnonzero(ok)
-        if qsel.size and rh.any():
-            exclude = _exclude_positions(q_rows[qsel], rh_rows) if boundary.within else None
-            hs = hash_search(feats["phash"][qsel], feats["dhash"][qsel], r.loc[rh, "phash"],
-                             r.loc[rh, "dhash"], radius=radius, exclude=exclude,
-                             workers=workers, collect_pairs=False)
-            for rule in RULES:
-                name = f"hash_{rule}_dihedral"
-                f = hs.flags(rule)
-                new = qsel[f & ~hit[name][qsel]]
-                ref = hs.counterpart(rule)[f & ~hit[name][qsel]]
-                hit[name][new] = True
-                best_var[name][new] = variant
-                hash_cp[name][new] = rh_rows[ref]
-        # NCC
-        if qsel.size and rthumbs is not None:
-            exclude = _exclude_positions(q_rows[qsel], rt_rows) if boundary.within else None
-            res = ncc_search(feats["thumb"][qsel], rthumbs, tau=tau, exclude=exclude,
-                             block=block, collect_pairs=False, workers=workers)
-            v = np.nan_to_num(res.best_rho, nan=-np.inf)
-            better = v > best_rho[qsel]
-            idx = qsel[better]
-            best_rho[idx] = v[better]
-            best_cp[idx] = rt_rows[res.best_index[better]]
-            best_var[NCC_NEAREST_DIHEDRAL][idx] = variant
-    name = NCC_NEAREST_DIHEDRAL
-    hit[name] = best_rho >= tau
-    hash_cp[name] = best_cp
-    for p in DIHEDRAL_PREDICATES:
-        base = p[: -len("_dihedral")]
-        ok = ok_any & (qt if p.startswith("ncc") else qh)
-        col = pd.array([pd.NA] * n, dtype="boolean")
-        col[ok] = hit[p][ok]
-        flags[p] = col
-        flags[f"{p}_variant"] = np.where(hit[p], best_var[p], "")
-        flags[f"{p}_counterpart"] = np.where(hit[p], hash_cp[p], -1)
-        plain = flags[base].fillna(False).to_numpy(bool)
-        flags[f"{p}_only"] = hit[p] & ~plain
-        assessed[p] = int(ok.sum())
-    rho_col = np.where(np.isfinite(best_rho), best_rho, np.nan).astype(np.float32)
-    flags["ncc_best_rho_dihedral"] = rho_col
-    for p in DIHEDRAL_PREDICATES:
-        sel = hit[p] & (flags[f"{p}_counterpart"].to_numpy() >= 0)
-        if sel.any():
-            pair_parts.append(pd.DataFrame({
-                "query_row": q_rows[sel],
-                "reference_row": flags[f"{p}_counterpart"].to_numpy()[sel],
-                "variant": flags[f"{p}_variant"].to_numpy()[sel], "decides": True}))
 
 
 def cap_pairs(pairs: pd.DataFrame, max_per_query: int) -> tuple[pd.DataFrame, dict]:
@@ -621,24 +513,24 @@ def _row_counts(allp: pd.DataFrame, per_pair: np.ndarray, listed: pd.DataFrame, 
             "query_rows_capped": int(((kept < total.to_numpy()) * qm).sum())}
 
 
-def _pair_table(parts, rows, thumbs, boundary, geometry, tau, radius, flags, ssim,
-                max_ssim_pairs, notes, max_per_query, chunk: int = 2048,
+#: columns of the pair table, in order
+PAIR_COLUMNS = ["query_row", "query_path", "reference_row", "reference_path", "variant", "d_p",
+                "d_d", "rho", "ssim", "rules", "counterpart_rules", "boundary", "thumb_size",
+                "interpolation", "mode", "tau", "radius"]
+
+
+def _pair_table(ctx: BoundaryContext, parts: list, flags: pd.DataFrame, predicates, *,
+                ssim: bool, max_ssim_pairs: int, max_per_query: int, chunk: int = 2048,
                 expand=None) -> pd.DataFrame:
-    cols = ["query_row", "query_path", "reference_row", "reference_path", "variant", "d_p", "d_d",
-            "rho", "ssim", "rules", "counterpart_rules", "boundary", "thumb_size",
-            "interpolation", "mode", "tau", "radius"]
+    """The pair table of one boundary: the pairs found, capped per query row
+    (:func:`cap_pairs`), with their distances, ρ, SSIM and the rules they satisfy."""
+    notes = ctx.notes
     if not parts:
         notes["pairs"] = {"pairs_total": 0, "pairs_listed": 0,
                           "max_pairs_per_query": int(max_per_query), "query_rows_capped": 0}
-        return pd.DataFrame(columns=cols)
-    allp = pd.concat(parts, ignore_index=True)
-    allp["decides"] = allp["decides"].fillna(False).astype(bool) if "decides" in allp \
-        else False
-    if "search_rho" not in allp:
-        allp["search_rho"] = np.nan
-    allp = (allp.groupby(["query_row", "reference_row", "variant"], sort=True)
-            .agg(decides=("decides", "max"), search_rho=("search_rho", "max")).reset_index())
-    by_row = rows.set_index("row")
+        return pd.DataFrame(columns=PAIR_COLUMNS)
+    allp = _merge_pairs(parts)
+    by_row = ctx.rows.set_index("row")
     if expand is not None:  # one row per file and side: the reference rows of each file
         q_members, q_all, r_members, r_all = expand
         rep_pairs = allp[["query_row"]]
@@ -652,20 +544,54 @@ def _pair_table(parts, rows, thumbs, boundary, geometry, tau, radius, flags, ssi
         counts = _row_counts(rep_pairs, per_pair, pairs, q_members, counts)
     notes["pairs"] = counts
     del allp
-    dp, dd = _hash_distances(by_row, pairs["query_row"].to_numpy(np.int64),
-                             pairs["reference_row"].to_numpy(np.int64))
-    pairs = pairs.drop(columns=["decides", "search_rho", "d_sum"])
+    pairs = _with_distances(pairs.drop(columns=["decides", "search_rho", "d_sum"]), by_row)
+    rho, ss = _thumbnail_measures(pairs, by_row, ctx.read, ssim, max_ssim_pairs, notes, chunk)
+    pairs["rho"] = rho
+    pairs["ssim"] = ss
+    pairs["rules"] = _rule_tags(pairs, predicates, ctx.settings)
+    pairs["counterpart_rules"] = _counterpart_tags(pairs, flags, predicates)
+    pairs["boundary"] = ctx.boundary.name
+    for key in ("thumb_size", "interpolation", "mode"):
+        pairs[key] = ctx.geometry.get(key)
+    pairs["tau"] = ctx.tau
+    pairs["radius"] = ctx.radius
+    if expand is not None:
+        pairs = _expand_queries(pairs, q_members, q_all, by_row["path"])
+    return pairs[PAIR_COLUMNS]
+
+
+def _merge_pairs(parts: list) -> pd.DataFrame:
+    """One line per (query row, reference row, variant): whether any part says it decides a
+    rule, and the highest ρ a search found for it."""
+    allp = pd.concat(parts, ignore_index=True)
+    allp["decides"] = allp["decides"].fillna(False).astype(bool) if "decides" in allp \
+        else False
+    if "search_rho" not in allp:
+        allp["search_rho"] = np.nan
+    return (allp.groupby(["query_row", "reference_row", "variant"], sort=True)
+            .agg(decides=("decides", "max"), search_rho=("search_rho", "max")).reset_index())
+
+
+def _with_distances(pairs: pd.DataFrame, by_row: pd.DataFrame) -> pd.DataFrame:
+    """The pairs with their paths and hash distances (``<NA>`` where a row has no hash)."""
     qr = pairs["query_row"].to_numpy(np.int64)
     rr = pairs["reference_row"].to_numpy(np.int64)
+    dp, dd = _hash_distances(by_row, qr, rr)
     pairs["query_path"] = by_row["path"].reindex(qr).to_numpy()
     pairs["reference_path"] = by_row["path"].reindex(rr).to_numpy()
-    ident = (pairs["variant"] == "identity").to_numpy()
     pairs["d_p"] = pd.array(np.where(dp >= 0, dp, 0), dtype="Int16")
     pairs.loc[dp < 0, "d_p"] = pd.NA
     pairs["d_d"] = pd.array(np.where(dd >= 0, dd, 0), dtype="Int16")
     pairs.loc[dd < 0, "d_d"] = pd.NA
-    # rho and SSIM on the plain thumbnails (dihedral pairs: reference transformed by variant),
-    # read and measured a chunk of pairs at a time
+    return pairs
+
+
+def _thumbnail_measures(pairs: pd.DataFrame, by_row: pd.DataFrame, thumbs, ssim: bool,
+                        max_ssim_pairs: int, notes: dict, chunk: int):
+    """ρ and SSIM of each pair on the plain thumbnails (a dihedral pair's reference
+    transformed by its variant), read and measured a chunk of pairs at a time."""
+    qr = pairs["query_row"].to_numpy(np.int64)
+    rr = pairs["reference_row"].to_numpy(np.int64)
     thumb_index = (pd.to_numeric(by_row["thumb_index"], errors="coerce")
                    if "thumb_index" in by_row else pd.Series(-1, index=by_row.index))
     okt = (thumb_index.reindex(qr).fillna(-1).to_numpy() >= 0) & \
@@ -689,41 +615,41 @@ def _pair_table(parts, rows, thumbs, boundary, geometry, tau, radius, flags, ssi
                 ss[idx[m][sm]] = ssim_pairs(qa[m][sm], rv[sm])
     if ssim and okt.sum() > max_ssim_pairs:
         notes["ssim"] = f"SSIM computed on the first {max_ssim_pairs} pairs only"
-    pairs["rho"] = rho
-    pairs["ssim"] = ss
-    # rules each pair satisfies
-    p_ok = pairs["d_p"].notna().to_numpy()
-    dpv = pairs["d_p"].fillna(99).to_numpy(int)
-    ddv = pairs["d_d"].fillna(99).to_numpy(int)
-    tags = [
-        ("joint", ident & p_ok & (np.maximum(dpv, ddv) <= radius)),
-        ("sum", ident & p_ok & (dpv + ddv <= radius)),
-        ("exact_phash", ident & p_ok & (dpv == 0)),
-        ("ncc", ident & (np.nan_to_num(rho, nan=-1) >= tau)),
-        ("dihedral_ncc", ~ident & (np.nan_to_num(rho, nan=-1) >= tau)),
-    ]
+    return rho, ss
+
+
+def _joined(text: np.ndarray, tag: str, mask: np.ndarray) -> np.ndarray:
+    return np.where(mask, np.where(text == "", tag, text + ";" + tag), text)
+
+
+def _rule_tags(pairs: pd.DataFrame, predicates, settings: Settings) -> np.ndarray:
+    """Per pair, the tags of the pair rules it satisfies (plain pairs under each predicate's
+    pair rule, transformed pairs under its dihedral variant's), ``;``-joined."""
+    ident = (pairs["variant"] == "identity").to_numpy()
+    m = PairMeasures(d_p=pairs["d_p"].fillna(99).to_numpy(int),
+                     d_d=pairs["d_d"].fillna(99).to_numpy(int),
+                     has_hash=pairs["d_p"].notna().to_numpy(), rho=pairs["rho"].to_numpy())
+    tags = [(p.pair_rule.tag, ident & p.pair_rule.test(m, settings))
+            for p in predicates if p.pair_rule is not None]
+    tags += [(p.dihedral.pair_tag, ~ident & p.pair_rule.test(m, settings))
+             for p in predicates
+             if p.pair_rule is not None and p.dihedral is not None and p.dihedral.pair_tag]
     text = np.full(len(pairs), "", object)
     for tag, mask in tags:
-        text = np.where(mask, np.where(text == "", tag, text + ";" + tag), text)
-    pairs["rules"] = text
-    # counterpart rules: the pair that decides each named rule for its query
+        text = _joined(text, tag, mask)
+    return text
+
+
+def _counterpart_tags(pairs: pd.DataFrame, flags: pd.DataFrame, predicates) -> np.ndarray:
+    """Per plain pair, the counterpart rules it decides for its query (``;``-joined)."""
+    qr = pairs["query_row"].to_numpy(np.int64)
+    rr = pairs["reference_row"].to_numpy(np.int64)
+    ident = (pairs["variant"] == "identity").to_numpy()
     fl = flags.set_index("row")
-    crules = np.full(len(pairs), "", object)
-    for rule, col in (("nearest", "ncc_nearest_counterpart"),
-                      ("first_candidate", "ncc_first_candidate_counterpart"),
-                      ("any_candidate", "ncc_any_candidate_counterpart")):
-        if col not in fl:
+    text = np.full(len(pairs), "", object)
+    for p in predicates:
+        col = f"{p.name}_counterpart"
+        if p.counterpart_rule is None or col not in fl:
             continue
-        decided = fl[col].reindex(qr).to_numpy() == rr
-        mask = decided & ident
-        crules = np.where(mask, np.where(crules == "", rule, crules + ";" + rule), crules)
-    pairs["counterpart_rules"] = crules
-    pairs["boundary"] = boundary.name
-    pairs["thumb_size"] = geometry.get("thumb_size")
-    pairs["interpolation"] = geometry.get("interpolation")
-    pairs["mode"] = geometry.get("mode")
-    pairs["tau"] = tau
-    pairs["radius"] = radius
-    if expand is not None:
-        pairs = _expand_queries(pairs, q_members, q_all, by_row["path"])
-    return pairs[cols]
+        text = _joined(text, p.counterpart_rule, (fl[col].reindex(qr).to_numpy() == rr) & ident)
+    return text

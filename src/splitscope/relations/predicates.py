@@ -1,5 +1,7 @@
 """The predicates of the identity and near-duplicate layers (METHODS §1–2) by name, and the
-``--fail-on`` metrics that read their records: the one table other code names them from."""
+``--fail-on`` metrics that read their records: the one table other code names them from.
+What each near-duplicate predicate is and does (rule, title, parameters, measures) is in
+:mod:`splitscope.relations.near_predicates`, which takes its built-in names from here."""
 
 from __future__ import annotations
 
