@@ -50,6 +50,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_output import emit
 
+from splitscope.relations.options import SearchOptions
+
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "splitscope-bench"
 
 
@@ -227,7 +229,7 @@ def child(task: str, kind: str, n: int, cache: str, extra: str) -> None:
     if task == "duplicates":
         from splitscope.relations.duplicates import audit_duplicates
 
-        res = audit_duplicates(s, [b])
+        res = audit_duplicates(s, [b], SearchOptions(transforms=0))
         rec = next(r for r in res.records if r.predicate["name"] == "ncc_nearest")
         out.update(ncc_rows=rec.numerator, pairs_listed=len(res.tables["pairs"]),
                    pair_counts=rec.details.get("notes", {}).get("pairs"))

@@ -306,7 +306,7 @@ def test_the_flagged_rows_search_on_the_runs_workers(tmp_path, monkeypatch):
 
     seen = []
 
-    def spy(scan, boundaries, **options):
+    def spy(scan, boundaries, search=None, **options):
         seen.append(options.get("workers"))
         flags = pd.DataFrame({"boundary": ["train → test", "test → train"], "row": [1, 2],
                               "sha256": [True, True]})

@@ -367,12 +367,13 @@ def copied_scan(tmp_path_factory):
 def test_query_copies_measured_once_equal_every_row(copied_scan, cap, dihedral):
     from splitscope.relations.boundary_relations import resolve_boundaries
     from splitscope.relations.near_duplicate import near_duplicates, near_duplicates_rows
+    from splitscope.relations.options import SearchOptions
 
     rows = copied_scan.rows()
     b = resolve_boundaries(copied_scan.manifest, ["test->train"])[0]
-    kw = {"max_pairs_per_query": cap, "dihedral": dihedral, "workers": 1}
-    fast = near_duplicates(rows, copied_scan.thumbs, b, **kw)
-    full = near_duplicates_rows(rows, copied_scan.thumbs, b, **kw)
+    options = SearchOptions(max_pairs_per_query=cap, dihedral=dihedral)
+    fast = near_duplicates(rows, copied_scan.thumbs, b, options, workers=1)
+    full = near_duplicates_rows(rows, copied_scan.thumbs, b, options, workers=1)
     measured = fast.notes["distinct_files"]
     assert measured["query_measured"] < measured["query_files"] == measured["query_rows"]
     pd.testing.assert_frame_equal(fast.flags, full.flags)

@@ -15,6 +15,7 @@ from splitscope.errors import InputError
 from splitscope.relations.boundary_relations import resolve_boundaries
 from splitscope.relations.controls import control_rate
 from splitscope.relations.duplicates import audit_duplicates
+from splitscope.relations.options import SearchOptions
 
 HASHES = ["hash_screen", "hash_joint", "hash_sum", "hash_exact_phash"]
 NEAR = HASHES + ["ncc_nearest"]
@@ -47,7 +48,7 @@ MUST_MISS = {
 @pytest.fixture(scope="module")
 def audited(planted_scan, tmp_path_factory):
     out = tmp_path_factory.mktemp("exports")
-    result = audit_duplicates(planted_scan, ["test->train"], dihedral=True, out_dir=out)
+    result = audit_duplicates(planted_scan, ["test->train"], SearchOptions(dihedral=True, transforms=0), out_dir=out)
     return result, out
 
 
@@ -142,7 +143,7 @@ def test_negative_control_on_a_clean_boundary(planted_scan):
     clean = m.loc[m["path"].str.contains("clean"), "row"].to_numpy(np.int64)
     train = m.loc[m["split"] == "train", "row"].to_numpy(np.int64)
     control = Boundary(Population("clean", np.sort(clean)), Population("train", np.sort(train)))
-    result = audit_duplicates(planted_scan, ["test->train"], control=control)
+    result = audit_duplicates(planted_scan, ["test->train"], SearchOptions(transforms=0), control=control)
     ncc = next(r for r in result.records if r.predicate["name"] == "ncc_nearest")
     assert ncc.details["control"]["rate"] == 0 and ncc.details["control"]["denominator"] == 6
     assert ncc.details["control"]["unreliable"] is False
@@ -157,7 +158,7 @@ def test_control_rate_marks_unreliable():
 
 
 def test_within_boundary_never_matches_itself(planted_scan):
-    result = audit_duplicates(planted_scan, [("train", "train")])
+    result = audit_duplicates(planted_scan, [("train", "train")], SearchOptions(transforms=0))
     f = result.tables["query_flags"].set_index("path")
     assert bool(f.loc["train/B/b10.png", "sha256"]) and bool(f.loc["train/B/b10_copy.png",
                                                                    "ncc_nearest"])
@@ -167,7 +168,7 @@ def test_within_boundary_never_matches_itself(planted_scan):
 
 def test_cross_corpus_containment(planted_root):
     s = mini_scan([planted_root / "train", planted_root / "test"])
-    result = audit_duplicates(s, [("corpus=test", "corpus=train")])
+    result = audit_duplicates(s, [("corpus=test", "corpus=train")], SearchOptions(transforms=0))
     recs = {r.predicate["name"]: r for r in result.records}
     assert recs["containment_byte"].numerator == 3
     both = recs["containment_byte_or_ncc"]
@@ -234,8 +235,7 @@ def test_the_audits_workers_reach_both_searches_with_the_same_findings(planted_s
     monkeypatch.setattr(near_duplicate, "hash_search",
                         spy("hash", near_duplicate.hash_search))
     monkeypatch.setattr(near_duplicate, "ncc_search", spy("ncc", near_duplicate.ncc_search))
-    one = audit_duplicates(planted_scan, ["test->train"], dihedral=True, transform_sample=0,
-                           workers=1)
+    one = audit_duplicates(planted_scan, ["test->train"], SearchOptions(dihedral=True, transforms=0), workers=1)
     assert {name for name, _, _ in seen} == {"hash", "ncc"}
     assert len(seen) > 2  # the dihedral variants search too
     assert all(workers == 1 and blas == 1 for _, workers, blas in seen)

@@ -11,6 +11,7 @@ from relations_helpers import mini_scan, smooth_image
 from splitscope.errors import InputError
 from splitscope.relations.controls import comparison_pairs, median_difference
 from splitscope.relations.duplicates import audit_duplicates
+from splitscope.relations.options import SearchOptions
 from splitscope.relations.transforms import TRANSFORMS, transform_sensitivity
 
 
@@ -60,7 +61,7 @@ def test_comparison_pairs_in_the_audit(tmp_path):
     entries.append({"path": "test_v1_0.png", "split": "test", "group": "v1", "frame": 0})
     pd.DataFrame(entries).to_csv(tmp_path / "list.csv", index=False)
     scan = mini_scan(tmp_path / "list.csv")
-    result = audit_duplicates(scan, ["test->train"])
+    result = audit_duplicates(scan, ["test->train"], SearchOptions(transforms=0))
     rec = next(r for r in result.records if r.predicate["name"] == "comparison_pairs")
     assert rec.status == "completed" and rec.numerator == 1
     table = result.tables["comparison_pairs"].set_index("kind")

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from splitscope.relations.duplicates import audit_duplicates
+from splitscope.relations.options import SearchOptions
 
 _MAP = {"sha256": "sha256", "basename": "basename", "pixel_reencode": "pixel_xxh128",
         "ncc": "ncc_nearest", "hash_screen": "hash_screen", "hash_joint": "hash_joint",
@@ -23,7 +24,7 @@ def demo_result(tmp_path_factory):
     root = make_demo(tmp_path_factory.mktemp("demo") / "demo", seed=0)
     s = scan(root, tmp_path_factory.mktemp("demo-ws"), progress=False)
     planted = pd.read_csv(root / "planted.csv", keep_default_na=False)
-    return planted, audit_duplicates(s, ["test->train"], dihedral=True)
+    return planted, audit_duplicates(s, ["test->train"], SearchOptions(dihedral=True, transforms=0))
 
 
 @pytest.mark.slow

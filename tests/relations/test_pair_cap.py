@@ -18,6 +18,7 @@ from skimage.metrics import structural_similarity
 from splitscope.boundary import boundary
 from splitscope.relations.ncc import pair_rho
 from splitscope.relations.near_duplicate import cap_pairs, near_duplicates
+from splitscope.relations.options import SearchOptions
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +57,8 @@ def test_cap_changes_what_is_measured_never_the_counts(smooth):
     rows = smooth.rows()
     b = boundary(smooth.manifest, "test", "train")
     geometry = {"thumb_size": 96, "interpolation": "bicubic", "mode": "exact"}
-    full = near_duplicates(rows, smooth.thumbs, b, geometry=geometry, max_pairs_per_query=10 ** 6)
-    capped = near_duplicates(rows, smooth.thumbs, b, geometry=geometry, max_pairs_per_query=2)
+    full = near_duplicates(rows, smooth.thumbs, b, SearchOptions(max_pairs_per_query=10 ** 6), geometry=geometry)
+    capped = near_duplicates(rows, smooth.thumbs, b, SearchOptions(max_pairs_per_query=2), geometry=geometry)
     assert full.flags["ncc_nearest"].sum() >= 20  # the homogeneous case: many rows pass τ
     pd.testing.assert_frame_equal(full.flags, capped.flags)  # affected rows and counterparts
     pd.testing.assert_frame_equal(full.sweep, capped.sweep)
@@ -95,6 +96,7 @@ def test_listed_pairs_measure_ssim_and_rho_like_the_references(smooth):
 _MEMORY = r"""
 import json, sys, threading, numpy as np
 from splitscope.relations.ncc import ThumbnailRows, ncc_search
+from splitscope.relations.options import SearchOptions
 n_q, n_r, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 rng = np.random.default_rng(0)
 store = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=(n_q + n_r, 96, 96))

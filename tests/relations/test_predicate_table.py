@@ -26,6 +26,7 @@ from splitscope.relations.near_predicates import (
     registered,
     unregister_predicate,
 )
+from splitscope.relations.options import SearchOptions
 
 GEOMETRY = {"thumb_size": 96, "interpolation": "bicubic", "mode": "exact"}
 #: query → counterpart of the planted copies every built-in rule finds on test → train
@@ -100,7 +101,7 @@ def test_each_built_in_rule_finds_the_copy_inside_a_split(planted, planted_scan,
 @pytest.mark.slow
 def test_the_dihedral_variants_give_the_flags_measured_before(planted, planted_scan):
     rows, b, paths = planted
-    nd = near_duplicates_rows(rows, planted_scan.thumbs, b, geometry=GEOMETRY, dihedral=True)
+    nd = near_duplicates_rows(rows, planted_scan.thumbs, b, SearchOptions(dihedral=True), geometry=GEOMETRY)
     with_variant = [p for p in PREDICATES if p.dihedral is not None]
     assert [p.name for p in with_variant] == [*names.HASH_PREDICATES, names.NCC_NEAREST]
     for p in with_variant:
@@ -191,10 +192,12 @@ def toy_predicate() -> NearPredicate:
 
 
 def _audit(root, out, workspace):
+    from splitscope.core.options import AuditOptions
     from splitscope.core.run import audit
 
-    return audit(root, out_dir=out, workspace=workspace, layers=["duplicates"], transforms=0,
-                 workers=1, progress=False)
+    return audit(root, AuditOptions.from_flags(workspace=workspace, layers=["duplicates"],
+                                               transforms=0, workers=1, progress=False),
+                 out_dir=out)
 
 
 @pytest.fixture(scope="module")

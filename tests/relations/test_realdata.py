@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from splitscope.relations.duplicates import audit_duplicates
+from splitscope.relations.options import SearchOptions
 
 pytestmark = pytest.mark.realdata
 
 
 @pytest.fixture(scope="module")
 def kermany_result(kermany_scan):
-    return audit_duplicates(kermany_scan, ["test->train"])
+    return audit_duplicates(kermany_scan, ["test->train"], SearchOptions(transforms=0))
 
 
 @pytest.mark.slow
@@ -38,7 +39,8 @@ def test_kermany_test_train_counts(kermany_result):
 def test_kermany_as_negative_control(planted_scan, kermany_scan):
     """METHODS §2.5: a clean chest X-ray release as the control of another audit: the coarse
     hash rules flag a large share of it (unreliable), NCC at 0.98 flags none."""
-    result = audit_duplicates(planted_scan, ["test->train"], control=kermany_scan)
+    result = audit_duplicates(planted_scan, ["test->train"], SearchOptions(transforms=0),
+                              control=kermany_scan)
     recs = {r.predicate["name"]: r for r in result.records if "control" in r.details}
     for name in ("hash_screen", "hash_joint"):
         c = recs[name].details["control"]
@@ -55,7 +57,7 @@ def test_c3_within_set_byte_groups(shared_data, tmp_path_factory):
 
     root = shared_data / "c3-brain-mri-yes-no"
     s = scan(root, tmp_path_factory.mktemp("c3-ws"), progress=False)
-    result = audit_duplicates(s)  # no split: every row against itself
+    result = audit_duplicates(s, None, SearchOptions(transforms=0))  # no split: every row against itself
     groups = result.tables["within_copies"]
     assert len(groups) == 22 and groups["n_rows"].sum() == 47
     assert (groups["label_relation"] == "consistent").all()

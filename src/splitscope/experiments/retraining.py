@@ -55,6 +55,7 @@ from splitscope.experiments.protocol import POLICIES, Protocol, validation_holdo
 from splitscope.features.executors import default_workers
 from splitscope.records.exports import read_csv, write_csv
 from splitscope.records.model import _clean
+from splitscope.relations.options import SearchOptions
 from splitscope.threads import blas_threads, check_workers
 
 VIEWS = ("official", "deduplicated")
@@ -156,8 +157,7 @@ def flagged_from_scan(scan, removal, view, *, workers: int | None = None
     if cached.exists():
         flags, reused = pd.read_parquet(cached), True
     else:
-        res = audit_duplicates(scan, ["train->test", "test->train"], ssim=False,
-                               transform_sample=0, workers=workers)
+        res = audit_duplicates(scan, ["train->test", "test->train"], SearchOptions(ssim=False, transforms=0), workers=workers)
         flags, reused = res.tables["query_flags"], False
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(".tmp")
@@ -742,8 +742,7 @@ def prepare_external(external, base, classes: list[str], ws: Path, out: Path,
         if label_map is not None:  # labels compared with the training classes
             sc.manifest = apply_label_map(sc.manifest, label_map, strict=False)
     folder = out / "external"
-    found, _, boundary = audit_external(base, ext_base, external, folder / "containment",
-                                        ssim=False, transform_sample=0, workers=workers)
+    found, _, boundary = audit_external(base, ext_base, external, folder / "containment", SearchOptions(ssim=False, transforms=0), workers=workers)
     table = found.tables["external/containment"]
     table = table[table["boundary"].astype(str) == boundary.name]
     offset = len(base.manifest)  # the combined scan numbers the external rows after these

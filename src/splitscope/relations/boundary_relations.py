@@ -17,7 +17,6 @@ from splitscope.errors import InputError
 from splitscope.features.extract import FeatureParams
 from splitscope.features.failures import identity_rows
 from splitscope.relations.embedding import embedding_relations
-from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.identity import (
     IdentityCensus,
     basename_matches,
@@ -26,8 +25,9 @@ from splitscope.relations.identity import (
     pixel_identity,
     side,
 )
-from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU, DEFAULT_TAU
+from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU
 from splitscope.relations.near_duplicate import NearDuplicates, near_duplicates
+from splitscope.relations.options import SearchOptions
 from splitscope.relations.predicates import EMBEDDING_PREDICATE, IDENTITY_PREDICATES
 
 
@@ -91,15 +91,16 @@ def resolve_boundaries(manifest: pd.DataFrame, boundaries=None) -> list[Boundary
     return out
 
 
-def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
-                       tau: float = DEFAULT_TAU, radius: int = DEFAULT_RADIUS,
-                       geometry: dict | None = None, dihedral: bool = False,
-                       confirm: bool = True, ssim: bool = True,
+def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary,
+                       options: SearchOptions | None = None, *,
+                       geometry: dict | None = None, confirm: bool = True,
                        workers: int | None = None, embeddings: np.ndarray | None = None,
                        embedding_tau: float = DEFAULT_EMBEDDING_TAU,
                        embedding_params: dict | None = None,
                        searcher=None) -> BoundaryRelations:
-    """Identity and near-duplicate relations of one boundary (see module docstring).
+    """Identity and near-duplicate relations of one boundary (see module docstring), the
+    near-duplicate predicates under ``options`` (:class:`SearchOptions`; default: the
+    method's).
 
     ``embeddings``, when given, is an (len(rows), d) array aligned with ``rows`` (NaN lines for
     rows without an embedding); it adds the ``embedding_cosine`` predicate at
@@ -110,8 +111,8 @@ def boundary_relations(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
     census = identity_census(rows, boundary, confirm=confirm)
     names = basename_matches(rows, boundary)
     pixels = pixel_identity(rows, boundary) if "pixel_xxh128" in rows.columns else None
-    near = near_duplicates(rows, thumbs, boundary, tau=tau, radius=radius, geometry=geometry,
-                           dihedral=dihedral, ssim=ssim, workers=workers, searcher=searcher)
+    near = near_duplicates(rows, thumbs, boundary, options, geometry=geometry,
+                           workers=workers, searcher=searcher)
     q = side(rows, boundary.query)
     flags = pd.DataFrame({"row": q["row"].to_numpy(np.int64)})
     has_digest = q["sha256"].notna().to_numpy()

@@ -25,12 +25,12 @@ from splitscope.features.flags import MODE_OPTION, SAFETY_OPTIONS
 from splitscope.records.roles import is_transform_sensitivity
 from splitscope.relations import predicates
 from splitscope.relations.ann import INDEXES
-from splitscope.relations.controls import DEFAULT_CONTROL_BOUND
 from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU
 from splitscope.relations.options import SearchOptions
 
 #: The identity and near-duplicate search (METHODS §2), from :class:`SearchOptions`.
-SEARCH_OPTIONS = group_flags(SearchOptions, ("tau", "radius", "dihedral"))
+SEARCH_OPTIONS = group_flags(SearchOptions, ("control_bound", "tau", "radius", "dihedral",
+                                             "max_pairs_per_query"))
 from splitscope.relations.predicates import EMBEDDING_PREDICATE, NCC_NEAREST
 
 #: predicates whose records carry a threshold sweep, and the sweep's printed title
@@ -142,8 +142,6 @@ def print_summary(payload: dict) -> None:
 @click.option("--control-boundary", default=None,
               help="Boundary on the control release, 'QUERY->REFERENCE'; with no --control, "
                    "a boundary on the audited release used as the control.")
-@click.option("--control-bound", type=float, default=DEFAULT_CONTROL_BOUND, show_default=True,
-              help="Control flag rate above which a predicate is marked unreliable.")
 @with_options(SEARCH_OPTIONS)
 @click.option("--thumb-size", type=int, default=96, show_default=True,
               help="Thumbnail side S (part of the NCC predicate).")
@@ -182,7 +180,8 @@ def print_summary(payload: dict) -> None:
 @with_options(SAFETY_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def duplicates_command(inputs, query, reference, boundaries, control_root, control_boundary,
-                       control_bound, tau, radius, dihedral, thumb_size, mode, interpolation,
+                       control_bound, tau, radius, dihedral, max_pairs_per_query, thumb_size,
+                       mode, interpolation,
                        workspace, out_dir, workers, transform_sample, seed, embeddings,
                        embedding_tau, embedding_index, fail_on, group_regex, label_map,
                        path_column, label_column, split_column, source_column, group_column,
@@ -220,13 +219,13 @@ def duplicates_command(inputs, query, reference, boundaries, control_root, contr
         control = (audited, control_boundary)
     # the exports are published into --out as a whole (splitscope.records.publish)
     with out_folder(out_dir, keep=[ws]) if out_dir else contextlib.nullcontext() as folder:
-        result = audit_duplicates(audited, bounds or None, control=control, tau=tau,
-                                  radius=radius, dihedral=dihedral,
-                                  out_dir=folder.path if folder else None,
-                                  control_bound=control_bound, workers=workers,
-                                  transform_sample=transform_sample, seed=seed,
-                                  embeddings=embeddings, embedding_tau=embedding_tau,
-                                  embedding_index=embedding_index)
+        options = SearchOptions(tau=tau, radius=radius, dihedral=dihedral,
+                                transforms=transform_sample, control_bound=control_bound,
+                                max_pairs_per_query=max_pairs_per_query)
+        result = audit_duplicates(audited, bounds or None, options, control=control,
+                                  out_dir=folder.path if folder else None, workers=workers,
+                                  seed=seed, embeddings=embeddings,
+                                  embedding_tau=embedding_tau, embedding_index=embedding_index)
     payload = summary_payload(result)
     if as_json:
         click.echo(json.dumps(payload, sort_keys=True))

@@ -18,8 +18,10 @@ import pandas as pd
 
 from splitscope.errors import InputError
 from splitscope.options import RunOptions
+from splitscope.relations.options import SearchOptions
 
-DEFAULT_CONTROL_BOUND = 0.01  # a predicate flagging > 1% of a clean control is unreliable
+#: a predicate flagging more than 1% of a clean control is unreliable
+DEFAULT_CONTROL_BOUND = SearchOptions.control_bound
 DISTANT_GAP = 500
 
 

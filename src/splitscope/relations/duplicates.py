@@ -18,6 +18,7 @@ assessed (status ``partial``).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ from splitscope.relations.boundary_relations import (
     geometry_of,
     resolve_boundaries,
 )
-from splitscope.relations.controls import DEFAULT_CONTROL_BOUND, control_rate
+from splitscope.relations.controls import control_rate
 from splitscope.relations.duplicate_records import (
     comparison_records,
     dedup_record,
@@ -44,7 +45,6 @@ from splitscope.relations.duplicate_records import (
     within_record,
 )
 from splitscope.relations.embedding import embedding_source
-from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.identity import no_bytes, within_copies
 from splitscope.relations.label_conflicts import (
     conflict_records,
@@ -52,7 +52,8 @@ from splitscope.relations.label_conflicts import (
     union_record,
     within_conflict_record,
 )
-from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU, DEFAULT_TAU
+from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU
+from splitscope.relations.options import SearchOptions
 from splitscope.relations.predicates import COMPARISON_PAIRS, DEDUP_PREDICATES, EXTERNAL_LAYER
 from splitscope.threads import blas_within_workers
 
@@ -73,16 +74,13 @@ def _control_boundary(control, scan) -> tuple[object, Boundary] | None:
 
 
 @blas_within_workers
-def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAULT_TAU,
-                     radius: int = DEFAULT_RADIUS, dihedral: bool = False,
-                     out_dir: str | Path | None = None,
-                     control_bound: float = DEFAULT_CONTROL_BOUND, confirm: bool = True,
-                     ssim: bool = True, workers: int | None = None,
-                     dedup_predicates=DEDUP_PREDICATES, transform_sample: int = 0,
-                     seed: int = RunOptions.seed, embeddings=None,
-                     embedding_tau: float = DEFAULT_EMBEDDING_TAU,
-                     artifacts_manifest: bool = True, executor=None,
-                     embedding_index: str = "exact") -> LayerResult:
+def audit_duplicates(scan, boundaries=None, options: SearchOptions | None = None, *,
+                     control=None, out_dir: str | Path | None = None,
+                     workers: int | None = None, seed: int = RunOptions.seed, executor=None,
+                     embeddings=None, embedding_tau: float = DEFAULT_EMBEDDING_TAU,
+                     embedding_index: str = "exact", confirm: bool = True,
+                     dedup_predicates=DEDUP_PREDICATES,
+                     artifacts_manifest: bool = True) -> LayerResult:
     """Identity and near-duplicate audit of a scan (METHODS §1, §2).
 
     Parameters
@@ -95,20 +93,19 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
     control : Scan, Boundary or (Scan, boundary), optional
         Negative control (METHODS §2.5): each predicate also runs on the control boundary and
         its flag rate is recorded beside the audited one; ``unreliable`` when it exceeds
-        ``control_bound``.
-    tau : float
-        NCC threshold (the sweep 0.90 … 0.999 is always reported).
-    radius : int
-        Hash radius k.
-    dihedral : bool
-        Also match against the eight dihedral variants (METHODS §2.8).
+        ``options.control_bound``.
+    options : SearchOptions, optional
+        τ (the sweep 0.90 … 0.999 is always reported), the hash radius k, dihedral matching
+        (METHODS §2.8), the transform-sensitivity sample (METHODS §2.7: ``transforms``
+        reference images drawn with ``seed``; 0 skips it), the pairs listed per query row, the
+        negative control's bound (a predicate flagging more of the control is marked
+        unreliable), SSIM on the listed pairs and the NCC search method (default: the
+        method's, :class:`~splitscope.relations.options.SearchOptions`).
     out_dir : path-like, optional
         Write the exports (see :func:`splitscope.relations.exports.write_exports`).
     artifacts_manifest : bool
         With ``out_dir``: also write ``artifacts.json`` there (default; the full audit writes
         one for its whole folder instead).
-    control_bound : float
-        Control flag rate above which a predicate is marked unreliable (default 1%).
     confirm : bool
         Confirm every crossing SHA-256 group byte for byte.
     workers : int, optional
@@ -116,9 +113,8 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         audit (default: every core); the results do not depend on it.
     dedup_predicates : sequence of str
         Predicates whose flagged query rows the deduplicated splits remove.
-    transform_sample : int
-        When > 0, transform sensitivity (METHODS §2.7) on this many reference-side images
-        drawn with ``seed``.
+    seed : int
+        Seed of the transform-sensitivity sample and of the comparison pairs.
     embeddings : path-like, ndarray or DataFrame, optional
         User-supplied embeddings (METHODS §2.4; see :func:`embedding_source`): adds the
         ``embedding_cosine`` predicate on every boundary (and on a control on the same scan).
@@ -146,104 +142,48 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
         external set), ``comparison_pairs`` and ``transform_sensitivity`` when measured;
         ``embedding_pairs`` (pairs with cosine >= ``embedding_tau``) with embeddings.
     """
+    o = options or SearchOptions()
     rows = identity_rows(scan.rows())  # an empty file is a failure, never a copy
     geometry = geometry_of(scan)
     bounds = resolve_boundaries(scan.manifest, boundaries)
-    if not 0 < float(tau) <= 1:
-        raise InputError(f"tau must be in (0, 1]; got {tau}")
-    emb: dict = {}
-    if embeddings is not None:
-        if not 0 < float(embedding_tau) <= 1:
-            raise InputError(f"embedding_tau must be in (0, 1]; got {embedding_tau}")
-        matrix, emb_params = embedding_source(embeddings, rows)
-        emb_params["index"] = check_index(embedding_index)
-        emb = {"embeddings": matrix, "embedding_tau": float(embedding_tau),
-               "embedding_params": emb_params}
-    relations = [boundary_relations(rows, scan.thumbs, b, tau=tau, radius=radius,
-                                    geometry=geometry, dihedral=dihedral, confirm=confirm,
-                                    ssim=ssim, workers=workers, searcher=_searcher(executor, scan),
-                                    **emb) for b in bounds]
-    control_info = crel = None
-    cb = _control_boundary(control, scan)
-    if cb is not None:
-        cscan, cbound = cb
-        # the embeddings describe the audited scan's rows: a control on it uses them too
-        crel = boundary_relations(cscan.rows(), cscan.thumbs, cbound, tau=tau, radius=radius,
-                                  geometry=geometry_of(cscan), dihedral=dihedral,
-                                  confirm=confirm, ssim=False, workers=workers,
-                                  searcher=_searcher(executor, cscan),
-                                  **(emb if cscan is scan else {}))
-        control_info = {"boundary": cbound.to_dict(),
-                        "corpus": sorted(set(cscan.manifest["corpus"].dropna().astype(str))),
-                        "geometry": geometry_of(cscan),
-                        "rates": {p: control_rate(crel.flags[p], bound=control_bound)
-                                  for p in crel.predicates()}}
+    emb = _embedding_inputs(rows, embeddings, embedding_tau, embedding_index)
+    relations = [boundary_relations(rows, scan.thumbs, b, o, geometry=geometry,
+                                    confirm=confirm, workers=workers,
+                                    searcher=_searcher(executor, scan), **emb) for b in bounds]
+    control_info, crel, cscan = _control_relations(control, scan, o, confirm=confirm,
+                                                   workers=workers, executor=executor, emb=emb)
     records: list[AuditRecord] = []
     conflict_tables = []
     for rel in relations:
-        records.extend(predicate_records(rel, rows, tau, radius, geometry, control_info))
-        slug = boundary_slug(rel.boundary)
-        records.append(union_record(rel, rows, slug))
-        rates = control_info["rates"] if control_info is not None else None
-        conflicts = label_conflicts(rows, rel.boundary, rel.near.pairs, rates)
+        recs, conflicts = _boundary_records(rel, rows, o, geometry, control_info)
+        records.extend(recs)
         conflict_tables.append(conflicts)
-        records.extend(conflict_records(rel, rows, conflicts, tau=tau, radius=radius,
-                                        geometry=geometry, slug=slug, control_rates=rates))
-    within_tables = []
-    for split in _splits(rows):
-        pop = Population(split, np.sort(rows.loc[rows["split"].astype("string") == split, "row"]
-                                        .to_numpy(np.int64))) if split != "*" else \
-            Population("*", np.sort(rows["row"].to_numpy(np.int64)))
-        arrays = bool(len(pop.rows)) and bool(no_bytes(rows[rows["row"].isin(pop.rows)]).all())
-        # pixel arrays have no bytes: their copies are equal decoded pixels
-        key = "pixel_xxh128" if arrays else "sha256"
-        copies = within_copies(rows, pop, key=key)
-        copies.insert(0, "population", split)
-        within_tables.append(copies)
-        assessed = int(rows.loc[rows["row"].isin(pop.rows), key].notna().sum())
-        records.append(within_record(copies, pop, arrays, assessed))
-        inside = Boundary(pop, pop)
-        conflicts = label_conflicts(rows, inside, None)
-        conflict_tables.append(conflicts)
-        records.append(within_conflict_record(inside, rows, conflicts, boundary_slug(inside)))
-    within_all = pd.concat(within_tables, ignore_index=True) if within_tables else pd.DataFrame()
+    within_all, recs, conflicts = _within_populations(rows)
+    records.extend(recs)
+    conflict_tables.extend(conflicts)
     comparison_tables = []
     for rel in relations:
-        recs, table = comparison_records(rel, rows, scan.thumbs, tau, geometry, seed)
+        recs, table = comparison_records(rel, rows, scan.thumbs, o.tau, geometry, seed)
         records.extend(recs)
         if table is not None:
             comparison_tables.append(table)
     transform_table = None
-    if transform_sample and transform_sample > 0:
-        recs, transform_table = transform_records(rows, bounds, transform_sample, seed, tau,
-                                                   radius, geometry)
+    if o.transforms > 0:
+        recs, transform_table = transform_records(rows, bounds, o.transforms, seed, o.tau,
+                                                   o.radius, geometry)
         records.extend(recs)
     from splitscope.relations.containment import cleaned_external, containment_records
     containment_tables = []
     for rel in relations:
-        recs = containment_records(rel, rows, tau)
+        recs = containment_records(rel, rows, o.tau)
         records.extend(recs)
         if recs:
             containment_tables.append(cleaned_external(rel, rows))
-    from splitscope.relations.exports import (
-        contaminated_table,
-        dedup_splits,
-        identity_group_table,
-        pair_table,
-        query_flags_table,
-    )
-    tables = {
-        "contaminated": contaminated_table(relations, rows),
-        "pairs": pair_table(relations),
-        "dedup_splits": dedup_splits(rows, relations, within_all, dedup_predicates),
-        "identity_groups": identity_group_table(relations),
-        "within_copies": within_all,
-        "query_flags": query_flags_table(relations, rows),
-    }
-    tables["label_conflicts"] = pd.concat(conflict_tables, ignore_index=True)
+    tables = _tables(relations, rows, within_all, conflict_tables, dedup_predicates)
     records.extend(dedup_record(b, tables["dedup_splits"], dedup_predicates, rows)
                    for b in bounds)
     if crel is not None:  # per control query row, e.g. for the control's ρ distribution
+        from splitscope.relations.exports import query_flags_table
         tables["control_query_flags"] = query_flags_table([crel], cscan.rows())
     if containment_tables:
         tables["containment"] = pd.concat(containment_tables, ignore_index=True)
@@ -261,6 +201,100 @@ def audit_duplicates(scan, boundaries=None, *, control=None, tau: float = DEFAUL
     return result
 
 
+def _embedding_inputs(rows: pd.DataFrame, embeddings, embedding_tau: float,
+                      embedding_index: str) -> dict:
+    """The keywords of :func:`boundary_relations` that add the embedding predicate (none
+    without embeddings)."""
+    if embeddings is None:
+        return {}
+    if not 0 < float(embedding_tau) <= 1:
+        raise InputError(f"embedding_tau must be in (0, 1]; got {embedding_tau}")
+    matrix, emb_params = embedding_source(embeddings, rows)
+    emb_params["index"] = check_index(embedding_index)
+    return {"embeddings": matrix, "embedding_tau": float(embedding_tau),
+            "embedding_params": emb_params}
+
+
+def _control_relations(control, scan, o: SearchOptions, *, confirm: bool, workers, executor,
+                       emb: dict):
+    """The negative control's relations and each predicate's flag rate on it (METHODS §2.5):
+    ``(control info, relations, control scan)``, or three ``None`` without a control."""
+    cb = _control_boundary(control, scan)
+    if cb is None:
+        return None, None, None
+    cscan, cbound = cb
+    # the embeddings describe the audited scan's rows: a control on it uses them too
+    crel = boundary_relations(cscan.rows(), cscan.thumbs, cbound,
+                              dataclasses.replace(o, ssim=False),
+                              geometry=geometry_of(cscan), confirm=confirm, workers=workers,
+                              searcher=_searcher(executor, cscan),
+                              **(emb if cscan is scan else {}))
+    info = {"boundary": cbound.to_dict(),
+            "corpus": sorted(set(cscan.manifest["corpus"].dropna().astype(str))),
+            "geometry": geometry_of(cscan),
+            "rates": {p: control_rate(crel.flags[p], bound=o.control_bound)
+                      for p in crel.predicates()}}
+    return info, crel, cscan
+
+
+def _boundary_records(rel, rows: pd.DataFrame, o: SearchOptions, geometry: dict,
+                      control_info) -> tuple[list[AuditRecord], pd.DataFrame]:
+    """One boundary's predicate, union and label-conflict records, and its conflict table."""
+    records = predicate_records(rel, rows, o.tau, o.radius, geometry, control_info)
+    slug = boundary_slug(rel.boundary)
+    records.append(union_record(rel, rows, slug))
+    rates = control_info["rates"] if control_info is not None else None
+    conflicts = label_conflicts(rows, rel.boundary, rel.near.pairs, rates)
+    records.extend(conflict_records(rel, rows, conflicts, tau=o.tau, radius=o.radius,
+                                    geometry=geometry, slug=slug, control_rates=rates))
+    return records, conflicts
+
+
+def _within_populations(rows: pd.DataFrame):
+    """Copies and label conflicts inside each split (or the whole release without splits):
+    ``(within-copies table, records, conflict tables)``."""
+    within_tables, records, conflict_tables = [], [], []
+    for split in _splits(rows):
+        pop = Population(split, np.sort(rows.loc[rows["split"].astype("string") == split, "row"]
+                                        .to_numpy(np.int64))) if split != "*" else \
+            Population("*", np.sort(rows["row"].to_numpy(np.int64)))
+        arrays = bool(len(pop.rows)) and bool(no_bytes(rows[rows["row"].isin(pop.rows)]).all())
+        # pixel arrays have no bytes: their copies are equal decoded pixels
+        key = "pixel_xxh128" if arrays else "sha256"
+        copies = within_copies(rows, pop, key=key)
+        copies.insert(0, "population", split)
+        within_tables.append(copies)
+        assessed = int(rows.loc[rows["row"].isin(pop.rows), key].notna().sum())
+        records.append(within_record(copies, pop, arrays, assessed))
+        inside = Boundary(pop, pop)
+        conflicts = label_conflicts(rows, inside, None)
+        conflict_tables.append(conflicts)
+        records.append(within_conflict_record(inside, rows, conflicts, boundary_slug(inside)))
+    within_all = pd.concat(within_tables, ignore_index=True) if within_tables else pd.DataFrame()
+    return within_all, records, conflict_tables
+
+
+def _tables(relations, rows: pd.DataFrame, within_all: pd.DataFrame, conflict_tables,
+            dedup_predicates) -> dict[str, pd.DataFrame]:
+    """The layer's row-keyed tables (see :func:`audit_duplicates`)."""
+    from splitscope.relations.exports import (
+        contaminated_table,
+        dedup_splits,
+        identity_group_table,
+        pair_table,
+        query_flags_table,
+    )
+    return {
+        "contaminated": contaminated_table(relations, rows),
+        "pairs": pair_table(relations),
+        "dedup_splits": dedup_splits(rows, relations, within_all, dedup_predicates),
+        "identity_groups": identity_group_table(relations),
+        "within_copies": within_all,
+        "query_flags": query_flags_table(relations, rows),
+        "label_conflicts": pd.concat(conflict_tables, ignore_index=True),
+    }
+
+
 def _searcher(executor, scan):
     """The partitioned NCC search over the executor's Dask cluster, or None (local)."""
     client = getattr(executor, "search_client", None)
@@ -276,8 +310,10 @@ def _splits(rows: pd.DataFrame) -> list[str]:
     return splits or ["*"]
 
 
-def audit_external(audited, external, external_root: str | Path, out_dir: Path, **options):
-    """Identity and near-duplicate findings of the cross-corpus boundary only.
+def audit_external(audited, external, external_root: str | Path, out_dir: Path,
+                   options: SearchOptions | None = None, **keywords):
+    """Identity and near-duplicate findings of the cross-corpus boundary only (``options``
+    and ``keywords`` as :func:`audit_duplicates`).
 
     Returns ``(result, combined, boundary)``. Copies inside each split are the within-corpus
     audit's, so only the cross-corpus boundary's completed records are kept (marked ``kind:
@@ -293,8 +329,8 @@ def audit_external(audited, external, external_root: str | Path, out_dir: Path, 
     from splitscope.records.exports import write_csv
 
     write_csv(combined.manifest, out_dir / "manifest.csv")
-    found = audit_duplicates(combined, [boundary], control=None, out_dir=out_dir,
-                             artifacts_manifest=False, **options)
+    found = audit_duplicates(combined, [boundary], options, control=None, out_dir=out_dir,
+                             artifacts_manifest=False, **keywords)
     kept = [r for r in found.records
             if (r.boundary or {}).get("name") == boundary.name or r.status != "completed"]
     for rec in kept:

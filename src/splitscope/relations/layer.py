@@ -15,17 +15,11 @@ from splitscope.relations.options import SearchOptions
 __all__ = ["LAYERS", "DuplicatesLayer", "ExternalLayer"]
 
 
-def _search_options(context) -> dict:
-    search = context.options.search
-    return {"tau": search.tau, "radius": search.radius, "dihedral": search.dihedral}
-
-
 def _duplicates_options(context) -> dict:
-    """The search options, and the run's seed and ``workers`` (the hash and NCC searches'
-    threads and their BLAS pools stay within it)."""
-    return {**_search_options(context), "executor": context.executor,
-            "transform_sample": context.options.search.transforms,
-            "seed": context.options.run.seed, "workers": context.options.run.workers}
+    """What the layers hand :func:`audit_duplicates` besides their options group: the run's
+    seed, workers and executor."""
+    run = context.options.run
+    return {"executor": context.executor, "seed": run.seed, "workers": run.workers}
 
 
 def _with_tau(figures: dict, boundaries, tau: float) -> dict:
@@ -59,7 +53,7 @@ class DuplicatesLayer:
     def run(self, context) -> LayerResult:
         from splitscope.relations.rho_figures import boundary_figures
 
-        result = audit_duplicates(context.scan, context.boundaries,
+        result = audit_duplicates(context.scan, context.boundaries, context.options.search,
                                   control=context.scans.get("control"),
                                   out_dir=context.lists_dir, artifacts_manifest=False,
                                   **_duplicates_options(context))
@@ -88,7 +82,8 @@ class ExternalLayer:
 
         result, combined, boundary = audit_external(
             context.scan, context.scans["external"], context.paths["external"],
-            context.lists_dir / "external", **_duplicates_options(context))
+            context.lists_dir / "external", context.options.search,
+            **_duplicates_options(context))
         result.boundaries = [(boundary, "cross-corpus")]
         result.rows = combined.rows()
         duplicates = context.outcomes.get("duplicates")

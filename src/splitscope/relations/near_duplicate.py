@@ -33,9 +33,9 @@ import pandas as pd
 from splitscope.boundary import Boundary, Population
 from splitscope.errors import InputError
 from splitscope.relations import dihedral as dih
-from splitscope.relations.hashes import DEFAULT_RADIUS, hamming_distance, hash_search
+from splitscope.relations.hashes import hamming_distance, hash_search
 from splitscope.relations.identity import side
-from splitscope.relations.ncc import DEFAULT_TAU, SWEEP, ncc_search, ncc_sweep, pair_rho
+from splitscope.relations.ncc import SWEEP, ncc_search, ncc_sweep, pair_rho
 from splitscope.relations.near_context import (
     HASHES,
     THUMBNAIL,
@@ -44,10 +44,11 @@ from splitscope.relations.near_context import (
     valid_rows,
 )
 from splitscope.relations.near_predicates import PairMeasures, Settings, registered
+from splitscope.relations.options import SearchOptions
 from splitscope.relations.ssim import ssim_pairs
 
 #: Default bound on the pairs listed and measured per query row (see :func:`cap_pairs`).
-MAX_PAIRS_PER_QUERY = 5
+MAX_PAIRS_PER_QUERY = SearchOptions.max_pairs_per_query
 
 
 @dataclass
@@ -135,7 +136,8 @@ def _members(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     return reps, counts, starts, order
 
 
-def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, **options) -> NearDuplicates:
+def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary,
+                    options: SearchOptions | None = None, **keywords) -> NearDuplicates:
     """Run every registered near-duplicate predicate on one boundary.
 
     Query rows with the same content (:func:`content_representatives`: byte copies) and
@@ -145,21 +147,21 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, **options) -
     row, equal to those of measuring each row (every rule breaks ties by the lowest
     reference row, which is each file's first). So n query copies of one image against m
     reference copies cost m, not n·m. Reference copies in distinct files stay apart: the
-    *first candidate* rule picks among them by path. Options as
+    *first candidate* rule picks among them by path. ``options`` and ``keywords`` as
     :func:`near_duplicates_rows`.
     """
     if boundary.within:
-        return near_duplicates_rows(rows, thumbs, boundary, **options)
+        return near_duplicates_rows(rows, thumbs, boundary, options, **keywords)
     q, r = side(rows, boundary.query), side(rows, boundary.reference)
     q_rep, r_rep = content_representatives(q), representatives(r)
     q_rows, r_rows = q["row"].to_numpy(np.int64), r["row"].to_numpy(np.int64)
     if (q_rep == q_rows).all() and (r_rep == r_rows).all():
-        return near_duplicates_rows(rows, thumbs, boundary, **options)
+        return near_duplicates_rows(rows, thumbs, boundary, options, **keywords)
     reduced = Boundary(Population(boundary.query.name, np.unique(q_rep)),
                        Population(boundary.reference.name, np.unique(r_rep)))
     q_members, r_members = _members(q_rep), _members(r_rep)
-    nd = near_duplicates_rows(rows, thumbs, reduced,
-                              expand=(q_members, q_rows, r_members, r_rows), **options)
+    nd = near_duplicates_rows(rows, thumbs, reduced, options,
+                              expand=(q_members, q_rows, r_members, r_rows), **keywords)
     # every query row takes its representative's flags (counterparts are reference rows
     # that are each file's first, as the row-level search chooses them)
     flags = nd.flags.set_index("row").loc[q_rep].reset_index(drop=True)
@@ -179,13 +181,10 @@ def near_duplicates(rows: pd.DataFrame, thumbs, boundary: Boundary, **options) -
     return NearDuplicates(boundary, nd.params, flags, nd.pairs, sweep, assessed, notes)
 
 
-def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
-                         tau: float = DEFAULT_TAU, radius: int = DEFAULT_RADIUS,
-                         geometry: dict | None = None, dihedral: bool = False,
-                         ssim: bool = True, max_ssim_pairs: int = 200_000,
-                         workers: int | None = None, block: int = 2048,
-                         max_pairs_per_query: int = MAX_PAIRS_PER_QUERY,
-                         search: str = "pruned", searcher=None,
+def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary,
+                         options: SearchOptions | None = None, *,
+                         geometry: dict | None = None, workers: int | None = None,
+                         block: int = 2048, max_ssim_pairs: int = 200_000, searcher=None,
                          expand=None) -> NearDuplicates:
     """Run every registered near-duplicate predicate
     (:func:`splitscope.relations.near_predicates.registered`) on every row of one boundary.
@@ -198,24 +197,15 @@ def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
         ``thumbs(row_ids) -> ndarray (n, S, S) uint8`` for manifest rows that have thumbnails
         (``Scan.thumbs``).
     boundary : Boundary
-    tau, radius : float, int
-        NCC threshold and hash radius k.
+    options : SearchOptions, optional
+        τ, the hash radius k, dihedral matching (each query against the eight dihedral
+        variants of the references, for the predicates that have one; needs the image
+        files), SSIM on the listed pairs (at most ``max_ssim_pairs``), the pairs listed and
+        measured per query row (:func:`cap_pairs`; the pair and row counts stay exact, in
+        ``notes["pairs"]``) and the NCC search method (default: the method's).
     geometry : dict
         Thumbnail geometry (``thumb_size``, ``interpolation``, ``mode``), recorded with every
         NCC/SSIM predicate and in the pair table.
-    dihedral : bool
-        Also match each query against the eight dihedral variants of the references, for the
-        predicates that have a dihedral variant (needs the image files; see
-        :mod:`splitscope.relations.dihedral`).
-    ssim : bool
-        SSIM on the selected pairs (the pair table), up to ``max_ssim_pairs``.
-    max_pairs_per_query : int
-        Pairs listed in the pair table, and measured there (ρ, SSIM, hash distances), per query
-        row (see :func:`cap_pairs`); the pair and row counts stay exact and are recorded in
-        ``notes["pairs"]``.
-    search : {"pruned", "brute"}
-        NCC search method (:func:`splitscope.relations.ncc.ncc_search`); both give the same
-        result.
     workers : int, optional
         Threads of the hash searches and BLAS threads of the local NCC searches (default:
         every core); the results do not depend on it.
@@ -228,21 +218,23 @@ def near_duplicates_rows(rows: pd.DataFrame, thumbs, boundary: Boundary, *,
         the members of each (:func:`_members`) and the full sides' rows, so that the pair
         table is that of every row.
     """
+    o = options or SearchOptions()
     geometry = dict(geometry or {})
-    ctx = BoundaryContext(rows, thumbs, boundary, tau=tau, radius=radius, geometry=geometry,
-                          workers=workers, block=block, search=search, searcher=searcher)
+    ctx = BoundaryContext(rows, thumbs, boundary, tau=o.tau, radius=o.radius,
+                          geometry=geometry, workers=workers, block=block, search=o.search,
+                          searcher=searcher)
     predicates = registered()
     flags, parts = predicate_flags(ctx, predicates)
     sweep = ncc_sweep(np.asarray(ctx.ncc.best_rho, np.float32), SWEEP)
     sweep["rows"] = len(ctx)
-    if dihedral:
+    if o.dihedral:
         parts += dihedral_flags(ctx, predicates, flags)
     assessed = {p: int(flags[p].notna().sum()) for p in _ran(predicates, flags)}
-    pairs = _pair_table(ctx, [*ctx.pair_parts, *parts], flags, predicates, ssim=ssim,
-                        max_ssim_pairs=max_ssim_pairs, max_per_query=max_pairs_per_query,
+    pairs = _pair_table(ctx, [*ctx.pair_parts, *parts], flags, predicates, ssim=o.ssim,
+                        max_ssim_pairs=max_ssim_pairs, max_per_query=o.max_pairs_per_query,
                         expand=expand)
-    params = {"tau": tau, "radius": radius, **geometry, "dihedral": dihedral,
-              "max_pairs_per_query": max_pairs_per_query, "search": search}
+    params = {"tau": o.tau, "radius": o.radius, **geometry, "dihedral": o.dihedral,
+              "max_pairs_per_query": o.max_pairs_per_query, "search": o.search}
     return NearDuplicates(boundary, params, flags, pairs, sweep, assessed, ctx.notes)
 
 

@@ -1,7 +1,9 @@
 """The duplicates and external layers' options (METHODS §2): NCC threshold τ 0.98, Hamming
 radius 6 of the hash rules, dihedral matching off, 50 images in the transform-sensitivity
-sample. The audit's ``--tau``, ``--radius``, ``--dihedral`` and ``--transforms`` are generated
-from these fields; ``context.options.search`` is one of these."""
+sample, 5 pairs per query row listed in the pair table, a negative-control bound of 1%. The
+audit's ``--tau``, ``--radius``, ``--dihedral``, ``--transforms``, ``--max-pairs-per-query``
+and ``--control-bound`` are generated from these fields; ``context.options.search`` is one of
+these, and :func:`splitscope.relations.duplicates.audit_duplicates` takes one."""
 
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ __all__ = ["SearchOptions"]
 @dataclass(frozen=True)
 class SearchOptions:
     """The identity and near-duplicate search: NCC threshold τ, Hamming radius k of the hash
-    rules, dihedral matching, and the size of the seeded transform-sensitivity sample (0
-    skips it)."""
+    rules, dihedral matching, the size of the seeded transform-sensitivity sample (0 skips
+    it), the pairs listed per query row, the negative control's bound, SSIM on the listed
+    pairs, and the NCC search method (``pruned`` or ``brute``: the same result)."""
 
     group: ClassVar[str] = "search"
 
@@ -27,6 +30,14 @@ class SearchOptions:
     dihedral: bool = option(False, "Also match rotated and flipped copies.")
     transforms: int = option(50, "Reference images in the seeded transform-sensitivity sample "
                                  "(0: skip).")
+    max_pairs_per_query: int = option(
+        5, "Pairs per query row listed in the pair table and measured there (ρ, SSIM, hash "
+           "distances); the pair and row counts stay exact.", minimum=1)
+    control_bound: float = option(
+        0.01, "A predicate flagging more than this share of the negative control (--control) "
+              "is marked unreliable on this modality.")
+    ssim: bool = True
+    search: str = "pruned"
 
     def __post_init__(self) -> None:
         if not 0 < float(self.tau) <= 1:
@@ -35,3 +46,12 @@ class SearchOptions:
         object.__setattr__(self, "radius", int(self.radius))
         object.__setattr__(self, "dihedral", bool(self.dihedral))
         object.__setattr__(self, "transforms", int(self.transforms))
+        if int(self.max_pairs_per_query) < 1:
+            raise InputError(f"max_pairs_per_query must be at least 1; got "
+                             f"{self.max_pairs_per_query}")
+        object.__setattr__(self, "max_pairs_per_query", int(self.max_pairs_per_query))
+        if not 0 <= float(self.control_bound) <= 1:
+            raise InputError(f"control_bound must be in [0, 1]; got {self.control_bound}")
+        object.__setattr__(self, "control_bound", float(self.control_bound))
+        if self.search not in ("pruned", "brute"):
+            raise InputError(f"search {self.search!r} unknown; use 'pruned' or 'brute'")
