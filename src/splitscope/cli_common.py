@@ -25,7 +25,7 @@ def load_manifest(inputs, *, split_per_list: bool = False, group_regex: str | No
     ``split_per_list`` gives every row of a list file the list's stem as its split
     (``split_0.csv`` → ``split_0``), for releases published as one list per fold."""
     from splitscope.manifest import apply_group_regex, build_manifest, read_list
-    from splitscope.manifest.build import is_list_file
+    from splitscope.manifest.files import is_list_file
 
     if split_per_list:
         parts = []

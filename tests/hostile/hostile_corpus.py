@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from splitscope.manifest.build import (
+from splitscope.manifest.files import (
     EXCLUDED_DIR_LINK,
     EXCLUDED_HIDDEN_DIR,
     EXCLUDED_HIDDEN_FILE,

@@ -24,7 +24,7 @@ from splitscope import cli
 from splitscope.core.options import AuditOptions
 from splitscope.errors import InputError
 from splitscope.manifest import apply_group_regex, read_folder, read_table
-from splitscope.manifest.build import EXCLUDED_LINK_OUTSIDE
+from splitscope.manifest.files import EXCLUDED_LINK_OUTSIDE
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "splitscope"
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))

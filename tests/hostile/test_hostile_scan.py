@@ -16,7 +16,7 @@ from hostile_corpus import build_folder, build_list, disk_entries, tree_state
 from splitscope.features.failures import failures_table
 from splitscope.features.scanning import scan
 from splitscope.manifest import read_folder
-from splitscope.manifest.build import EXCLUDED_LINK_LOOP
+from splitscope.manifest.files import EXCLUDED_LINK_LOOP
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
 

@@ -9,6 +9,8 @@ path. For an embedded image it is ``<container>::<member>/<index>``:
 - an ``.npz`` archive whose array ``member`` holds images ``(N, H, W)`` or ``(N, H, W, 3)``,
   uint8; ``index`` is the first axis.
 
+The suffixes are those of :mod:`splitscope.manifest.containers`.
+
 ``index`` is written in decimal, zero-padded to the digits of the container's last index, so
 the keys of one container sort in row order and a batch of consecutive keys reads one stretch
 of it (the manifest writes the keys: :func:`splitscope.manifest.rows.embedded_key`). A path
@@ -35,13 +37,14 @@ from typing import Any
 
 import numpy as np
 
+from splitscope.manifest.containers import ARRAY_SUFFIXES, CONTAINER_SUFFIXES, TABLE_SUFFIXES
+
 __all__ = ["TABLE_SUFFIXES", "Embedded", "ReadFailure", "container_of", "fetch", "open_image",
            "parse_key", "read_content"]
 
-TABLE_SUFFIXES = (".parquet", ".pq", ".arrow")
-ARRAY_SUFFIXES = (".npz",)
-_KEY = re.compile(r"^(?P<container>.*?\.(?:parquet|pq|arrow|npz))::(?P<member>.+)/"
-                  r"(?P<index>\d+)$", re.IGNORECASE)
+_CONTAINER = "|".join(re.escape(s) for s in CONTAINER_SUFFIXES)
+_KEY = re.compile(rf"^(?P<container>.*?(?:{_CONTAINER}))::(?P<member>.+)/(?P<index>\d+)$",
+                  re.IGNORECASE)
 
 
 class ReadFailure(Exception):

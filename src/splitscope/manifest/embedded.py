@@ -38,11 +38,11 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.manifest.containers import TABLE_SUFFIXES
 
-__all__ = ["embedded_kind", "image_columns", "read_dataset_object", "read_embedded",
-           "read_imagefolder"]
+__all__ = ["embedded_kind", "image_columns", "is_imagefolder", "read_dataset_object",
+           "read_embedded", "read_imagefolder", "table_layout"]
 
-TABLE_SUFFIXES = (".parquet", ".pq", ".arrow")
 METADATA_NAMES = ("metadata.csv", "metadata.jsonl")
 _SHARD = re.compile(r"^(?P<split>[A-Za-z]+)(?:[-_.]\d.*)?$")
 
@@ -335,10 +335,9 @@ def _has_file_name(path: Path) -> bool:
     return "file_name" in [c.strip().strip('"') for c in first.strip().split(",")]
 
 
-def embedded_kind(item: str | Path) -> str | None:
-    """What an input is, when it is one of this module's layouts: ``table`` (a Parquet/Arrow
-    file with an image column), ``save_to_disk``, ``table_folder`` (a folder of such tables),
-    ``imagefolder`` (files plus metadata with ``file_name``); ``None`` otherwise."""
+def table_layout(item: str | Path) -> str | None:
+    """Which table layout an input is: ``table`` (a Parquet/Arrow file with an image column),
+    ``save_to_disk``, ``table_folder`` (a folder of such tables); ``None`` otherwise."""
     path = Path(item)
     if path.is_file():
         if path.suffix.lower() == ".arrow":
@@ -354,9 +353,24 @@ def embedded_kind(item: str | Path) -> str | None:
     tables = _folder_tables(path)
     if tables and any(_has_image_column(t) for t in tables):
         return "table_folder"
-    if _metadata_files(path):
-        return "imagefolder"
     return None
+
+
+def is_imagefolder(item: str | Path) -> bool:
+    """Whether a folder holds ``metadata.csv`` / ``metadata.jsonl`` with a ``file_name``
+    column, at its root or one level below (the Hub's imagefolder layout; a folder of tables
+    with such a file is a :func:`table_layout` first)."""
+    path = Path(item)
+    return path.is_dir() and bool(_metadata_files(path))
+
+
+def embedded_kind(item: str | Path) -> str | None:
+    """What an input is, when it is one of this module's layouts: a :func:`table_layout`, else
+    ``imagefolder`` (files plus metadata with ``file_name``); ``None`` otherwise."""
+    kind = table_layout(item)
+    if kind is None and is_imagefolder(item):
+        return "imagefolder"
+    return kind
 
 
 # ----------------------------------------------------------------------------- reading

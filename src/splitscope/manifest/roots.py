@@ -28,13 +28,15 @@ def release_roots(inputs: Iterable[str | Path | pd.DataFrame], **list_options) -
     """The folders of a release, resolved: each folder input itself; for a list, every folder
     that holds a listed file inside the list's root (a list's root may be a shared working
     folder, so it is not claimed whole); a table or an array archive given as a file is a
-    root of its own (nothing is written in its place; in-memory inputs have none). A folder of
-    a list counts only when one of its listed files exists. Reads list files, never walks a
-    folder.
+    root of its own (nothing is written in its place; in-memory inputs have none): an archive
+    without being read, as its input form says (``input_is_root``,
+    :mod:`splitscope.manifest.forms`). A folder of a list counts only when one of its listed
+    files exists. Reads list files, never walks a folder.
 
     ``list_options`` are those of :func:`splitscope.manifest.read_list`.
     """
     from splitscope.manifest.build import read_input
+    from splitscope.manifest.forms import input_form
     from splitscope.manifest.sources import is_url
 
     roots: set[str] = set()
@@ -47,7 +49,7 @@ def release_roots(inputs: Iterable[str | Path | pd.DataFrame], **list_options) -
             roots.add(os.path.realpath(item))
             continue
         elif Path(item).is_file():
-            if Path(item).suffix.lower() in (".npz", ".arrow"):  # a one-file release
+            if input_form(item, list_options).input_is_root:  # a one-file release
                 roots.add(os.path.realpath(item))
                 continue
             manifest = read_input(item, **list_options)

@@ -1,8 +1,8 @@
 """The row table every input form shares: the manifest's columns, split names, the list-file
 column roles, reading a list table and turning it into rows. Input forms (folders and lists in
-:mod:`splitscope.manifest.build`, tables of images in :mod:`~splitscope.manifest.embedded`,
-pixel arrays in :mod:`~splitscope.manifest.arrays`) build on this module and not on each
-other."""
+:mod:`splitscope.manifest.files`, tables of images in :mod:`~splitscope.manifest.embedded`,
+pixel arrays in :mod:`~splitscope.manifest.arrays`, the table of forms in
+:mod:`~splitscope.manifest.forms`) build on this module and not on each other."""
 
 from __future__ import annotations
 

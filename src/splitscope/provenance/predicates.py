@@ -3,6 +3,7 @@ metrics that read their records."""
 
 from __future__ import annotations
 
+from splitscope.provenance.quality import FLAGS
 from splitscope.records import roles
 from splitscope.records.metrics import Metric
 
@@ -23,6 +24,7 @@ PARTITION = "partition classifier"
 SOURCE_LABEL = "Cramér's V"
 #: an image-quality flag's predicate is ``quality_<flag>``
 QUALITY_PREFIX = "quality_"
+QUALITY_FLAGS = tuple(f"{QUALITY_PREFIX}{f.name}" for f in FLAGS)
 QUALITY_ASSOCIATION = "quality_flag_label_association"
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
@@ -38,6 +40,10 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 QUALITY_METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("quality_label_v", "largest Cramér's V between an image-quality flag and the label",
            (QUALITY_LAYER,), (QUALITY_ASSOCIATION,), unit="row", pool_wide=True),
+    Metric("quality_flag_rate", "largest share of the release's rows carrying one image-quality "
+           "flag (dark, light, low contrast, blurry, low information, odd size, odd aspect, "
+           "grey stored as colour, large border)", (QUALITY_LAYER,), QUALITY_FLAGS, unit="row",
+           pool_wide=True),
 )}
 
 #: the score-card details (``splitscope.records.scorecard``) these records measure

@@ -92,6 +92,27 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            (LAYER,), (NCC_NEAREST,), field="numerator", control=True),
     Metric("phash_rate", "share of query rows passing the pHash/dHash screen rule (radius k)",
            (LAYER,), (HASH_SCREEN,), control=True),
+    Metric("hash_joint_rate", "share of query rows with one reference within radius k in both "
+           "pHash and dHash (joint rule)", (LAYER,), (HASH_JOINT,), control=True),
+    Metric("hash_sum_rate", "share of query rows with one reference whose pHash plus dHash "
+           "distance is at most k (sum rule)", (LAYER,), (HASH_SUM,), control=True),
+    Metric("exact_phash_rate", "share of query rows with a reference of identical pHash "
+           "(distance 0)", (LAYER,), (HASH_EXACT_PHASH,), control=True),
+    Metric("phash_dihedral_rate", "share of query rows passing the pHash/dHash screen rule "
+           "against a reference rotated or flipped (the seven non-trivial symmetries; "
+           "--dihedral)", (LAYER,), (f"{HASH_SCREEN}{DIHEDRAL_SUFFIX}",), control=True),
+    Metric("hash_joint_dihedral_rate", "share of query rows passing the joint hash rule against "
+           "a reference rotated or flipped (the seven non-trivial symmetries; --dihedral)",
+           (LAYER,), (f"{HASH_JOINT}{DIHEDRAL_SUFFIX}",), control=True),
+    Metric("hash_sum_dihedral_rate", "share of query rows passing the sum hash rule against a "
+           "reference rotated or flipped (the seven non-trivial symmetries; --dihedral)",
+           (LAYER,), (f"{HASH_SUM}{DIHEDRAL_SUFFIX}",), control=True),
+    Metric("exact_phash_dihedral_rate", "share of query rows with the pHash of a reference "
+           "rotated or flipped (the seven non-trivial symmetries; --dihedral)",
+           (LAYER,), (f"{HASH_EXACT_PHASH}{DIHEDRAL_SUFFIX}",), control=True),
+    Metric("embedding_rate", "share of query rows whose nearest reference embedding has "
+           "cosine similarity at least the embedding threshold (user-supplied embeddings; "
+           "duplicates --embeddings)", (LAYER,), (EMBEDDING_PREDICATE,), control=True),
 )}
 
 #: the cross-corpus layer's metric
