@@ -40,30 +40,9 @@ NOT_REQUESTED = "not requested (layers= option)"
 #: audit.json without the run's times and the output folder's path
 _normalised = load_benchmark("compare_audits")._normalised
 
-#: known breaks of an invariant, by (test, layer): each test is expected to fail there
-#: (strict), so the mark goes once the layer is mended
-KNOWN = {
-    ("declared", "attribution"): (
-        "'attribution outside anatomy' has no --fail-on metric, role or score-card entry: a "
-        "metric reads records on the audited boundaries (or without one) and this record's "
-        "boundary is 'leaked (...) versus clean rows'; the score card leaves the contrast out "
-        "on purpose (tests/report/test_report_audit.py)"),
-    ("row_order", "groups"): (
-        "group.resplit's conclusion names the parts in the order the rows list them "
-        "(parts['part'].unique() in splitscope.groups.layer._resplit); the assignment and "
-        "its details are the same"),
-    ("row_order", "evaluation"): (
-        "the case bootstrap resamples evaluation rows in manifest order, so a permuted list "
-        "gives other intervals of balanced accuracy, macro AUC and organizer score under the "
-        "same seed"),
-}
-
-
 def _layer_params(test: str) -> list:
-    return [pytest.param(layer, id=layer.name,
-                         marks=[pytest.mark.xfail(strict=True, reason=KNOWN[test, layer.name])]
-                         if (test, layer.name) in KNOWN else [])
-            for layer in registered_layers()]
+    """Every registered layer, named by its name (``test`` names the invariant checked)."""
+    return [pytest.param(layer, id=layer.name) for layer in registered_layers()]
 
 
 # -- the release and its audits -------------------------------------------------------------
@@ -274,13 +253,14 @@ def test_declared_metrics_read_the_layers_records(layer, full):
     with a value in the field it reads (on an audited boundary, or pool-wide; transform
     sensitivity aside) has a value: it reads what it names."""
     from splitscope.core.conditions import evaluate_conditions, parse_condition
+    from splitscope.records.metrics import contrast_on
 
     doc = full.document
     boundaries = [b["name"] for b in doc["boundaries"]]
     written = [r for r in own_records(doc, layer.name)
                if r["status"] == "completed" and "pass_rates" not in (r.get("details") or {})
                and ((r.get("boundary") or {}).get("name") in boundaries
-                    or r.get("boundary") is None)]
+                    or contrast_on(r) in boundaries or r.get("boundary") is None)]
     metrics = [m for m in getattr(layer, "metrics", None) or ()
                if any((r.get("predicate") or {}).get("name") in m.predicates
                       and r.get(m.field) is not None for r in written)]

@@ -22,6 +22,7 @@ from splitscope.evaluation import reading
 from splitscope.evaluation.calibration import summarize_temperature, temperature_transfer
 from splitscope.evaluation.options import EvaluationOptions
 from splitscope.evaluation.predicates import (
+    ATTRIBUTION_METRICS,
     BALANCED_ACCURACY,
     LAYER,
     RESCORING,
@@ -224,9 +225,11 @@ def audit_predictions(
             m = score_view(truth, aligned, view, pred.score_kind)
             unc, b = None, None
             if n_boot:
-                b = bootstrap_metrics(truth.labels[view.rows], aligned[view.rows], n_boot=n_boot,
-                                      seed=seed,
-                                      groups=None if groups is None else groups[view.rows])
+                # resampled in the order of the released paths, so that the interval does not
+                # depend on the order the rows were listed in
+                at = view.rows[np.argsort(truth.paths[view.rows], kind="stable")]
+                b = bootstrap_metrics(truth.labels[at], aligned[at], n_boot=n_boot, seed=seed,
+                                      groups=None if groups is None else groups[at])
                 unc = _u(b, "balanced_accuracy")
             ba = m["balanced_accuracy"]
             status, reason = "completed", None
@@ -420,6 +423,7 @@ class AttributionLayer:
 
     name = "attribution"
     order = 50
+    metrics = tuple(ATTRIBUTION_METRICS.values())  # --fail-on (splitscope.core.conditions)
     verdicts = reading.ATTRIBUTION_VERDICTS
     needs: ClassVar[dict[str, str]] = {"attribution_maps": "no attribution maps and masks given "
                                  "(--attribution-maps, --attribution-masks)"}
@@ -455,6 +459,7 @@ class AttributionLayer:
             exposed_name=f"leaked ({b.name}; {', '.join(preds) or 'no predicate flagged a row'})",
             inputs=context.record_inputs,
             params={"boundary": b.name, "exposed_by": list(DEDUP_PREDICATES)},
+            n_boot=context.options.run.resamples, seed=context.options.run.seed,
             workers=context.options.run.workers)[0]
 
 

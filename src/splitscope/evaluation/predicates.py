@@ -4,6 +4,7 @@ details their records measure."""
 from __future__ import annotations
 
 from splitscope.records import roles
+from splitscope.records.metrics import Metric
 
 #: the layers whose records these predicates name (record ``layer``)
 LAYER, ATTRIBUTION_LAYER = "evaluation", "attribution"
@@ -24,6 +25,12 @@ SCORECARD: dict[str, tuple[str, ...]] = {
     "calibration": (TEMPERATURE_SCALING,),
     "uncertainty": (),
 }
+
+#: the attribution layer's --fail-on metric (a contrast on the query rows of a boundary)
+ATTRIBUTION_METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("attribution_outside_gap", "mean share of attribution mass outside the anatomy mask, "
+           "rows leaked across the boundary minus clean rows", (ATTRIBUTION_LAYER,),
+           (ATTRIBUTION_OUTSIDE,), unit="row"),)}
 
 #: what its records are to the report (``splitscope.records.roles``): the scoreability record
 #: counts entries, it is not a metric to chart

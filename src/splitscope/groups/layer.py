@@ -284,7 +284,8 @@ def _resplit(manifest, bounds, fractions, k, seed, inputs) -> LayerResult:
         uncertainty=Uncertainty(kind="none: a seeded deterministic assignment", level=None),
         scope=f"labelled rows of the audited populations ({len(parts)} of {len(pool)})",
         conclusion=(f"{parts['group'].nunique()} groups assigned to "
-                    f"{', '.join(map(str, parts['part'].unique()))} with no group in two parts; "
+                    f"{', '.join(n for n in names if n in set(parts['part']))} with no group in "
+                    f"two parts; "
                     f"{parts.attrs['ungrouped_rows']} ungrouped rows treated as groups of one"),
         unresolved=("class balance is limited by group sizes: see details.class_balance "
                     "(largest deviation of a class's share from the target: "

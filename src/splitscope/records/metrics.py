@@ -20,6 +20,7 @@ __all__ = [
     "Verdict",
     "above_chance",
     "completed_record",
+    "contrast_on",
     "control_status",
     "done",
     "evaluate",
@@ -37,8 +38,11 @@ class Metric:
 
     A record is read when it is completed (or partial), not a negative control, written by
     one of ``layers`` (the record's ``layer``, a layer's name), and its predicate name is one
-    of ``predicates`` (names from the writing package's ``predicates.py``). ``field`` is the record field read (``estimate`` or ``numerator``); the value
-    is the largest over the audited boundaries (the worst boundary) and, when ``pool_wide``,
+    of ``predicates`` (names from the writing package's ``predicates.py``). ``field`` is the
+    record field read (``estimate`` or ``numerator``); the value is the largest over the
+    audited boundaries (the worst boundary; a contrast of two groups of a boundary's query
+    rows counts for the boundary its predicate's ``params.boundary`` names) and, when
+    ``pool_wide``,
     the records that describe the whole pool (no boundary, e.g. the within-pool probe).
     ``control`` marks a pixel predicate whose reliability a negative control measures: the
     outcome then says whether the records read were calibrated and found reliable.
@@ -113,12 +117,20 @@ def metric_records(metric: Metric, records: Iterable[Mapping[str, Any]],
             and not is_control(r)
             and r.get(metric.field) is not None
             and (boundaries is None or (r.get("boundary") or {}).get("name") in boundaries
+                 or contrast_on(r) in boundaries
                  or (metric.pool_wide and not r.get("boundary"))
                  or (metric.within and _inside(r.get("boundary"), queried)))
             and not (metric.trusted_only
                      and (r.get("details") or {}).get("trusted", True) is False)]
     pool = [r for r in pool if metric.unit is None or r.get("unit") in (None, metric.unit)]
     return _matching(metric, pool)
+
+
+def contrast_on(record: Mapping[str, Any]) -> str | None:
+    """The audited boundary a contrast record was measured on (two groups of that boundary's
+    query rows, e.g. leaked versus clean): its predicate's ``params.boundary``."""
+    params = (record.get("predicate") or {}).get("params") or {}
+    return params.get("boundary") if isinstance(params.get("boundary"), str) else None
 
 
 def _inside(boundary: Mapping[str, Any] | None, queried: set[str]) -> bool:
