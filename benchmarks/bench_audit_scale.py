@@ -382,7 +382,9 @@ def child(n: int, cache: str, workers: int, layers: str = "") -> None:
     instrument(meter)
     with tempfile.TemporaryDirectory(prefix="bench-audit-scale-") as tmp:
         with meter.stage("audit, total") as total:
-            res = audit(listed, out_dir=Path(tmp) / "out", options=AuditOptions.from_flags(workspace=workspace, workers=workers, progress=False, layers=layers.split(",") if layers else None))
+            options = AuditOptions.from_flags(workspace=workspace, workers=workers,
+                                              progress=False, layers=layers or None)
+            res = audit(listed, options, out_dir=Path(tmp) / "out")
         doc = res.document
         lists_mib = sum(f.stat().st_size for f in (Path(tmp) / "out").rglob("*")
                         if f.is_file()) / 2**20

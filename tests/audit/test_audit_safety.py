@@ -42,7 +42,9 @@ def test_out_inside_the_release_is_refused_before_anything_is_created(tmp_path):
 @pytest.mark.slow
 def test_failed_rows_are_listed_by_name_everywhere(tmp_path):
     rel = _release(tmp_path / "rel")
-    res = audit(rel, out_dir=tmp_path / "o", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0))
+    res = audit(rel, out_dir=tmp_path / "o",
+                options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"],
+                                                transforms=0))
     failures = pd.read_csv(res.out_dir / "lists" / "failures.csv")
     assert dict(zip(failures["path"], failures["reason"])) == {
         "test/a/cut.png": "truncated", "test/a/empty.png": "zero_byte"}
@@ -84,8 +86,12 @@ def test_audit_reads_predictions_from_the_sheet_it_is_told(tmp_path):
         pd.DataFrame({"note": ["scores of run 1"]}).to_excel(xl, sheet_name="about", index=False)
         pd.DataFrame({"path": rows, "a": p[:, 0], "z": p[:, 1]}).to_excel(
             xl, sheet_name="scores", index=False)
-    told = audit(rel, predictions=workbook, out_dir=tmp_path / "told", options=AuditOptions.from_flags(workers=1, progress=False, layers=["evaluation"], score_kind="probability", sheet="scores"))
-    untold = audit(rel, predictions=workbook, out_dir=tmp_path / "untold", options=AuditOptions.from_flags(workers=1, progress=False, layers=["evaluation"], score_kind="probability"))
+    told = audit(rel, predictions=workbook, out_dir=tmp_path / "told",
+                 options=AuditOptions.from_flags(workers=1, progress=False, layers=["evaluation"],
+                                                 score_kind="probability", sheet="scores"))
+    untold = audit(rel, predictions=workbook, out_dir=tmp_path / "untold",
+                   options=AuditOptions.from_flags(workers=1, progress=False, layers=["evaluation"],
+                                                   score_kind="probability"))
 
     def scoreability(res):
         return next(r for r in res.document["records"] if r["id"] == "evaluation.scoreability")

@@ -120,7 +120,8 @@ def test_unreadable_rows_carry_their_reason(tmp_path):
     root = _release(tmp_path / "rel")
     (root / "test" / "a" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)
     (root / "test" / "a" / "empty.png").write_bytes(b"")
-    res = audit(root, out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"]))
+    res = audit(root, out_dir=tmp_path / "out",
+                options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"]))
     issues = res.issues.set_index("path")
     assert issues.loc["test/a/empty.png", "failure_reason"] == "zero_byte"
     assert not issues.loc["test/a/broken.png", "readable"]
@@ -169,7 +170,10 @@ def test_the_example_notebook_runs(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_kermany_issue_table(shared_data, tmp_path):
     root = shared_data / "kermany-chest-xray-224"
-    res = audit(root, out_dir=tmp_path / "k", options=AuditOptions.from_flags(workers=2, progress=False, layers=["duplicates", "groups"], group_regex=r"person(?P<group>\d+)_"))
+    res = audit(root, out_dir=tmp_path / "k",
+                options=AuditOptions.from_flags(workers=2, progress=False,
+                                                layers=["duplicates", "groups"],
+                                                group_regex=r"person(?P<group>\d+)_"))
     issues = res.issues
     assert len(issues) == res.document["manifest"]["rows"] == 5840
     assert _agree(res) >= 8

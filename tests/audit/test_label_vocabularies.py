@@ -72,7 +72,9 @@ def test_vocabulary_overlap_rule():
 @pytest.mark.slow
 def test_differently_spelled_corpora_are_not_compared(corpora, tmp_path):
     main_root, ext_root = corpora
-    res = audit(main_root, external=ext_root, out_dir=tmp_path / "a", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "external"]))
+    res = audit(main_root, external=ext_root, out_dir=tmp_path / "a",
+                options=AuditOptions.from_flags(workers=1, progress=False,
+                                                layers=["duplicates", "external"]))
     (rec,) = _conflicts(res)
     assert rec["status"] == "not assessed" and rec["numerator"] is None
     assert "label vocabularies differ" in rec["reason"]
@@ -144,7 +146,9 @@ def test_identical_images_under_two_labels_inside_one_split(tmp_path):
                                                         .read_bytes())
     (root / "test" / "a" / "dup_of_a1.png").write_bytes((root / "test" / "a" / "1.png")
                                                         .read_bytes())
-    res = audit(root, out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0))
+    res = audit(root, out_dir=tmp_path / "out",
+                options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"],
+                                                transforms=0))
     recs = {r["id"]: r for r in res.document["records"]}
     within = recs["identity.label_conflict_within.test--test"]
     assert (within["numerator"], within["denominator"], within["details"]["pairs"]) == (2, 10, 1)
@@ -168,7 +172,10 @@ def test_within_split_copies_and_conflicts_have_gates(tmp_path):
 
     root = _two_class_release(tmp_path / "rel", 300, train=5, test=4)
     (root / "test" / "b" / "again.png").write_bytes((root / "test" / "a" / "0.png").read_bytes())
-    res = audit(root, out_dir=tmp_path / "out", fail_on=["within_split_copy_rate>0.1", "label_conflict_rate>0.5"], options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0))
+    res = audit(root, out_dir=tmp_path / "out",
+                fail_on=["within_split_copy_rate>0.1", "label_conflict_rate>0.5"],
+                options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"],
+                                                transforms=0))
     held = {c["metric"]: (c["value"], c["held"]) for c in res.document["fail_on"]}
     assert held["within_split_copy_rate"] == (pytest.approx(2 / 9), True)
     assert held["label_conflict_rate"] == (pytest.approx(2 / 9), False)
@@ -195,7 +202,9 @@ def test_the_vocabularies_of_a_cross_corpus_boundary_are_compared_once(corpora, 
 
     monkeypatch.setattr(lc, "vocabulary_overlap", counted)
     main_root, ext_root = corpora
-    res = audit(main_root, external=ext_root, out_dir=tmp_path / "once", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "external"]))
+    res = audit(main_root, external=ext_root, out_dir=tmp_path / "once",
+                options=AuditOptions.from_flags(workers=1, progress=False,
+                                                layers=["duplicates", "external"]))
     (rec,) = _conflicts(res)
     assert rec["status"] == "not assessed" and rec["details"]["vocabulary"]["shared"]
     boundaries = {r["boundary"]["name"] for r in res.document["records"]

@@ -74,8 +74,9 @@ def toy_layers():
 def test_a_registered_layer_runs_in_the_audit(tmp_path, toy_layers):
     names = layer_names()
     assert names.index("provenance") < names.index("row_count") < names.index("evaluation")
-    res = audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "row_count", "needs_predictions",
-                                        "after_row_count"], transforms=0))
+    options = AuditOptions.from_flags(workers=1, progress=False, transforms=0, layers=[
+        "duplicates", "row_count", "needs_predictions", "after_row_count"])
+    res = audit(_release(tmp_path / "rel"), options, out_dir=tmp_path / "out")
     doc = json.loads((tmp_path / "out" / "audit.json").read_text())
     layers = {l["layer"]: l for l in doc["layers"]}
     assert [l["layer"] for l in doc["layers"]] == list(names)
@@ -92,7 +93,9 @@ def test_a_registered_layer_runs_in_the_audit(tmp_path, toy_layers):
 
 
 def test_a_layer_whose_dependency_did_not_run_is_not_assessed(tmp_path, toy_layers):
-    audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=False, layers=["after_row_count"], transforms=0))
+    audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out",
+          options=AuditOptions.from_flags(workers=1, progress=False, layers=["after_row_count"],
+                                          transforms=0))
     doc = json.loads((tmp_path / "out" / "audit.json").read_text())
     layers = {l["layer"]: l for l in doc["layers"]}
     assert layers["after_row_count"]["status"] == "not assessed"
@@ -113,7 +116,9 @@ def test_splitscope_audit_is_the_audit_function(tmp_path):
     import splitscope.core.protocol  # importing the package's modules does not rebind it
 
     assert splitscope.audit is audit
-    res = splitscope.audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0))
+    res = splitscope.audit(_release(tmp_path / "rel"), out_dir=tmp_path / "out",
+                           options=AuditOptions.from_flags(workers=1, progress=False,
+                                                           layers=["duplicates"], transforms=0))
     assert res.audit_json.is_file()
 
 

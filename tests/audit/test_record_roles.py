@@ -48,7 +48,9 @@ def _table(html: str, section: str) -> str:
 def test_a_layer_places_its_records_by_declaring_roles(tmp_path, toy):
     release = tiny_release(tmp_path / "release", seed=1, sizes=(("train", 6), ("test", 4)),
                            side=None)
-    result = audit(release, out_dir=tmp_path / "out", options=AuditOptions.from_flags(layers=["large_files"], croissant=True, progress=False))
+    result = audit(release, out_dir=tmp_path / "out",
+                   options=AuditOptions.from_flags(layers=["large_files"], croissant=True,
+                                                   progress=False))
     record = next(r for r in result.document["records"] if r["layer"] == "large_files"
                   and r["status"] == "completed")
     html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")

@@ -62,7 +62,10 @@ def release(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def audited(release, tmp_path_factory):
     out = tmp_path_factory.mktemp("audit") / "out"
-    res = audit(release, out_dir=out, fail_on=["phash_rate>0", "header_probe_ba>0"], options=AuditOptions.from_flags(workers=1, progress=False, max_pairs=1, transforms=0, layers=["duplicates", "groups", "provenance"]))
+    res = audit(release, out_dir=out, fail_on=["phash_rate>0", "header_probe_ba>0"],
+                options=AuditOptions.from_flags(workers=1, progress=False, max_pairs=1,
+                                                transforms=0,
+                                                layers=["duplicates", "groups", "provenance"]))
     return res, json.loads(res.audit_json.read_text()), res.report.read_text()
 
 
@@ -169,7 +172,9 @@ def test_census_marks_a_predicate_the_control_finds_unreliable(release, tmp_path
         for i in range(n):  # one flat gradient for all: every hash collides
             Image.fromarray(np.tile(np.arange(64, dtype=np.uint8) * 4, (64, 1)) + i).save(
                 control / split / "x" / f"{i}.png")
-    res = audit(release, control=control, out_dir=tmp_path / "o", fail_on=["phash_rate>0"], options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0))
+    res = audit(release, control=control, out_dir=tmp_path / "o", fail_on=["phash_rate>0"],
+                options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"],
+                                                transforms=0))
     screen = _records(res.document, "hash_screen")[0]
     assert screen["details"]["control"]["unreliable"]
     html = res.report.read_text()
@@ -200,8 +205,11 @@ def test_header_probe_ba_reads_the_within_pool_probe():
 
 @pytest.mark.slow
 def test_label_map_gives_the_binary_probe_and_gates_it(release, tmp_path):
-    three = audit(release, out_dir=tmp_path / "three", fail_on=["header_probe_ba>0.9"], options=AuditOptions.from_flags(workers=1, progress=False, layers=["provenance"]))
-    two = audit(release, out_dir=tmp_path / "two", fail_on=["header_probe_ba>0.9"], options=AuditOptions.from_flags(workers=1, progress=False, layers=["provenance"], label_map="b=other,c=other"))
+    three = audit(release, out_dir=tmp_path / "three", fail_on=["header_probe_ba>0.9"],
+                  options=AuditOptions.from_flags(workers=1, progress=False, layers=["provenance"]))
+    two = audit(release, out_dir=tmp_path / "two", fail_on=["header_probe_ba>0.9"],
+                options=AuditOptions.from_flags(workers=1, progress=False, layers=["provenance"],
+                                                label_map="b=other,c=other"))
     w3, w2 = (next(r for r in res.document["records"]
                    if r["id"] == "provenance.header_probe.within_pool") for res in (three, two))
     assert w3["estimate"] < 0.9 and three.exit_code == 0
@@ -260,7 +268,9 @@ def test_sweep_axis_starts_at_zero():
 
 
 def test_group_regex_that_matches_nothing_says_so(release, tmp_path):
-    res = audit(release, out_dir=tmp_path / "o", options=AuditOptions.from_flags(workers=1, progress=False, layers=["groups"], group_regex=r"^patient(?P<group>\d+)_"))
+    res = audit(release, out_dir=tmp_path / "o",
+                options=AuditOptions.from_flags(workers=1, progress=False, layers=["groups"],
+                                                group_regex=r"^patient(?P<group>\d+)_"))
     rec = next(r for r in res.document["records"] if r["id"] == "group.overlap")
     assert rec["reason"].startswith("the group regex '^patient(?P<group>\\\\d+)_' matched none "
                                     "of the 101 rows' basename")
@@ -273,7 +283,9 @@ def test_unrecognised_label_column_is_a_warning(release, tmp_path):
     pd.DataFrame({"path": [p.relative_to(release).as_posix() for p in files],
                   "split": [p.relative_to(release).parts[0] for p in files],
                   "finding": [p.parent.name for p in files]}).to_csv(lst, index=False)
-    res = audit(lst, out_dir=tmp_path / "o", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0, list_root=str(release)))
+    res = audit(lst, out_dir=tmp_path / "o",
+                options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"],
+                                                transforms=0, list_root=str(release)))
     assert res.document["summary"]["verdicts"][0].startswith(
         "WARNING: none of the 101 rows has a label")
     assert "WARNING: none of the 101 rows has a label" in res.report.read_text()
@@ -319,7 +331,8 @@ def test_audit_reads_a_list_with_named_columns(release, tmp_path):
 
 
 def test_progress_per_layer_on_request_and_quiet_when_piped(release, tmp_path, capsys):
-    audit(release, out_dir=tmp_path / "o", options=AuditOptions.from_flags(workers=1, progress=True, layers=["groups"]))
+    audit(release, out_dir=tmp_path / "o",
+          options=AuditOptions.from_flags(workers=1, progress=True, layers=["groups"]))
     err = capsys.readouterr().err
     assert re.search(r"layer \d+/\d+ groups: not applicable \(\d+\.\d s\)", err)
     res = CliRunner().invoke(app, ["audit", str(release), "--layers", "groups", "--workers", "1",

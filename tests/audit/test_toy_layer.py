@@ -35,7 +35,8 @@ def test_a_layer_metric_is_unknown_until_the_layer_is_registered():
 
 def test_the_toy_layer_gates_speaks_and_adds_its_issue_column(tmp_path, toy):
     release = _release(tmp_path / "release")
-    result = audit(release, out_dir=tmp_path / "out", fail_on=["large_file_rate>0"], options=AuditOptions.from_flags(layers=["large_files"], progress=False))
+    result = audit(release, out_dir=tmp_path / "out", fail_on=["large_file_rate>0"],
+                   options=AuditOptions.from_flags(layers=["large_files"], progress=False))
     doc = result.document
     record = next(r for r in doc["records"] if r["layer"] == "large_files")
     rows = result.issues
@@ -54,7 +55,8 @@ def test_the_toy_layer_gates_speaks_and_adds_its_issue_column(tmp_path, toy):
 
 
 def test_the_toy_layer_says_nothing_when_it_did_not_run(tmp_path, toy):
-    result = audit(_release(tmp_path / "release"), out_dir=tmp_path / "out", options=AuditOptions.from_flags(layers=["groups"], progress=False))
+    result = audit(_release(tmp_path / "release"), out_dir=tmp_path / "out",
+                   options=AuditOptions.from_flags(layers=["groups"], progress=False))
     assert not any("larger than the median" in v for v in result.document["summary"]["verdicts"])
     assert "large_file" not in result.issues.columns
 

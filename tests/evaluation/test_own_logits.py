@@ -79,14 +79,18 @@ def test_macro_auc_of_the_tools_logits_through_the_audit_is_sklearns_ovr_on_soft
     assert abs(want - raw) > 1e-3  # the fixture separates the two readings
     own = tmp_path / "predictions.parquet"
     write_predictions(_pred_table(paths, logits), own, CLASSES)
-    res = audit(root, predictions=own, out_dir=tmp_path / "own", options=AuditOptions.from_flags(workers=1, progress=False, layers=["evaluation"], score_kind="logit"))
+    res = audit(root, predictions=own, out_dir=tmp_path / "own",
+                options=AuditOptions.from_flags(workers=1, progress=False, layers=["evaluation"],
+                                                score_kind="logit"))
     got, rec = _macro_auc(res)
     assert abs(got - want) <= 1e-12
     assert rec["predicate"]["params"]["scores"] == "softmax of the tool's own logits"
 
     supplied = tmp_path / "supplied.parquet"  # the same numbers without the tool's metadata
     _pred_table(paths, logits).to_parquet(supplied, index=False)
-    res = audit(root, predictions=supplied, out_dir=tmp_path / "supplied", options=AuditOptions.from_flags(workers=1, progress=False, layers=["evaluation"], score_kind="logit"))
+    res = audit(root, predictions=supplied, out_dir=tmp_path / "supplied",
+                options=AuditOptions.from_flags(workers=1, progress=False, layers=["evaluation"],
+                                                score_kind="logit"))
     got, rec = _macro_auc(res)
     assert abs(got - raw) <= 1e-12
     assert rec["predicate"]["params"]["scores"] == "as supplied"

@@ -136,7 +136,8 @@ def test_a_symlinked_out_folder_is_refused(release, tmp_path, capsys):
         assert "symbolic link" in capsys.readouterr().err
         assert list(elsewhere.iterdir()) == []
     with pytest.raises(InputError, match="symbolic link"):
-        audit(release, out_dir=out, options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"]))
+        audit(release, out_dir=out,
+              options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"]))
     assert list(elsewhere.iterdir()) == []
 
 

@@ -266,7 +266,9 @@ def test_croissant_json_cannot_end_a_script(tmp_path):
                      "label": label if i % 2 else "<!--x"})
     pd.DataFrame(rows).to_csv(folder / "list.csv", index=False)
     out = tmp_path / "out"
-    audit(folder / "list.csv", out_dir=out, options=AuditOptions.from_flags(workspace=tmp_path / "ws", workers=1, progress=False, layers=["groups"], croissant=True))
+    audit(folder / "list.csv", out_dir=out,
+          options=AuditOptions.from_flags(workspace=tmp_path / "ws", workers=1, progress=False,
+                                          layers=["groups"], croissant=True))
     text = (out / "croissant.json").read_text(encoding="utf-8")
     assert "</" not in text and "<!--" not in text
     collection = json.loads(text)["rai:dataCollection"]

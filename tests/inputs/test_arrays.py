@@ -88,7 +88,9 @@ def test_npz_deduplicated_split_removes_pixel_identical_copies_within_it(tmp_pat
     images["test"][5] = images["test"][4]  # a copy inside the test split
     images["test"][6] = images["test"][4]
     npz = write_npz(tmp_path / "planted.npz", images, labels)
-    res = splitscope.audit(npz, out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0))
+    res = splitscope.audit(npz, out_dir=tmp_path / "out",
+                           options=AuditOptions.from_flags(workers=1, progress=False,
+                                                           layers=["duplicates"], transforms=0))
     recs = {r["id"]: r for r in res.document["records"]}
     within = recs["identity.within_pixel_copies.test--test"]
     assert (within["numerator"], within["details"]["extra_copies"]) == (3, 2)
@@ -143,7 +145,9 @@ def test_in_memory_arrays_through_the_api(tmp_path):
     assert len(stored) == 2
     again = scan(parts, tmp_path / "ws", workers=1, progress=False)
     assert again.meta["extracted"] == 0
-    out = splitscope.audit(parts, out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=False, transforms=0, layers=["duplicates"]))
+    out = splitscope.audit(parts, out_dir=tmp_path / "out",
+                           options=AuditOptions.from_flags(workers=1, progress=False, transforms=0,
+                                                           layers=["duplicates"]))
     doc = json.loads(out.audit_json.read_text())
     recs = {r["id"]: r for r in doc["records"]}
     assert recs["identity.pixel_xxh128.test--train"]["numerator"] == 1
@@ -208,7 +212,9 @@ def test_mixed_files_and_arrays_on_one_boundary_are_partial_with_the_count(tmp_p
     folder = write_folder(tmp_path / "folder", planted_release(generated_jpegs(24)))
     images, labels = planted_arrays()
     npz = write_npz(tmp_path / "m.npz", images, labels)
-    out = splitscope.audit([folder, npz], out_dir=tmp_path / "out", options=AuditOptions.from_flags(workers=1, progress=False, transforms=0, layers=["duplicates", "provenance"]))
+    out = splitscope.audit([folder, npz], out_dir=tmp_path / "out",
+                           options=AuditOptions.from_flags(workers=1, progress=False, transforms=0,
+                                                           layers=["duplicates", "provenance"]))
     recs = {r["id"]: r for r in json.loads(out.audit_json.read_text())["records"]}
     byte = recs["identity.sha256.test--train"]
     n_files_test = 10

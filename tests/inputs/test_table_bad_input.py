@@ -219,7 +219,10 @@ def test_a_table_of_re_encoded_images_carries_a_warning(tmp_path):
     results = {}
     for kind, rel in (("as released", release), ("re-encoded", reencoded)):
         hub = write_hub(tmp_path / kind.replace(" ", "_"), rel)
-        results[kind] = splitscope.audit(hub, out_dir=tmp_path / f"out_{kind[:2]}", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"], transforms=0))
+        results[kind] = splitscope.audit(hub, out_dir=tmp_path / f"out_{kind[:2]}",
+                                         options=AuditOptions.from_flags(workers=1, progress=False,
+                                                                         layers=["duplicates"],
+                                                                         transforms=0))
     warned = [v for v in results["re-encoded"].document["summary"]["verdicts"]
               if v.startswith("WARNING") and "re-encoded" in v]
     n = sum(len(rows) for rows in release.values())

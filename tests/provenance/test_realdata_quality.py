@@ -21,7 +21,9 @@ def kermany_audit(shared_data, tmp_path_factory):
     from splitscope.core.run import audit
 
     out = tmp_path_factory.mktemp("kermany-quality")
-    res = audit(shared_data / "kermany-chest-xray-224", out_dir=out / "o", options=AuditOptions.from_flags(workers=2, progress=False, layers=["quality"], group_regex=r"person(?P<group>\d+)_"))
+    res = audit(shared_data / "kermany-chest-xray-224", out_dir=out / "o",
+                options=AuditOptions.from_flags(workers=2, progress=False, layers=["quality"],
+                                                group_regex=r"person(?P<group>\d+)_"))
     return res, out
 
 

@@ -152,7 +152,10 @@ def test_writing_it_needs_no_mlcroissant(demo, tmp_path):
 @pytest.mark.slow
 def test_audit_with_croissant_writes_it(demo, tmp_path):
     out = tmp_path / "again"
-    res = audit(demo.parent / "data", out_dir=out, options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "groups"], group_regex=r"^p(?P<group>\d+)_", croissant=True))
+    res = audit(demo.parent / "data", out_dir=out,
+                options=AuditOptions.from_flags(workers=1, progress=False,
+                                                layers=["duplicates", "groups"],
+                                                group_regex=r"^p(?P<group>\d+)_", croissant=True))
     assert (out / CROISSANT_FILE).is_file() and res.document["options"]["run"]["croissant"] is True
     assert 'href="croissant.json"' in res.report.read_text()
     assert out / CROISSANT_FILE in res.files
@@ -180,7 +183,9 @@ def test_a_list_release_names_its_list(demo, tmp_path):
     listed = tmp_path / "index.csv"
     manifest[["path", "split", "label"]].to_csv(listed, index=False)
     out = tmp_path / "listed"
-    audit(listed, out_dir=out, options=AuditOptions.from_flags(workers=1, progress=False, layers=["groups"], croissant=True, list_root=str(demo.parent / "data")))
+    audit(listed, out_dir=out,
+          options=AuditOptions.from_flags(workers=1, progress=False, layers=["groups"],
+                                          croissant=True, list_root=str(demo.parent / "data")))
     record = json.loads((out / CROISSANT_FILE).read_text())
     entry = next(d for d in record["distribution"] if d["@id"].startswith("input:"))
     assert entry["sha256"] == sha256_file(listed) and entry["encodingFormat"] == "text/csv"
@@ -190,7 +195,9 @@ def test_a_list_release_names_its_list(demo, tmp_path):
 
 @pytest.mark.slow
 def test_an_audit_without_it_does_not_link_it(tmp_path, demo):
-    res = audit(demo.parent / "data", out_dir=tmp_path / "plain", options=AuditOptions.from_flags(workers=1, progress=False, layers=["groups"], group_regex=r"^p(?P<group>\d+)_"))
+    res = audit(demo.parent / "data", out_dir=tmp_path / "plain",
+                options=AuditOptions.from_flags(workers=1, progress=False, layers=["groups"],
+                                                group_regex=r"^p(?P<group>\d+)_"))
     assert not (res.out_dir / CROISSANT_FILE).exists()
     assert "croissant.json" not in res.report.read_text()
 
@@ -202,7 +209,11 @@ def test_kermany_release_record(shared_data, tmp_path):
     if not root.is_dir():
         pytest.skip(f"{root} absent")
     out = tmp_path / "k"
-    audit(root, out_dir=out, options=AuditOptions.from_flags(workers=2, progress=False, layers=["duplicates", "groups"], group_regex=r"person(?P<group>\d+)_", transforms=0, croissant=True))
+    audit(root, out_dir=out,
+          options=AuditOptions.from_flags(workers=2, progress=False,
+                                          layers=["duplicates", "groups"],
+                                          group_regex=r"person(?P<group>\d+)_", transforms=0,
+                                          croissant=True))
     record = _check_release(out)
     file_sets = [d for d in record["distribution"] if d["@type"] == "cr:FileSet"]
     assert sum(int(d["description"].split()[0]) for d in file_sets) == 5840

@@ -143,7 +143,9 @@ def test_the_layer_records_the_index_and_finds_what_exact_finds(planted_scan, tm
     _embeddings(planted_scan.manifest).to_parquet(src, index=False)
     recs = {}
     for index in ("exact", "faiss-ivf"):
-        res = audit_duplicates(planted_scan, ["test->train"], SearchOptions(ssim=False, transforms=0), embeddings=src, embedding_index=index)
+        res = audit_duplicates(planted_scan, ["test->train"],
+                               SearchOptions(ssim=False, transforms=0), embeddings=src,
+                               embedding_index=index)
         recs[index] = next(r for r in res.records if r.predicate["name"] == "embedding_cosine")
     exact, ann = recs["exact"], recs["faiss-ivf"]
     assert exact.predicate["params"]["index"] == "exact"
@@ -152,7 +154,8 @@ def test_the_layer_records_the_index_and_finds_what_exact_finds(planted_scan, tm
     assert (ann.numerator, ann.denominator) == (exact.numerator, exact.denominator) == (
         3, exact.denominator)
     with pytest.raises(InputError, match="unknown embedding index"):
-        audit_duplicates(planted_scan, ["test->train"], SearchOptions(transforms=0), embeddings=src, embedding_index="x")
+        audit_duplicates(planted_scan, ["test->train"], SearchOptions(transforms=0), embeddings=src,
+                         embedding_index="x")
 
 
 @pytest.mark.slow

@@ -48,7 +48,8 @@ MUST_MISS = {
 @pytest.fixture(scope="module")
 def audited(planted_scan, tmp_path_factory):
     out = tmp_path_factory.mktemp("exports")
-    result = audit_duplicates(planted_scan, ["test->train"], SearchOptions(dihedral=True, transforms=0), out_dir=out)
+    result = audit_duplicates(planted_scan, ["test->train"],
+                              SearchOptions(dihedral=True, transforms=0), out_dir=out)
     return result, out
 
 
@@ -143,7 +144,8 @@ def test_negative_control_on_a_clean_boundary(planted_scan):
     clean = m.loc[m["path"].str.contains("clean"), "row"].to_numpy(np.int64)
     train = m.loc[m["split"] == "train", "row"].to_numpy(np.int64)
     control = Boundary(Population("clean", np.sort(clean)), Population("train", np.sort(train)))
-    result = audit_duplicates(planted_scan, ["test->train"], SearchOptions(transforms=0), control=control)
+    result = audit_duplicates(planted_scan, ["test->train"], SearchOptions(transforms=0),
+                              control=control)
     ncc = next(r for r in result.records if r.predicate["name"] == "ncc_nearest")
     assert ncc.details["control"]["rate"] == 0 and ncc.details["control"]["denominator"] == 6
     assert ncc.details["control"]["unreliable"] is False
@@ -235,7 +237,8 @@ def test_the_audits_workers_reach_both_searches_with_the_same_findings(planted_s
     monkeypatch.setattr(near_duplicate, "hash_search",
                         spy("hash", near_duplicate.hash_search))
     monkeypatch.setattr(near_duplicate, "ncc_search", spy("ncc", near_duplicate.ncc_search))
-    one = audit_duplicates(planted_scan, ["test->train"], SearchOptions(dihedral=True, transforms=0), workers=1)
+    one = audit_duplicates(planted_scan, ["test->train"],
+                           SearchOptions(dihedral=True, transforms=0), workers=1)
     assert {name for name, _, _ in seen} == {"hash", "ncc"}
     assert len(seen) > 2  # the dihedral variants search too
     assert all(workers == 1 and blas == 1 for _, workers, blas in seen)

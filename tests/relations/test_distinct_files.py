@@ -44,7 +44,8 @@ def test_distinct_files_equal_every_row(repeated_scan, cap):
     rows = repeated_scan.rows()
     b = resolve_boundaries(repeated_scan.manifest, ["test->train"])[0]
     fast = near_duplicates(rows, repeated_scan.thumbs, b, SearchOptions(max_pairs_per_query=cap))
-    full = near_duplicates_rows(rows, repeated_scan.thumbs, b, SearchOptions(max_pairs_per_query=cap))
+    full = near_duplicates_rows(rows, repeated_scan.thumbs, b,
+                                SearchOptions(max_pairs_per_query=cap))
     assert fast.notes["distinct_files"]["query_files"] < fast.notes["distinct_files"]["query_rows"]
     pd.testing.assert_frame_equal(fast.flags, full.flags)
     pd.testing.assert_frame_equal(fast.pairs, full.pairs)

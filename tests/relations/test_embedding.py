@@ -237,7 +237,9 @@ def emb_audit(planted_scan, tmp_path_factory):
     clean = np.sort(m.loc[m["path"].str.contains("clean"), "row"].to_numpy(np.int64))
     train = np.sort(m.loc[m["split"] == "train", "row"].to_numpy(np.int64))
     control = Boundary(Population("clean", clean), Population("train", train))
-    result = audit_duplicates(planted_scan, ["test->train"], SearchOptions(ssim=False, transforms=0), embeddings=src, control=control, out_dir=tmp / "out")
+    result = audit_duplicates(planted_scan, ["test->train"],
+                              SearchOptions(ssim=False, transforms=0), embeddings=src,
+                              control=control, out_dir=tmp / "out")
     return result, src, tmp / "out"
 
 
@@ -301,7 +303,9 @@ def test_within_boundary_and_npy_source(planted_scan, tmp_path):
     paths = planted_scan.manifest["path"].astype(str)
     matrix = table.reindex(paths).to_numpy()  # manifest order; broken.png: NaN line
     np.save(tmp_path / "emb.npy", matrix)
-    result = audit_duplicates(planted_scan, [("train", "train")], SearchOptions(ssim=False, transforms=0), embeddings=tmp_path / "emb.npy")
+    result = audit_duplicates(planted_scan, [("train", "train")],
+                              SearchOptions(ssim=False, transforms=0),
+                              embeddings=tmp_path / "emb.npy")
     f = result.tables["query_flags"].set_index("path")
     hit = set(f.index[f["embedding_cosine"].fillna(False).astype(bool)])
     assert hit == {"train/B/b10.png", "train/B/b10_copy.png"}  # never a row with itself
@@ -311,12 +315,15 @@ def test_within_boundary_and_npy_source(planted_scan, tmp_path):
 
 def test_no_embeddings_no_record_and_bad_source(planted_scan, tmp_path):
     with pytest.raises(InputError, match="embedding rows"):
-        audit_duplicates(planted_scan, ["test->train"], SearchOptions(transforms=0), embeddings=np.ones((3, 4)))
+        audit_duplicates(planted_scan, ["test->train"], SearchOptions(transforms=0),
+                         embeddings=np.ones((3, 4)))
     with pytest.raises(InputError, match="listed twice"):
         t = embedding_table(planted_scan.manifest)
-        audit_duplicates(planted_scan, ["test->train"], SearchOptions(transforms=0), embeddings=pd.concat([t, t.iloc[:1]]))
+        audit_duplicates(planted_scan, ["test->train"], SearchOptions(transforms=0),
+                         embeddings=pd.concat([t, t.iloc[:1]]))
     with pytest.raises(InputError, match="embedding_tau"):
-        audit_duplicates(planted_scan, ["test->train"], SearchOptions(transforms=0), embeddings=np.ones((3, 4)), embedding_tau=0)
+        audit_duplicates(planted_scan, ["test->train"], SearchOptions(transforms=0),
+                         embeddings=np.ones((3, 4)), embedding_tau=0)
 
 
 @pytest.mark.slow

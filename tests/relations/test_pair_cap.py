@@ -57,8 +57,10 @@ def test_cap_changes_what_is_measured_never_the_counts(smooth):
     rows = smooth.rows()
     b = boundary(smooth.manifest, "test", "train")
     geometry = {"thumb_size": 96, "interpolation": "bicubic", "mode": "exact"}
-    full = near_duplicates(rows, smooth.thumbs, b, SearchOptions(max_pairs_per_query=10 ** 6), geometry=geometry)
-    capped = near_duplicates(rows, smooth.thumbs, b, SearchOptions(max_pairs_per_query=2), geometry=geometry)
+    full = near_duplicates(rows, smooth.thumbs, b, SearchOptions(max_pairs_per_query=10 ** 6),
+                           geometry=geometry)
+    capped = near_duplicates(rows, smooth.thumbs, b, SearchOptions(max_pairs_per_query=2),
+                             geometry=geometry)
     assert full.flags["ncc_nearest"].sum() >= 20  # the homogeneous case: many rows pass τ
     pd.testing.assert_frame_equal(full.flags, capped.flags)  # affected rows and counterparts
     pd.testing.assert_frame_equal(full.sweep, capped.sweep)

@@ -101,7 +101,8 @@ def test_each_built_in_rule_finds_the_copy_inside_a_split(planted, planted_scan,
 @pytest.mark.slow
 def test_the_dihedral_variants_give_the_flags_measured_before(planted, planted_scan):
     rows, b, paths = planted
-    nd = near_duplicates_rows(rows, planted_scan.thumbs, b, SearchOptions(dihedral=True), geometry=GEOMETRY)
+    nd = near_duplicates_rows(rows, planted_scan.thumbs, b, SearchOptions(dihedral=True),
+                              geometry=GEOMETRY)
     with_variant = [p for p in PREDICATES if p.dihedral is not None]
     assert [p.name for p in with_variant] == [*names.HASH_PREDICATES, names.NCC_NEAREST]
     for p in with_variant:

@@ -57,7 +57,8 @@ def test_c3_within_set_byte_groups(shared_data, tmp_path_factory):
 
     root = shared_data / "c3-brain-mri-yes-no"
     s = scan(root, tmp_path_factory.mktemp("c3-ws"), progress=False)
-    result = audit_duplicates(s, None, SearchOptions(transforms=0))  # no split: every row against itself
+    # no split: every row against itself
+    result = audit_duplicates(s, None, SearchOptions(transforms=0))
     groups = result.tables["within_copies"]
     assert len(groups) == 22 and groups["n_rows"].sum() == 47
     assert (groups["label_relation"] == "consistent").all()

@@ -54,7 +54,8 @@ def release(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def full(release, tmp_path_factory):
     out = tmp_path_factory.mktemp("audit") / "out"
-    return audit(release, out_dir=out, fail_on=["byte_identical_rows>=1", "ncc_rate>0.5"], options=AuditOptions.from_flags(workers=1, progress=False))
+    return audit(release, out_dir=out, fail_on=["byte_identical_rows>=1", "ncc_rate>0.5"],
+                 options=AuditOptions.from_flags(workers=1, progress=False))
 
 
 @pytest.mark.slow
@@ -154,7 +155,9 @@ def test_a_failing_layer_is_recorded_and_exits_3(release, tmp_path, monkeypatch)
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(rel, "audit_duplicates", boom)
-    res = audit(release, out_dir=tmp_path / "o", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "evaluation"]))
+    res = audit(release, out_dir=tmp_path / "o",
+                options=AuditOptions.from_flags(workers=1, progress=False,
+                                                layers=["duplicates", "evaluation"]))
     assert res.exit_code == 3
     rec = next(r for r in res.document["records"] if r["layer"] == "duplicates")
     assert rec["status"] == "not assessed" and "RuntimeError: disk on fire" in rec["reason"]
@@ -213,7 +216,10 @@ def test_control_and_external_corpus(release, tmp_path):
     for i in range(4):
         _image(900 + i).save(external / f"e{i}.png")
     shutil.copy(release / "train" / "NORMAL" / "train_2.png", external / "copy.png")
-    res = audit(release, control=control, external=tmp_path / "external", out_dir=tmp_path / "o", fail_on=["containment_rate>0.1"], options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "external"]))
+    res = audit(release, control=control, external=tmp_path / "external", out_dir=tmp_path / "o",
+                fail_on=["containment_rate>0.1"],
+                options=AuditOptions.from_flags(workers=1, progress=False,
+                                                layers=["duplicates", "external"]))
     doc = res.document
     validate(doc)
     ids = [r["id"] for r in doc["records"]]
@@ -246,7 +252,9 @@ def test_release_without_split_is_audited_against_itself(tmp_path):
         for i in range(4):
             _image(700 + 10 * i + len(label)).save(flat / label / f"{i}.png")
     shutil.copy(flat / "yes" / "0.png", flat / "no" / "copy.png")
-    res = audit(flat, out_dir=tmp_path / "o", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "groups"]))
+    res = audit(flat, out_dir=tmp_path / "o",
+                options=AuditOptions.from_flags(workers=1, progress=False,
+                                                layers=["duplicates", "groups"]))
     doc = res.document
     assert [b["name"] for b in doc["boundaries"]] == ["all rows → all rows"]
     byte = next(r for r in doc["records"] if r["id"].startswith("identity.sha256."))
@@ -272,7 +280,10 @@ def test_predictions_evaluation_layer(release, tmp_path, workspace):
     preds.mkdir()
     pd.DataFrame({"path": test["path"], "NORMAL": p, EVIL: 1 - p}).to_csv(
         preds / "model.csv", index=False)
-    res = audit(release, predictions=preds, out_dir=tmp_path / "o", options=AuditOptions.from_flags(score_kind="probability", workspace=workspace, workers=1, progress=False, layers=["duplicates", "evaluation"]))
+    res = audit(release, predictions=preds, out_dir=tmp_path / "o",
+                options=AuditOptions.from_flags(score_kind="probability", workspace=workspace,
+                                                workers=1, progress=False,
+                                                layers=["duplicates", "evaluation"]))
     doc = res.document
     validate(doc)
     layer = next(l for l in doc["layers"] if l["layer"] == "evaluation")
@@ -297,8 +308,12 @@ def test_predictions_evaluation_layer(release, tmp_path, workspace):
 @pytest.mark.slow
 def test_rerun_into_the_same_folder_lists_only_this_run(release, tmp_path, workspace):
     out = tmp_path / "o"
-    first = audit(release, out_dir=out, options=AuditOptions.from_flags(workspace=workspace, workers=1, progress=False, layers=["duplicates"]))
-    second = audit(release, out_dir=out, options=AuditOptions.from_flags(workspace=workspace, workers=1, progress=False, layers=["groups"]))
+    first = audit(release, out_dir=out,
+                  options=AuditOptions.from_flags(workspace=workspace, workers=1, progress=False,
+                                                  layers=["duplicates"]))
+    second = audit(release, out_dir=out,
+                   options=AuditOptions.from_flags(workspace=workspace, workers=1, progress=False,
+                                                   layers=["groups"]))
     lists = {a["path"] for a in second.document["artifacts"]}
     assert lists < {a["path"] for a in first.document["artifacts"]}
     # the first run's other lists are gone: the folder holds this run's files only
@@ -307,8 +322,12 @@ def test_rerun_into_the_same_folder_lists_only_this_run(release, tmp_path, works
     mine = out / "lists" / "mine.csv"  # a file the audit did not write is never removed
     mine.write_text("x\n")
     with pytest.raises(InputError, match="lists/mine.csv"):
-        audit(release, out_dir=out, options=AuditOptions.from_flags(workspace=workspace, workers=1, progress=False, layers=["groups"]))
-    audit(release, out_dir=out, options=AuditOptions.from_flags(workspace=workspace, workers=1, progress=False, layers=["duplicates"], force=True))
+        audit(release, out_dir=out,
+              options=AuditOptions.from_flags(workspace=workspace, workers=1, progress=False,
+                                              layers=["groups"]))
+    audit(release, out_dir=out,
+          options=AuditOptions.from_flags(workspace=workspace, workers=1, progress=False,
+                                          layers=["duplicates"], force=True))
     assert mine.read_text() == "x\n"
 
 
@@ -327,7 +346,10 @@ def test_attribution_layer_compares_leaked_and_clean_test_rows(release, tmp_path
     mask[4:12, 4:12] = 1
     np.savez(tmp_path / "maps.npz", **maps)
     np.savez(tmp_path / "masks.npz", **{p: mask for p in test_paths})
-    res = audit(release, out_dir=tmp_path / "out", attribution_maps=tmp_path / "maps.npz", attribution_masks=tmp_path / "masks.npz", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "attribution"]))
+    res = audit(release, out_dir=tmp_path / "out", attribution_maps=tmp_path / "maps.npz",
+                attribution_masks=tmp_path / "masks.npz",
+                options=AuditOptions.from_flags(workers=1, progress=False,
+                                                layers=["duplicates", "attribution"]))
     doc = json.loads(res.audit_json.read_text())
     validate(doc)
     assert {l["layer"]: l["status"] for l in doc["layers"]}["attribution"] == "completed"
@@ -353,7 +375,8 @@ def test_attribution_layer_compares_leaked_and_clean_test_rows(release, tmp_path
 def test_attribution_maps_need_masks(release, tmp_path):
     np.savez(tmp_path / "maps.npz", x=np.ones((2, 2)))
     with pytest.raises(InputError, match="go together"):
-        audit(release, out_dir=tmp_path / "out", attribution_maps=tmp_path / "maps.npz", options=AuditOptions.from_flags(workers=1, progress=False))
+        audit(release, out_dir=tmp_path / "out", attribution_maps=tmp_path / "maps.npz",
+              options=AuditOptions.from_flags(workers=1, progress=False))
 
 
 @pytest.mark.slow
@@ -363,7 +386,10 @@ def test_attribution_layer_without_leaked_rows_is_not_assessed(tmp_path):
     paths = [str(p.relative_to(root).as_posix()) for p in sorted((root / "test").rglob("*.png"))]
     np.savez(tmp_path / "maps.npz", **{p: np.ones((8, 8)) for p in paths})
     np.savez(tmp_path / "masks.npz", **{p: np.ones((8, 8), np.uint8) for p in paths})
-    res = audit(root, out_dir=tmp_path / "out", attribution_maps=tmp_path / "maps.npz", attribution_masks=tmp_path / "masks.npz", options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates", "attribution"]))
+    res = audit(root, out_dir=tmp_path / "out", attribution_maps=tmp_path / "maps.npz",
+                attribution_masks=tmp_path / "masks.npz",
+                options=AuditOptions.from_flags(workers=1, progress=False,
+                                                layers=["duplicates", "attribution"]))
     layer = {l["layer"]: l for l in res.document["layers"]}["attribution"]
     rec = next(r for r in res.document["records"] if r["layer"] == "attribution")
     assert layer["status"] == rec["status"] == "not assessed"

@@ -13,7 +13,9 @@ from splitscope.records.schema import validate
 @pytest.mark.realdata
 @pytest.mark.slow
 def test_c3_release_without_split(shared_data, tmp_path):
-    res = audit(shared_data / "c3-brain-mri-yes-no", out_dir=tmp_path / "o", options=AuditOptions.from_flags(workspace=tmp_path / "ws", progress=False, layers=["duplicates", "groups"]))
+    res = audit(shared_data / "c3-brain-mri-yes-no", out_dir=tmp_path / "o",
+                options=AuditOptions.from_flags(workspace=tmp_path / "ws", progress=False,
+                                                layers=["duplicates", "groups"]))
     doc = res.document
     validate(doc)
     assert res.exit_code == 0

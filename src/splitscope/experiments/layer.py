@@ -68,8 +68,8 @@ def contrasts_for(runs: pd.DataFrame) -> list[str]:
 
 
 @blas_within_workers
-def audit_experiment(folder: Path, inputs=None, n_boot: int = RunOptions.resamples, seed: int = RunOptions.seed,
-                     workers: int | None = None) -> LayerResult:
+def audit_experiment(folder: Path, inputs=None, n_boot: int = RunOptions.resamples,
+                     seed: int = RunOptions.seed, workers: int | None = None) -> LayerResult:
     """Records of the experiment in ``folder`` (see the module docstring); the bootstrap's
     matrix products run on at most ``workers`` BLAS/OpenMP threads (default: the pools as
     they are)."""

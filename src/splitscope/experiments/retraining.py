@@ -157,7 +157,8 @@ def flagged_from_scan(scan, removal, view, *, workers: int | None = None
     if cached.exists():
         flags, reused = pd.read_parquet(cached), True
     else:
-        res = audit_duplicates(scan, ["train->test", "test->train"], SearchOptions(ssim=False, transforms=0), workers=workers)
+        res = audit_duplicates(scan, ["train->test", "test->train"],
+                               SearchOptions(ssim=False, transforms=0), workers=workers)
         flags, reused = res.tables["query_flags"], False
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(".tmp")
@@ -742,7 +743,8 @@ def prepare_external(external, base, classes: list[str], ws: Path, out: Path,
         if label_map is not None:  # labels compared with the training classes
             sc.manifest = apply_label_map(sc.manifest, label_map, strict=False)
     folder = out / "external"
-    found, _, boundary = audit_external(base, ext_base, external, folder / "containment", SearchOptions(ssim=False, transforms=0), workers=workers)
+    found, _, boundary = audit_external(base, ext_base, external, folder / "containment",
+                                        SearchOptions(ssim=False, transforms=0), workers=workers)
     table = found.tables["external/containment"]
     table = table[table["boundary"].astype(str) == boundary.name]
     offset = len(base.manifest)  # the combined scan numbers the external rows after these

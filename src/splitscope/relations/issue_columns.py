@@ -4,7 +4,8 @@ its own tables (nothing is measured again):
 - ``query_flags``: one boolean column per predicate (``sha256``, ``ncc_nearest``,
   ``hash_screen``, …), the scores the near-duplicate predicates declare
   (:func:`splitscope.relations.near_predicates.score_columns`: ``ncc_best_rho``,
-  ``d_p_min``, …) and ``ncc_nearest_counterpart``; ``queried_on`` names the boundaries the row was a query row of.
+  ``d_p_min``, …) and ``ncc_nearest_counterpart``; ``queried_on`` names the boundaries the
+  row was a query row of.
   A row that is a query row of several boundaries has a flag when any boundary flags it, the
   largest ρ and the smallest distances. ``<NA>`` means not assessed, not "no": a row that is
   no query row of any boundary (a training row), a row whose bytes could not be read (every
