@@ -9,6 +9,7 @@ for several entries, a re-scoring summary (ranks, Spearman correlations).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -33,7 +34,7 @@ from splitscope.evaluation.predicates import (
     THRESHOLD_TRANSFER,
 )
 from splitscope.evaluation.predictions import Predictions, Truth, read_truth
-from splitscope.evaluation.rescore import load_entries, rescore
+from splitscope.evaluation.rescore import RescoreResult, load_entries, rescore
 from splitscope.evaluation.thresholds import threshold_transfer_multiclass
 from splitscope.evaluation.uncertainty import bootstrap_metrics
 from splitscope.evaluation.views import (
@@ -137,8 +138,8 @@ def audit_predictions(
     query : str or None
         Selector of the manifest rows the predictions are scored against. ``"auto"`` (default)
         takes the split(s) holding the entries' paths (path keys of ``path_mode``) and
-        records that choice in the scoreability record; ``None`` takes every labelled row. The task's
-        classes are always every label of the manifest.
+        records that choice in the scoreability record; ``None`` takes every labelled row.
+        The task's classes are always every label of the manifest.
     predictions : path, Predictions or list
         One prediction file, a folder of them (one entry each), or :class:`Predictions`.
     views : list of View, of spec strings or of functions of the truth, optional
@@ -171,197 +172,330 @@ def audit_predictions(
         Records (layer ``evaluation``) and tables ``evaluation_views`` (row-keyed view
         membership), ``evaluation_verdicts``, ``evaluation_scores``, ``evaluation_ranks``.
     """
-    unreadable: list = []
-    preds = load_entries(predictions, score_kind=score_kind, unreadable=unreadable, read=read) \
-        if not isinstance(predictions, Predictions) else [predictions]
-    query_note = None
-    if query == "auto":
-        query, query_note = _auto_query(manifest_or_truth, preds, path_mode)
-    truth = _truth_from(manifest_or_truth, classes, query)
-    view_list = [official_view(truth)]
-    for v in views or []:
-        view_list.append(v if isinstance(v, View) else v(truth) if callable(v)
-                         else parse_view(truth, v, path_mode=path_mode))
+    preds, unreadable = _read_entries(predictions, score_kind, read)
+    truth, query_note = _read_truth(manifest_or_truth, preds, classes, query, path_mode)
+    view_list = _views(truth, views, path_mode)
     res = rescore(preds, truth, view_list, score_kind=score_kind, path_mode=path_mode,
                   reported=reported, final=final, exclude=exclude, unreadable=unreadable)
+    inputs = _fingerprints(manifest_or_truth, preds)
+    records = [_scoreability_record(res.verdicts, truth, path_mode, query_note, inputs)]
+    aligned = {pred.name: (pred, res.aligned[pred.name])
+               for pred in preds if pred.name in res.aligned}
+    records += _metric_records(truth, aligned, view_list, path_mode, n_boot=n_boot, seed=seed,
+                               cluster=cluster)
+    records += _rescoring_records(res)
+    records += _transfer_records(truth, aligned, fit, evaluate)
+    return LayerResult(records, _tables(truth, view_list, res))
+
+
+# ------------------------------------------------------------------ the truth and the entries
+
+
+def _read_entries(predictions, score_kind, read) -> tuple[list[Predictions], list]:
+    """The entries to score, and the verdicts of the files that could not be read (each an
+    unscoreable entry with its reason, never a stop)."""
+    if isinstance(predictions, Predictions):
+        return [predictions], []
+    unreadable: list = []
+    preds = load_entries(predictions, score_kind=score_kind, unreadable=unreadable, read=read)
+    return preds, unreadable
+
+
+def _read_truth(manifest_or_truth, preds, classes, query, path_mode) -> tuple[Truth, str | None]:
+    """The truth the entries are scored against, with a note when its rows were chosen
+    automatically (``query="auto"``: the splits holding the entries' paths)."""
+    note = None
+    if query == "auto":
+        query, note = _auto_query(manifest_or_truth, preds, path_mode)
+    return _truth_from(manifest_or_truth, classes, query), note
+
+
+def _views(truth: Truth, views, path_mode: str) -> list[View]:
+    """The official view first, then those asked for: views, functions of the truth or specs."""
+    out = [official_view(truth)]
+    for v in views or []:
+        out.append(v if isinstance(v, View) else v(truth) if callable(v)
+                   else parse_view(truth, v, path_mode=path_mode))
+    return out
+
+
+def _fingerprints(manifest_or_truth, preds: list[Predictions]) -> list[dict]:
+    """The input files behind the records: a truth file, and every entry's file on disk."""
     inputs = []
     if isinstance(manifest_or_truth, (str, Path)):
         inputs.append(file_fingerprint(manifest_or_truth))
     inputs += [file_fingerprint(p.source) for p in preds if p.source and Path(p.source).exists()]
-    records: list[AuditRecord] = []
-    v = res.verdicts
-    records.append(AuditRecord(
+    return inputs
+
+
+# ----------------------------------------------------------------------------- scoreability
+
+
+def _alignment_rules(path_mode: str) -> list[str]:
+    """The rules an entry must meet to be scored, the alignment rule first."""
+    return ["full-path alignment (backslash → slash only)" if path_mode == "exact"
+            else f"alignment by {path_mode} (opt-in repair)",
+            "every class column by exact name",
+            "no missing or non-numeric values",
+            "no duplicate paths"]
+
+
+def _scoreability_record(v: pd.DataFrame, truth: Truth, path_mode: str,
+                         query_note: str | None, inputs: list[dict]) -> AuditRecord:
+    """How many entries can be scored; the others are listed with every reason and are not
+    repaired."""
+    n_ok = int(v["scoreable"].sum())
+    return AuditRecord(
         id="evaluation.scoreability", layer=LAYER,
         title="Scoreability of prediction files against the truth list",
         predicate={"name": SCOREABILITY, "params": {
-            "path_mode": path_mode, "rules": ["full-path alignment (backslash → slash only)"
-                                              if path_mode == "exact" else
-                                              f"alignment by {path_mode} (opt-in repair)",
-                                              "every class column by exact name",
-                                              "no missing or non-numeric values",
-                                              "no duplicate paths"]}},
-        unit="prediction file (entry)", numerator=int(v["scoreable"].sum()),
-        denominator=len(v),
+            "path_mode": path_mode, "rules": _alignment_rules(path_mode)}},
+        unit="prediction file (entry)", numerator=n_ok, denominator=len(v),
         scope=(f"{len(v)} entries against {truth.origin} ({len(truth):,} rows"
                + (f"; {query_note}" if query_note else "") + ")"),
-        conclusion=(f"{int(v['scoreable'].sum())} of {len(v)} entries are scoreable"
+        conclusion=(f"{n_ok} of {len(v)} entries are scoreable"
                     + ("" if v["scoreable"].all() else "; the others are reported with every "
                        "reason and not repaired")),
         inputs=inputs,
         details={"verdicts": [{"entry": r.entry, "scoreable": bool(r.scoreable),
                                "reasons": r.reasons, "notes": r.notes}
-                              for r in v.itertuples()]}))
+                              for r in v.itertuples()]})
 
-    aligned_by_entry = {pred.name: (pred, res.aligned[pred.name])
-                        for pred in preds if pred.name in res.aligned}
 
+# ---------------------------------------------------------------- metrics per view, intervals
+
+#: the metrics of a view that its record lists in ``details`` besides balanced accuracy
+_DETAIL_METRICS = (
+    "accuracy", "balanced_accuracy_present", "macro_auc", "macro_auc_skipped",
+    "organizer_score", "macro_f1", "macro_sensitivity", "macro_specificity",
+    "macro_auprc", "ece", "brier", "brier_reliability", "brier_resolution",
+    "brier_uncertainty", "nll", "probability_reason",
+    "equal_source_accuracy", "equal_source_balanced_accuracy_present",
+    "equal_source_macro_auc", "equal_source_organizer_score_present")
+
+
+def _metric_records(truth: Truth, aligned: dict, view_list: list[View], path_mode: str, *,
+                    n_boot: int, seed: int, cluster: bool) -> list[AuditRecord]:
+    """One record per scoreable entry and non-empty view, entry by entry."""
     groups = truth.group if cluster else None
     if cluster and groups is None:
         raise InputError("cluster bootstrap asked for, but the truth has no group column")
-    for name, (pred, aligned) in aligned_by_entry.items():
-        for view in view_list:
-            if view.n == 0:
-                continue
-            m = score_view(truth, aligned, view, pred.score_kind)
-            unc, b = None, None
-            if n_boot:
-                # resampled in the order of the released paths, so that the interval does not
-                # depend on the order the rows were listed in
-                at = view.rows[np.argsort(truth.paths[view.rows], kind="stable")]
-                b = bootstrap_metrics(truth.labels[at], aligned[at], n_boot=n_boot, seed=seed,
-                                      groups=None if groups is None else groups[at])
-                unc = _u(b, "balanced_accuracy")
-            ba = m["balanced_accuracy"]
-            status, reason = "completed", None
-            if not np.isfinite(ba):
-                status, reason = "partial", m["balanced_accuracy_reason"]
-            detail = {k: m.get(k) for k in (
-                "accuracy", "balanced_accuracy_present", "macro_auc", "macro_auc_skipped",
-                "organizer_score", "macro_f1", "macro_sensitivity", "macro_specificity",
-                "macro_auprc", "ece", "brier", "brier_reliability", "brier_resolution",
-                "brier_uncertainty", "nll", "probability_reason",
-                "equal_source_accuracy", "equal_source_balanced_accuracy_present",
-                "equal_source_macro_auc", "equal_source_organizer_score_present")}
-            probs, _ = M.to_probabilities(aligned[view.rows], pred.score_kind)
-            if probs is not None:  # the reliability diagram's data, on the ECE's bins
-                detail["reliability"] = M.reliability_bins(truth.labels[view.rows], probs)
-            if b is not None:
-                detail["intervals"] = {k: b[k] for k in ("macro_auc", "organizer_score")}
-                detail["interval_kind"] = b["kind"]
-            records.append(AuditRecord(
-                id=f"evaluation.metrics.{name}.{view.name}", layer=LAYER,
-                title=f"{name}: balanced accuracy on the {view.name} view",
-                boundary=_boundary(view, truth),
-                predicate={"name": BALANCED_ACCURACY, "params": {
-                    "required_classes": truth.classes, "argmax": "first maximum",
-                    "score_kind": pred.score_kind, "path_mode": path_mode,
-                    "scores": ("softmax of the tool's own logits" if pred.own_logits
-                               else "as supplied"),
-                    "view": view.to_dict()}},
-                unit="evaluation row", denominator=view.n, class_support=m["class_support"],
-                estimate=ba if np.isfinite(ba) else None, uncertainty=unc,
-                scope=f"{view.n} rows of view {view.name}",
-                conclusion=(f"BA {ba:.4f}, macro AUC {m['macro_auc']:.4f}, organizer score "
-                            f"{m['organizer_score']:.4f}" if np.isfinite(ba) else None),
-                status=status, reason=reason, details=detail))
-
-    if len(res.scores["entry"].unique()) > 1:
-        sp = res.spearman
-        off_rho = sp.set_index("view")["rho_official"].to_dict()
-        est = (float(sp["rho_final"].iloc[0]) if "rho_final" in sp.columns and len(sp)
-               else None)
-        records.append(AuditRecord(
-            id="evaluation.rescoring", layer=LAYER,
-            title="Re-scoring of entries on evaluation views: ranks and rank correlations",
-            predicate={"name": RESCORING, "params": res.params},
-            unit="entry", denominator=int(res.scores["entry"].nunique()),
-            estimate=est if est is not None and np.isfinite(est) else None,
-            scope="scoreable, not excluded entries",
-            conclusion=("Spearman ρ of each view's ranking with the official view: "
-                        + ", ".join(f"{k} {val:.3f}" for k, val in off_rho.items()
-                                    if np.isfinite(val))
-                        if any(np.isfinite(val) for val in off_rho.values()) else
-                        "fewer than 3 scored entries: ranks only, no rank correlation"),
-            details={"spearman": sp.to_dict(orient="records"),
-                     "max_abs_rank_change": int(res.ranks["rank_change"].abs().max())
-                     if len(res.ranks) else 0}))
-
-    records += _transfer_records(truth, aligned_by_entry, fit, evaluate)
-    membership = truth.frame()
-    for view in view_list:
-        membership[f"in_{view.name}"] = view.mask
-    tables = {"evaluation_views": membership, "evaluation_verdicts": res.verdicts,
-              "evaluation_scores": res.scores, "evaluation_ranks": res.ranks}
-    return LayerResult(records, tables)
+    return [_view_metrics(truth, name, pred, scores, view, path_mode, n_boot=n_boot,
+                          seed=seed, groups=groups)
+            for name, (pred, scores) in aligned.items() for view in view_list if view.n]
 
 
-def _transfer_records(truth: Truth, aligned_by_entry: dict, fit: str | None,
-                      evaluate: str | None) -> list[AuditRecord]:
+def _bootstrap(truth: Truth, scores: np.ndarray, view: View, *, n_boot: int, seed: int,
+               groups) -> dict:
+    """Bootstrap intervals of the view's metrics (over cases, or over ``groups``), resampled
+    in the order of the released paths so that they do not depend on the order the rows
+    were listed in."""
+    at = view.rows[np.argsort(truth.paths[view.rows], kind="stable")]
+    return bootstrap_metrics(truth.labels[at], scores[at], n_boot=n_boot, seed=seed,
+                             groups=None if groups is None else groups[at])
+
+
+def _metric_details(m: dict, truth: Truth, scores: np.ndarray, view: View, score_kind: str,
+                    b: dict | None) -> dict:
+    """The view's other metrics, the reliability diagram's data (on the ECE's bins) where the
+    scores are probabilities, and the intervals of macro AUC and the organizer score."""
+    detail = {k: m.get(k) for k in _DETAIL_METRICS}
+    probs, _ = M.to_probabilities(scores[view.rows], score_kind)
+    if probs is not None:
+        detail["reliability"] = M.reliability_bins(truth.labels[view.rows], probs)
+    if b is not None:
+        detail["intervals"] = {k: b[k] for k in ("macro_auc", "organizer_score")}
+        detail["interval_kind"] = b["kind"]
+    return detail
+
+
+def _view_metrics(truth: Truth, name: str, pred: Predictions, scores: np.ndarray, view: View,
+                  path_mode: str, *, n_boot: int, seed: int, groups) -> AuditRecord:
+    """An entry's balanced accuracy on one view with its interval (``partial`` when it is
+    undefined there, with the reason)."""
+    m = score_view(truth, scores, view, pred.score_kind)
+    b = _bootstrap(truth, scores, view, n_boot=n_boot, seed=seed, groups=groups) \
+        if n_boot else None
+    ba = m["balanced_accuracy"]
+    defined = np.isfinite(ba)
+    return AuditRecord(
+        id=f"evaluation.metrics.{name}.{view.name}", layer=LAYER,
+        title=f"{name}: balanced accuracy on the {view.name} view",
+        boundary=_boundary(view, truth),
+        predicate={"name": BALANCED_ACCURACY, "params": {
+            "required_classes": truth.classes, "argmax": "first maximum",
+            "score_kind": pred.score_kind, "path_mode": path_mode,
+            "scores": ("softmax of the tool's own logits" if pred.own_logits
+                       else "as supplied"),
+            "view": view.to_dict()}},
+        unit="evaluation row", denominator=view.n, class_support=m["class_support"],
+        estimate=ba if defined else None,
+        uncertainty=None if b is None else _u(b, "balanced_accuracy"),
+        scope=f"{view.n} rows of view {view.name}",
+        conclusion=(f"BA {ba:.4f}, macro AUC {m['macro_auc']:.4f}, organizer score "
+                    f"{m['organizer_score']:.4f}" if defined else None),
+        status="completed" if defined else "partial",
+        reason=None if defined else m["balanced_accuracy_reason"],
+        details=_metric_details(m, truth, scores, view, pred.score_kind, b))
+
+
+# -------------------------------------------------------------------- the re-scoring summary
+
+
+def _rescoring_records(res: RescoreResult) -> list[AuditRecord]:
+    """With several entries: how their ranks move between views (Spearman ρ of each view's
+    ranking with the official one, and with the final ranking when one was given)."""
+    if len(res.scores["entry"].unique()) <= 1:
+        return []
+    sp = res.spearman
+    off_rho = sp.set_index("view")["rho_official"].to_dict()
+    est = float(sp["rho_final"].iloc[0]) if "rho_final" in sp.columns and len(sp) else None
+    return [AuditRecord(
+        id="evaluation.rescoring", layer=LAYER,
+        title="Re-scoring of entries on evaluation views: ranks and rank correlations",
+        predicate={"name": RESCORING, "params": res.params},
+        unit="entry", denominator=int(res.scores["entry"].nunique()),
+        estimate=est if est is not None and np.isfinite(est) else None,
+        scope="scoreable, not excluded entries",
+        conclusion=("Spearman ρ of each view's ranking with the official view: "
+                    + ", ".join(f"{k} {val:.3f}" for k, val in off_rho.items()
+                                if np.isfinite(val))
+                    if any(np.isfinite(val) for val in off_rho.values()) else
+                    "fewer than 3 scored entries: ranks only, no rank correlation"),
+        details={"spearman": sp.to_dict(orient="records"),
+                 "max_abs_rank_change": int(res.ranks["rank_change"].abs().max())
+                 if len(res.ranks) else 0})]
+
+
+# ------------------------------------------------------- threshold transfer and calibration
+
+
+@dataclass(frozen=True)
+class _Populations:
+    """The population thresholds and temperature are fitted on and the one they are
+    evaluated on: their selectors and their masks over the truth's rows."""
+
+    fit: str
+    evaluate: str
+    fitted: np.ndarray
+    evaluated: np.ndarray
+
+    def boundary(self) -> dict:
+        return {"name": f"{self.evaluate} ← {self.fit}",
+                "query": {"name": self.evaluate, "rows": int(self.evaluated.sum())},
+                "reference": {"name": self.fit, "rows": int(self.fitted.sum())}}
+
+
+def _populations(truth: Truth, fit: str | None, evaluate: str | None) -> _Populations | None:
+    """The fit and evaluation populations: those selected, else val → test when the truth
+    holds both splits; ``None`` when there are not two."""
     frame = truth.frame()
     if fit is None and evaluate is None:
         splits = set(frame["split"].dropna().astype(str)) if truth.split is not None else set()
         if {"val", "test"} <= splits:
             fit, evaluate = "val", "test"
     if fit is None or evaluate is None:
+        return None
+    fm = np.isin(frame["row"], select(frame, fit).rows)
+    em = np.isin(frame["row"], select(frame, evaluate).rows)
+    if not fm.any() or not em.any():
+        raise InputError(f"fit population {fit!r} or evaluation population {evaluate!r} is "
+                         f"empty in the truth list")
+    return _Populations(fit, evaluate, fm, em)
+
+
+def _transfer_records(truth: Truth, aligned: dict, fit: str | None,
+                      evaluate: str | None) -> list[AuditRecord]:
+    """Per entry, the threshold transfer gap; then the temperature-scaling summary over the
+    entries with probabilities or logits. Both "not assessed" without two populations."""
+    pop = _populations(truth, fit, evaluate)
+    if pop is None:
         reason = ("needs two populations (fit and evaluate selectors, or a truth holding both "
                   "val and test rows)")
         return [AuditRecord(id=f"evaluation.{k}", layer=LAYER, title=t,
                             status="not assessed", reason=reason)
                 for k, t in (("threshold_transfer", "Threshold transfer gap"),
                              ("temperature_scaling", "Temperature scaling transfer"))]
-    fm = np.isin(frame["row"], select(frame, fit).rows)
-    em = np.isin(frame["row"], select(frame, evaluate).rows)
-    if not fm.any() or not em.any():
-        raise InputError(f"fit population {fit!r} or evaluation population {evaluate!r} is "
-                         f"empty in the truth list")
-    boundary = {"name": f"{evaluate} ← {fit}", "query": {"name": evaluate, "rows": int(em.sum())},
-                "reference": {"name": fit, "rows": int(fm.sum())}}
     out, temps = [], []
-    for name, (pred, s) in aligned_by_entry.items():
-        y = truth.labels
-        table = threshold_transfer_multiclass(y[fm], s[fm], y[em], s[em], truth.classes)
-        you = table[table["rule"] == "youden"]
-        gap = float(you["oracle_gap"].mean()) if len(you) else float("nan")
-        out.append(AuditRecord(
-            id=f"evaluation.threshold_transfer.{name}", layer=LAYER,
-            title=f"{name}: threshold fitted on {fit}, evaluated on {evaluate}",
-            boundary=boundary, predicate={"name": THRESHOLD_TRANSFER, "params": {
-                "rules": ["default", "youden", "prevalence", "oracle"],
-                "per_class": "one versus rest"}},
-            unit="class", denominator=len(you),
-            estimate=gap if np.isfinite(gap) else None,
-            scope="mean over classes of the oracle gap of Youden's threshold (balanced accuracy)",
-            conclusion=None if not np.isfinite(gap) else
-            f"Youden thresholds fitted on {fit} lose {gap:.4f} balanced accuracy on "
-            f"{evaluate} against the (invalid) oracle, mean over classes",
-            status="completed" if np.isfinite(gap) else "not assessed",
-            reason=None if np.isfinite(gap) else "no class with positives and negatives in both",
-            details={"table": table.to_dict(orient="records")}))
-        if pred.score_kind in ("probability", "logit"):
-            try:
-                t = temperature_transfer(y[fm], s[fm], y[em], s[em], pred.score_kind)
-            except InputError as exc:
-                t = {"error": str(exc)}
-            if "error" not in t:
-                temps.append({"entry": name, **t})
-    if temps:
-        tt = pd.DataFrame(temps)
-        summ = summarize_temperature(tt)
-        out.append(AuditRecord(
-            id="evaluation.temperature_scaling", layer=LAYER,
-            title=f"Temperature scaling fitted on {fit}, evaluated on {evaluate}",
-            boundary=boundary, predicate={"name": TEMPERATURE_SCALING, "params": {
-                "objective": "NLL", "ece_bins": 15, "ece": "top-label"}},
-            unit="run", numerator=summ["ece_worse"], denominator=summ["runs"],
-            scope="entries with probabilities or logits",
-            conclusion=f"ECE got worse after temperature scaling in {summ['ece_worse']} of "
-                       f"{summ['runs']} runs",
-            details={"runs": tt.to_dict(orient="records"), **summ}))
-    else:
-        out.append(AuditRecord(id="evaluation.temperature_scaling", layer=LAYER,
-                               title="Temperature scaling transfer", status="not assessed",
-                               reason="no entry declared probabilities or logits"))
+    for name, (pred, scores) in aligned.items():
+        out.append(_threshold_record(truth, name, scores, pop))
+        t = _temperature_run(truth, pred, scores, pop)
+        if t is not None:
+            temps.append({"entry": name, **t})
+    out.append(_temperature_record(temps, pop))
     return out
+
+
+def _threshold_record(truth: Truth, name: str, scores: np.ndarray,
+                      pop: _Populations) -> AuditRecord:
+    """What balanced accuracy Youden's per-class thresholds, fitted on one population, lose on
+    the other against the (invalid) oracle, mean over classes."""
+    y, fm, em = truth.labels, pop.fitted, pop.evaluated
+    table = threshold_transfer_multiclass(y[fm], scores[fm], y[em], scores[em], truth.classes)
+    you = table[table["rule"] == "youden"]
+    gap = float(you["oracle_gap"].mean()) if len(you) else float("nan")
+    return AuditRecord(
+        id=f"evaluation.threshold_transfer.{name}", layer=LAYER,
+        title=f"{name}: threshold fitted on {pop.fit}, evaluated on {pop.evaluate}",
+        boundary=pop.boundary(), predicate={"name": THRESHOLD_TRANSFER, "params": {
+            "rules": ["default", "youden", "prevalence", "oracle"],
+            "per_class": "one versus rest"}},
+        unit="class", denominator=len(you),
+        estimate=gap if np.isfinite(gap) else None,
+        scope="mean over classes of the oracle gap of Youden's threshold (balanced accuracy)",
+        conclusion=None if not np.isfinite(gap) else
+        f"Youden thresholds fitted on {pop.fit} lose {gap:.4f} balanced accuracy on "
+        f"{pop.evaluate} against the (invalid) oracle, mean over classes",
+        status="completed" if np.isfinite(gap) else "not assessed",
+        reason=None if np.isfinite(gap) else "no class with positives and negatives in both",
+        details={"table": table.to_dict(orient="records")})
+
+
+def _temperature_run(truth: Truth, pred: Predictions, scores: np.ndarray,
+                     pop: _Populations) -> dict | None:
+    """A temperature fitted on one population and its calibration effect on the other;
+    ``None`` where the scores are neither probabilities nor logits, or the fit fails."""
+    if pred.score_kind not in ("probability", "logit"):
+        return None
+    y, fm, em = truth.labels, pop.fitted, pop.evaluated
+    try:
+        t = temperature_transfer(y[fm], scores[fm], y[em], scores[em], pred.score_kind)
+    except InputError:
+        return None
+    return None if "error" in t else t
+
+
+def _temperature_record(temps: list[dict], pop: _Populations) -> AuditRecord:
+    """In how many runs temperature scaling made the ECE worse on the evaluated population."""
+    if not temps:
+        return AuditRecord(id="evaluation.temperature_scaling", layer=LAYER,
+                           title="Temperature scaling transfer", status="not assessed",
+                           reason="no entry declared probabilities or logits")
+    tt = pd.DataFrame(temps)
+    summ = summarize_temperature(tt)
+    return AuditRecord(
+        id="evaluation.temperature_scaling", layer=LAYER,
+        title=f"Temperature scaling fitted on {pop.fit}, evaluated on {pop.evaluate}",
+        boundary=pop.boundary(), predicate={"name": TEMPERATURE_SCALING, "params": {
+            "objective": "NLL", "ece_bins": 15, "ece": "top-label"}},
+        unit="run", numerator=summ["ece_worse"], denominator=summ["runs"],
+        scope="entries with probabilities or logits",
+        conclusion=f"ECE got worse after temperature scaling in {summ['ece_worse']} of "
+                   f"{summ['runs']} runs",
+        details={"runs": tt.to_dict(orient="records"), **summ})
+
+
+# ------------------------------------------------------------------------------- the tables
+
+
+def _tables(truth: Truth, view_list: list[View],
+            res: RescoreResult) -> dict[str, pd.DataFrame]:
+    """The layer's tables: each truth row's view membership, the verdicts, scores and ranks."""
+    membership = truth.frame()
+    for view in view_list:
+        membership[f"in_{view.name}"] = view.mask
+    return {"evaluation_views": membership, "evaluation_verdicts": res.verdicts,
+            "evaluation_scores": res.scores, "evaluation_ranks": res.ranks}
 
 
 __all__ = ["AttributionLayer", "EvaluationLayer", "audit_predictions"]

@@ -102,143 +102,29 @@ def audit_groups(
     workers : int, optional
         BLAS/OpenMP threads at most while the group resamples are counted (the run's
         ``workers``; default: the pools as they are).
-    """
-    from splitscope.groups.overlap import (
-        frame_gap_summary,
-        frame_gaps,
-        group_overlap,
-        group_resampling_interval,
-    )
 
+    Returns
+    -------
+    LayerResult
+        Records (layer ``groups``): per boundary ``group.overlap[…]`` and
+        ``group.frame_gap[…]``, then ``group.resplit`` and ``group.recovery``; tables
+        ``group_overlap_<boundary>``, ``groups_<boundary>``, ``frame_gaps_<boundary>``,
+        ``resplit``, ``resplit_folds`` and ``group_mapping``.
+    """
     if group_regex:
         from splitscope.manifest import apply_group_regex
 
         manifest = apply_group_regex(manifest, group_regex)
     inputs = release_inputs(manifest)
-    result = LayerResult()
-    key = manifest.attrs.get("group_key", {"kind": "column", "column": "group"})
-    if recovery is not None and apply_recovery:
-        manifest, filled = _apply_recovery(manifest, recovery.mapping)
-        key = {"kind": "recovered where missing", "base": key, "rows_filled": filled,
-               "rules": recovery.summary["rules"]}
+    manifest, key = _group_key(manifest, recovery, apply_recovery)
     has_groups = "group" in manifest.columns and manifest["group"].notna().any()
     bounds = boundaries_or_default(manifest, boundaries)
-    if not has_groups:
-        result.records.append(not_run_record(
-            LAYER, "not applicable", _no_groups_reason(manifest, key), id="group.overlap",
-            title="Shared groups across boundaries", inputs=inputs, predicate=GROUP_OVERLAP))
-    elif not bounds:
-        result.records.append(not_run_record(LAYER, "not applicable", "no boundary: the release has no train/test or train/val split; name one with "
-            "--query/--reference", id="group.overlap", title="Shared groups across boundaries", inputs=inputs,
-            predicate=GROUP_OVERLAP))
+    result = LayerResult()
+    if not has_groups or not bounds:
+        result.records.append(_overlap_not_applicable(manifest, key, has_groups, inputs))
     for b in bounds if has_groups else []:
-        s = slug(b.name)
-        o = group_overlap(manifest, b)
-        sm = o.summary
-        sens = group_resampling_interval(o.rows, n_resamples=n_resamples, seed=seed)
-        n_t, n_q, n_a = sm["traceable_query_rows"], sm["query_rows"], sm["affected_query_rows"]
-        untraceable = n_q - n_t
-        unres = []
-        if unresolved:
-            unres.append(unresolved)
-        if untraceable:
-            unres.append(f"{untraceable} of {n_q} query rows have no group key; whether they "
-                         "share groups with the reference side is unknown")
-        if n_t == 0:
-            result.records.append(AuditRecord(
-                id=f"group.overlap[{s}]", layer=LAYER,
-                title=f"Shared groups across {b.name}", boundary=b.to_dict(),
-                predicate={"name": GROUP_OVERLAP, "params": {"group_key": key}},
-                unit="affected query row", numerator=0, denominator=0,
-                coverage={"traceable": 0, "total": n_q, "share": 0.0},
-                status="not assessed", reason="no query row has a group key",
-                unresolved="; ".join(unres) or None, inputs=inputs))
-            continue
-        support = o.rows[o.rows["traceable"]].groupby(
-            o.rows["label"].fillna("<NA>"))["row"].size().astype(int).to_dict()
-        conclusion = (
-            f"{n_a} of {n_t} traceable query rows ({_pct(sm['rate'])}) belong to a group that "
-            f"also occurs on the reference side ({sm['shared_groups']} shared of "
-            f"{sm['query_groups']} query groups); the rate is conditional on traceability "
-            f"(coverage {n_t}/{n_q} = {_pct(sm['coverage'])}). In the other direction "
-            f"{sm['affected_reference_rows']} of {sm['traceable_reference_rows']} reference rows "
-            "share a group with the query side.")
-        rec = AuditRecord(
-            id=f"group.overlap[{s}]", layer=LAYER, title=f"Shared groups across {b.name}",
-            boundary=b.to_dict(),
-            predicate={"name": GROUP_OVERLAP, "params": {"group_key": key}},
-            unit="affected query row", numerator=n_a, denominator=n_t,
-            coverage={"traceable": n_t, "total": n_q, "share": sm["coverage"]},
-            class_support={str(k): int(v) for k, v in support.items()},
-            estimate=sm["rate"],
-            uncertainty=Uncertainty(
-                kind=(f"group-resampling sensitivity of a census rate: {sens['resamples']} "
-                      f"resamples of the {sens['groups']} traceable query groups with "
-                      "replacement, pooled numerator over pooled denominator; not a sampling "
-                      "interval"),
-                level=0.95, low=sens["low"], high=sens["high"], detail=sens),
-            scope=(f"query rows with a known group ({n_t} of {n_q}); rate conditional on "
-                   "traceability"),
-            conclusion=conclusion,
-            unresolved="; ".join(unres) or "none",
-            status="completed" if untraceable == 0 else "partial",
-            reason=None if untraceable == 0 else
-            f"{untraceable} untraceable query row(s) are outside the rate's denominator",
-            inputs=inputs,
-            outputs=[f"group_overlap_{s}", f"groups_{s}"],
-            details={
-                "summary": sm,
-                "by_label": o.by_label.to_dict(orient="records"),
-                "by_source": o.by_source.to_dict(orient="records"),
-                "shared_groups": o.shared[:200],
-                "shared_groups_listed": min(len(o.shared), 200),
-            },
-        )
-        result.records.append(rec)
-        result.tables[f"group_overlap_{s}"] = o.rows
-        result.tables[f"groups_{s}"] = o.groups
-
-        has_frames = ("frame" in manifest.columns and manifest["frame"].notna().any())
-        if not has_frames:
-            result.records.append(not_run_record(LAYER, "not applicable", "no frame index in the release (a group regex with a (?P<frame>…) group "
-                "provides one)", id=f"group.frame_gap[{s}]", title=f"Frame-index gap across {b.name}", inputs=inputs))
-            continue
-        gaps = frame_gaps(manifest, b)
-        gs = frame_gap_summary(gaps)
-        if gs["rows_with_gap"] == 0:
-            result.records.append(AuditRecord(
-                id=f"group.frame_gap[{s}]", layer=LAYER,
-                title=f"Frame-index gap across {b.name}", boundary=b.to_dict(),
-                predicate={"name": FRAME_GAP, "params": {}},
-                unit="affected query row", numerator=0, denominator=n_a,
-                status="not applicable",
-                reason="no query row has a same-group reference row with a frame index",
-                inputs=inputs))
-            continue
-        result.records.append(AuditRecord(
-            id=f"group.frame_gap[{s}]", layer=LAYER, title=f"Frame-index gap across {b.name}",
-            boundary=b.to_dict(),
-            predicate={"name": FRAME_GAP,
-                       "params": {"distance": "|frame index difference|"}},
-            unit="affected query row", numerator=gs["rows_with_gap"], denominator=n_a,
-            coverage={"traceable": gs["rows_with_gap"], "total": n_q,
-                      "share": gs["rows_with_gap"] / n_q},
-            estimate=gs["median"],
-            uncertainty=Uncertainty(
-                kind="interquartile range of the per-row gaps (spread of a census, not a "
-                     "confidence interval)", level=0.5, low=gs["q1"], high=gs["q3"]),
-            scope=(f"query rows whose group has a reference row with a frame index "
-                   f"({gs['rows_with_gap']} of {n_q})"),
-            conclusion=(f"median gap {gs['median']:g} frames (IQR {gs['q1']:g}–{gs['q3']:g}, "
-                        f"min {gs['min']}, max {gs['max']}) between an affected query row and "
-                        "the nearest reference frame of its group; small gaps mean "
-                        "near-identical neighbouring frames straddle the boundary"),
-            unresolved=("frame indices measure capture order, not visual similarity; see the "
-                        "near-duplicate layer for pixel evidence"),
-            inputs=inputs, outputs=[f"frame_gaps_{s}"],
-            details={"summary": gs}))
-        result.tables[f"frame_gaps_{s}"] = gaps
-
+        result.extend(_across_boundary(manifest, b, key, unresolved, n_resamples=n_resamples,
+                                       seed=seed, inputs=inputs))
     if resplit and has_groups:
         result.extend(_resplit(manifest, bounds, resplit_fractions, k_folds, seed, inputs))
     if recovery is not None:
@@ -246,56 +132,20 @@ def audit_groups(
     return result
 
 
-def _resplit(manifest, bounds, fractions, k, seed, inputs) -> LayerResult:
-    from splitscope.groups.resplit import class_balance, group_disjoint_split, group_kfold
+# ------------------------------------------------------------------ group keys and recovery
 
-    out = LayerResult()
-    if bounds:
-        rows = np.unique(np.concatenate([np.r_[b.query.rows, b.reference.rows] for b in bounds]))
-        pool = manifest[manifest["row"].isin(rows)]
-    else:
-        pool = manifest
-    labelled = pool[pool["label"].notna()] if "label" in pool.columns else pool.iloc[:0]
-    if len(labelled) == 0:
-        out.records.append(not_run_record(LAYER, "not applicable", "no labelled rows to stratify", id="group.resplit", title="Group-disjoint re-split", inputs=inputs))
-        return out
-    try:
-        parts = group_disjoint_split(labelled, fractions, seed=seed)
-        folds = group_kfold(labelled, k, seed=seed)
-    except InputError as exc:
-        out.records.append(not_run_record(LAYER, "not applicable", str(exc), id="group.resplit", title="Group-disjoint re-split", inputs=inputs))
-        return out
-    bal = class_balance(parts, "part")
-    fbal = class_balance(folds, "fold")
-    names = ("train", "val", "test")
-    shares = bal.pivot(index="label", columns="part", values="share_of_class") \
-        .reindex(columns=list(names)).fillna(0.0)
-    spread = (shares - np.asarray(fractions, dtype=float)[None, :]).abs().max(axis=1)
-    out.records.append(AuditRecord(
-        id="group.resplit", layer=LAYER, title="Group-disjoint re-split",
-        predicate={"name": RESPLIT,
-                   "params": {"fractions": list(fractions), "k_folds": k, "seed": seed,
-                              "parts_method": parts.attrs["method"],
-                              "folds_method": folds.attrs["method"]}},
-        unit="row", numerator=len(parts), denominator=len(pool),
-        coverage={"traceable": int(len(parts) - parts.attrs["ungrouped_rows"]),
-                  "total": len(parts), "share": 1 - parts.attrs["ungrouped_rows"] / len(parts)},
-        class_support=parts["label"].value_counts().sort_index().astype(int).to_dict(),
-        uncertainty=Uncertainty(kind="none: a seeded deterministic assignment", level=None),
-        scope=f"labelled rows of the audited populations ({len(parts)} of {len(pool)})",
-        conclusion=(f"{parts['group'].nunique()} groups assigned to "
-                    f"{', '.join(n for n in names if n in set(parts['part']))} with no group in "
-                    f"two parts; "
-                    f"{parts.attrs['ungrouped_rows']} ungrouped rows treated as groups of one"),
-        unresolved=("class balance is limited by group sizes: see details.class_balance "
-                    "(largest deviation of a class's share from the target: "
-                    f"{np.nanmax(spread.to_numpy()) if spread.notna().any() else float('nan'):.3f})"),
-        status="completed", inputs=inputs, outputs=["resplit", "resplit_folds"],
-        details={"class_balance": bal.to_dict(orient="records"),
-                 "fold_balance": fbal.to_dict(orient="records")}))
-    out.tables["resplit"] = parts
-    out.tables["resplit_folds"] = folds
-    return out
+
+def _group_key(manifest: pd.DataFrame, recovery, apply_recovery: bool
+               ) -> tuple[pd.DataFrame, dict]:
+    """The manifest whose groups are measured, and how its group key was made: the release's
+    own, or (with a recovery applied) that key with the recovered groups and frames filled in
+    where a row has none (METHODS §3.4)."""
+    key = manifest.attrs.get("group_key", {"kind": "column", "column": "group"})
+    if recovery is None or not apply_recovery:
+        return manifest, key
+    manifest, filled = _apply_recovery(manifest, recovery.mapping)
+    return manifest, {"kind": "recovered where missing", "base": key, "rows_filled": filled,
+                      "rules": recovery.summary["rules"]}
 
 
 def _apply_recovery(manifest: pd.DataFrame, mapping: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -314,14 +164,255 @@ def _apply_recovery(manifest: pd.DataFrame, mapping: pd.DataFrame) -> tuple[pd.D
     return out, int(missing.sum())
 
 
+def _overlap_not_applicable(manifest: pd.DataFrame, key: dict, has_groups: bool,
+                            inputs: list) -> AuditRecord:
+    """The overlap record when nothing can be measured: no row has a group key, or the
+    release has no boundary."""
+    reason = _no_groups_reason(manifest, key) if not has_groups else (
+        "no boundary: the release has no train/test or train/val split; name one with "
+        "--query/--reference")
+    return not_run_record(LAYER, "not applicable", reason, id="group.overlap",
+                          title="Shared groups across boundaries", inputs=inputs,
+                          predicate=GROUP_OVERLAP)
+
+
+# ---------------------------------------------------------------------- overlap per boundary
+
+
+def _across_boundary(manifest: pd.DataFrame, b: Boundary, key: dict, unresolved: str | None,
+                     *, n_resamples: int, seed: int, inputs: list) -> LayerResult:
+    """One boundary's shared groups and, once some query row has a group key, its frame
+    gaps."""
+    from splitscope.groups.overlap import group_overlap, group_resampling_interval
+
+    s = slug(b.name)
+    o = group_overlap(manifest, b)
+    sens = group_resampling_interval(o.rows, n_resamples=n_resamples, seed=seed)
+    sm = o.summary
+    caveats = _overlap_caveats(unresolved, sm["query_rows"], sm["traceable_query_rows"])
+    out = LayerResult()
+    if sm["traceable_query_rows"] == 0:
+        out.records.append(AuditRecord(
+            id=f"group.overlap[{s}]", layer=LAYER,
+            title=f"Shared groups across {b.name}", boundary=b.to_dict(),
+            predicate={"name": GROUP_OVERLAP, "params": {"group_key": key}},
+            unit="affected query row", numerator=0, denominator=0,
+            coverage={"traceable": 0, "total": sm["query_rows"], "share": 0.0},
+            status="not assessed", reason="no query row has a group key",
+            unresolved="; ".join(caveats) or None, inputs=inputs))
+        return out
+    out.records.append(_overlap_record(b, key, o, sens, caveats, inputs))
+    out.tables[f"group_overlap_{s}"] = o.rows
+    out.tables[f"groups_{s}"] = o.groups
+    return out.extend(_frame_gaps_across(manifest, b, sm, inputs))
+
+
+def _overlap_caveats(unresolved: str | None, n_q: int, n_t: int) -> list[str]:
+    """What the overlap cannot settle: the caller's caveat about the group key, and the query
+    rows without one."""
+    caveats = [unresolved] if unresolved else []
+    if n_q - n_t:
+        caveats.append(f"{n_q - n_t} of {n_q} query rows have no group key; whether they "
+                       "share groups with the reference side is unknown")
+    return caveats
+
+
+def _overlap_conclusion(sm: dict) -> str:
+    """The overlap in words, both ways, with the rate's condition on traceability."""
+    n_t, n_q, n_a = sm["traceable_query_rows"], sm["query_rows"], sm["affected_query_rows"]
+    return (
+        f"{n_a} of {n_t} traceable query rows ({_pct(sm['rate'])}) belong to a group that "
+        f"also occurs on the reference side ({sm['shared_groups']} shared of "
+        f"{sm['query_groups']} query groups); the rate is conditional on traceability "
+        f"(coverage {n_t}/{n_q} = {_pct(sm['coverage'])}). In the other direction "
+        f"{sm['affected_reference_rows']} of {sm['traceable_reference_rows']} reference rows "
+        "share a group with the query side.")
+
+
+def _overlap_record(b: Boundary, key: dict, o, sens: dict, caveats: list[str],
+                    inputs: list) -> AuditRecord:
+    """The share of traceable query rows whose group also occurs on the reference side, with
+    its group-resampling sensitivity (a census rate, so not a sampling interval)."""
+    s, sm = slug(b.name), o.summary
+    n_t, n_q = sm["traceable_query_rows"], sm["query_rows"]
+    untraceable = n_q - n_t
+    support = o.rows[o.rows["traceable"]].groupby(
+        o.rows["label"].fillna("<NA>"))["row"].size().astype(int).to_dict()
+    return AuditRecord(
+        id=f"group.overlap[{s}]", layer=LAYER, title=f"Shared groups across {b.name}",
+        boundary=b.to_dict(),
+        predicate={"name": GROUP_OVERLAP, "params": {"group_key": key}},
+        unit="affected query row", numerator=sm["affected_query_rows"], denominator=n_t,
+        coverage={"traceable": n_t, "total": n_q, "share": sm["coverage"]},
+        class_support={str(k): int(v) for k, v in support.items()},
+        estimate=sm["rate"],
+        uncertainty=Uncertainty(
+            kind=(f"group-resampling sensitivity of a census rate: {sens['resamples']} "
+                  f"resamples of the {sens['groups']} traceable query groups with "
+                  "replacement, pooled numerator over pooled denominator; not a sampling "
+                  "interval"),
+            level=0.95, low=sens["low"], high=sens["high"], detail=sens),
+        scope=(f"query rows with a known group ({n_t} of {n_q}); rate conditional on "
+               "traceability"),
+        conclusion=_overlap_conclusion(sm),
+        unresolved="; ".join(caveats) or "none",
+        status="completed" if untraceable == 0 else "partial",
+        reason=None if untraceable == 0 else
+        f"{untraceable} untraceable query row(s) are outside the rate's denominator",
+        inputs=inputs,
+        outputs=[f"group_overlap_{s}", f"groups_{s}"],
+        details={
+            "summary": sm,
+            "by_label": o.by_label.to_dict(orient="records"),
+            "by_source": o.by_source.to_dict(orient="records"),
+            "shared_groups": o.shared[:200],
+            "shared_groups_listed": min(len(o.shared), 200),
+        })
+
+
+# ------------------------------------------------------------------------------- frame gaps
+
+
+def _frame_gaps_across(manifest: pd.DataFrame, b: Boundary, sm: dict,
+                       inputs: list) -> LayerResult:
+    """How far, in frames, each affected query row is from its group's nearest reference
+    frame; not applicable without frame indices or without a same-group reference frame."""
+    from splitscope.groups.overlap import frame_gap_summary, frame_gaps
+
+    s = slug(b.name)
+    title = f"Frame-index gap across {b.name}"
+    out = LayerResult()
+    if not ("frame" in manifest.columns and manifest["frame"].notna().any()):
+        out.records.append(not_run_record(
+            LAYER, "not applicable", "no frame index in the release (a group regex with a "
+            "(?P<frame>…) group provides one)", id=f"group.frame_gap[{s}]", title=title,
+            inputs=inputs))
+        return out
+    gaps = frame_gaps(manifest, b)
+    gs = frame_gap_summary(gaps)
+    if gs["rows_with_gap"] == 0:
+        out.records.append(AuditRecord(
+            id=f"group.frame_gap[{s}]", layer=LAYER, title=title, boundary=b.to_dict(),
+            predicate={"name": FRAME_GAP, "params": {}},
+            unit="affected query row", numerator=0, denominator=sm["affected_query_rows"],
+            status="not applicable",
+            reason="no query row has a same-group reference row with a frame index",
+            inputs=inputs))
+        return out
+    out.records.append(_frame_gap_record(b, gs, sm, inputs))
+    out.tables[f"frame_gaps_{s}"] = gaps
+    return out
+
+
+def _frame_gap_record(b: Boundary, gs: dict, sm: dict, inputs: list) -> AuditRecord:
+    """The median frame gap with its interquartile range (the spread of a census)."""
+    s, n_q = slug(b.name), sm["query_rows"]
+    return AuditRecord(
+        id=f"group.frame_gap[{s}]", layer=LAYER, title=f"Frame-index gap across {b.name}",
+        boundary=b.to_dict(),
+        predicate={"name": FRAME_GAP,
+                   "params": {"distance": "|frame index difference|"}},
+        unit="affected query row", numerator=gs["rows_with_gap"],
+        denominator=sm["affected_query_rows"],
+        coverage={"traceable": gs["rows_with_gap"], "total": n_q,
+                  "share": gs["rows_with_gap"] / n_q},
+        estimate=gs["median"],
+        uncertainty=Uncertainty(
+            kind="interquartile range of the per-row gaps (spread of a census, not a "
+                 "confidence interval)", level=0.5, low=gs["q1"], high=gs["q3"]),
+        scope=(f"query rows whose group has a reference row with a frame index "
+               f"({gs['rows_with_gap']} of {n_q})"),
+        conclusion=(f"median gap {gs['median']:g} frames (IQR {gs['q1']:g}–{gs['q3']:g}, "
+                    f"min {gs['min']}, max {gs['max']}) between an affected query row and "
+                    "the nearest reference frame of its group; small gaps mean "
+                    "near-identical neighbouring frames straddle the boundary"),
+        unresolved=("frame indices measure capture order, not visual similarity; see the "
+                    "near-duplicate layer for pixel evidence"),
+        inputs=inputs, outputs=[f"frame_gaps_{s}"],
+        details={"summary": gs})
+
+
+# --------------------------------------------------------------------------------- re-split
+
+
+def _resplit(manifest, bounds, fractions, k, seed, inputs) -> LayerResult:
+    """Group-disjoint train/val/test parts and ``k`` folds over the labelled rows of the
+    audited populations; not applicable when no such rows can be split."""
+    from splitscope.groups.resplit import group_disjoint_split, group_kfold
+
+    def not_applicable(reason: str) -> LayerResult:
+        return LayerResult([not_run_record(LAYER, "not applicable", reason, id="group.resplit",
+                                           title="Group-disjoint re-split", inputs=inputs)])
+
+    pool = _audited_rows(manifest, bounds)
+    labelled = pool[pool["label"].notna()] if "label" in pool.columns else pool.iloc[:0]
+    if len(labelled) == 0:
+        return not_applicable("no labelled rows to stratify")
+    try:
+        parts = group_disjoint_split(labelled, fractions, seed=seed)
+        folds = group_kfold(labelled, k, seed=seed)
+    except InputError as exc:
+        return not_applicable(str(exc))
+    return LayerResult([_resplit_record(parts, folds, len(pool), fractions, k, seed, inputs)],
+                       {"resplit": parts, "resplit_folds": folds})
+
+
+def _audited_rows(manifest: pd.DataFrame, bounds) -> pd.DataFrame:
+    """The manifest rows on either side of some boundary (every row without a boundary)."""
+    if not bounds:
+        return manifest
+    rows = np.unique(np.concatenate([np.r_[b.query.rows, b.reference.rows] for b in bounds]))
+    return manifest[manifest["row"].isin(rows)]
+
+
+def _resplit_record(parts: pd.DataFrame, folds: pd.DataFrame, n_pool: int, fractions, k: int,
+                    seed: int, inputs: list) -> AuditRecord:
+    """The re-split's parts and folds with their class balance, and the largest deviation of
+    a class's share of a part from the target fraction (group sizes limit the balance)."""
+    from splitscope.groups.resplit import class_balance
+
+    bal = class_balance(parts, "part")
+    fbal = class_balance(folds, "fold")
+    names = ("train", "val", "test")
+    shares = bal.pivot(index="label", columns="part", values="share_of_class") \
+        .reindex(columns=list(names)).fillna(0.0)
+    spread = (shares - np.asarray(fractions, dtype=float)[None, :]).abs().max(axis=1)
+    worst = np.nanmax(spread.to_numpy()) if spread.notna().any() else float("nan")
+    ungrouped = parts.attrs["ungrouped_rows"]
+    return AuditRecord(
+        id="group.resplit", layer=LAYER, title="Group-disjoint re-split",
+        predicate={"name": RESPLIT,
+                   "params": {"fractions": list(fractions), "k_folds": k, "seed": seed,
+                              "parts_method": parts.attrs["method"],
+                              "folds_method": folds.attrs["method"]}},
+        unit="row", numerator=len(parts), denominator=n_pool,
+        coverage={"traceable": int(len(parts) - ungrouped),
+                  "total": len(parts), "share": 1 - ungrouped / len(parts)},
+        class_support=parts["label"].value_counts().sort_index().astype(int).to_dict(),
+        uncertainty=Uncertainty(kind="none: a seeded deterministic assignment", level=None),
+        scope=f"labelled rows of the audited populations ({len(parts)} of {n_pool})",
+        conclusion=(f"{parts['group'].nunique()} groups assigned to "
+                    f"{', '.join(n for n in names if n in set(parts['part']))} with no group in "
+                    f"two parts; {ungrouped} ungrouped rows treated as groups of one"),
+        unresolved=("class balance is limited by group sizes: see details.class_balance "
+                    f"(largest deviation of a class's share from the target: {worst:.3f})"),
+        status="completed", inputs=inputs, outputs=["resplit", "resplit_folds"],
+        details={"class_balance": bal.to_dict(orient="records"),
+                 "fold_balance": fbal.to_dict(orient="records")})
+
+
+# ---------------------------------------------------------------------- the recovery record
+
+
 def _recovery_record(rec, inputs) -> LayerResult:
+    """How many rows inherit an upstream group, by which rule, and whether the matcher passes
+    its check on classes that cannot occur upstream."""
     sm = rec.summary
     check = sm["matcher_check"]
     out = LayerResult()
     out.records.append(AuditRecord(
         id="group.recovery", layer=LAYER, title="Identity recovery from an upstream corpus",
-        predicate={"name": RECOVERY, "params": {"rules": sm["rules"],
-                                                          "tau": sm["tau"]}},
+        predicate={"name": RECOVERY, "params": {"rules": sm["rules"], "tau": sm["tau"]}},
         unit="row", numerator=sm["matched"], denominator=sm["query_rows"],
         coverage={"traceable": sm["matched"], "total": sm["query_rows"],
                   "share": sm["matched"] / sm["query_rows"] if sm["query_rows"] else None},
@@ -337,8 +428,8 @@ def _recovery_record(rec, inputs) -> LayerResult:
                        else "")),
         unresolved=("no class is known to be absent upstream, so the matcher is unchecked"
                     if check == "not assessed" else
-                    "matches in classes absent upstream: the matcher is too loose" if check == "fail"
-                    else "none"),
+                    "matches in classes absent upstream: the matcher is too loose"
+                    if check == "fail" else "none"),
         status="completed", inputs=inputs, outputs=["group_mapping"],
         details={"summary": sm, "by_class": rec.by_class.to_dict(orient="records")}))
     out.tables["group_mapping"] = rec.mapping
