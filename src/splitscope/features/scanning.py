@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -455,21 +456,75 @@ def scan(
     Safe to interrupt at any point: rerunning reuses every committed batch and gives the same
     result as an uninterrupted run (see :mod:`splitscope.features.workspace`).
     """
-    from splitscope.manifest import apply_group_regex, build_manifest
-    from splitscope.records import software_versions
-
     started = time.perf_counter()
     timings: dict[str, float] = {}
     from splitscope.manifest.build import input_list as as_input_list
 
     input_list = as_input_list(inputs)
     workspace = Path(workspace if workspace is not None else DEFAULT_WORKSPACE).resolve()
-    if params is None:
-        extra = {} if max_file_bytes is None else {"max_file_bytes": max_file_bytes}
-        params = make_params(thumb_size=thumb_size, mode=mode, interpolation=interpolation,
-                             **extra)
+    params = _scan_params(params, thumb_size, mode, interpolation, max_file_bytes)
     if _cold_pool_scan(workspace, params, executor, workers):
         start_fork_server()  # its start and imports overlap the manifest
+    manifest = _build_manifest(input_list, workspace, follow_links=follow_links,
+                               allow_outside_root=allow_outside_root, image_column=image_column,
+                               group_regex=group_regex, label_map=label_map,
+                               list_options=list_options)
+    timings["manifest"] = time.perf_counter() - started
+
+    extractor = extractor or extract.extract_files
+    _check_scan_target(workspace, manifest, input_list, batch_size)
+    # a scan with one worker keeps one thread busy: the writes meant to overlap the
+    # extraction and the assembly (commits, result, manifest, pruning) run in their turn
+    beside = workers is None or int(workers) > 1
+    with workspace_errors(workspace), workspace_lock(workspace):
+        store = FeatureStore(workspace, params.key())
+        repairs = store.repair()
+
+        t = time.perf_counter()
+        found = _look_up(store, manifest, allow_outside_root, allow_urls)
+        timings["lookup"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        executor, committed, extract_seconds = _extract_missing(
+            store, found, params, extractor, executor, workers=workers, batch_size=batch_size,
+            progress=progress, beside=beside)
+        timings["extract"] = time.perf_counter() - t
+        timings["extract_cpu_in_batches"] = extract_seconds
+
+        t = time.perf_counter()
+        result_name, written, checksums, manifest_written = _assemble(
+            store, found, manifest, workspace, params, extractor, committed, beside)
+        timings["assemble"] = time.perf_counter() - t
+        # seconds of its own thread, which ran alongside the assembly
+        manifest_sha, timings["write_manifest"] = manifest_written.result()
+        timings["total"] = time.perf_counter() - started
+
+        meta = _scan_meta(params, found, manifest, executor, result_name=result_name,
+                          checksums=checksums, manifest_sha=manifest_sha, timings=timings,
+                          repairs=repairs, allow_outside_root=allow_outside_root,
+                          allow_urls=allow_urls)
+        return _commit_scan(workspace, store, params, meta, written, beside)
+
+
+def _scan_params(params: Any, thumb_size: int, mode: str, interpolation: str,
+                 max_file_bytes: int | None) -> Any:
+    """The extraction parameters: ``params`` when given whole, else built (and validated) from
+    the scan's keywords, the read cap only when one is set (else ``FeatureParams``'s own)."""
+    if params is not None:
+        return params
+    extra = {} if max_file_bytes is None else {"max_file_bytes": max_file_bytes}
+    return make_params(thumb_size=thumb_size, mode=mode, interpolation=interpolation, **extra)
+
+
+def _build_manifest(input_list: list, workspace: Path, *, follow_links: bool,
+                    allow_outside_root: bool, image_column: str | None,
+                    group_regex: str | None, label_map: Any,
+                    list_options: dict[str, Any]) -> pd.DataFrame:
+    """The scan's manifest: the inputs' rows (in-memory arrays kept in the workspace), with
+    the URLs of a given table marked as listed ones are, the groups of ``group_regex`` and
+    the labels of ``label_map``."""
+    from splitscope.manifest import apply_group_regex, build_manifest
+
     manifest = build_manifest(input_list, follow_links=follow_links,
                               allow_outside_root=allow_outside_root, image_column=image_column,
                               array_store=workspace / "arrays", **list_options)
@@ -482,159 +537,231 @@ def scan(
         from splitscope.manifest.labels import apply_label_map
 
         manifest = apply_label_map(manifest, label_map)
-    timings["manifest"] = time.perf_counter() - started
+    return manifest
 
-    extractor = extractor or extract.extract_files
-    # the default extractor's table is built here, so workers never import pandas
-    worker_extractor = None if extractor is extract.extract_files else extractor
+
+def _check_scan_target(workspace: Path, manifest: pd.DataFrame, input_list: list,
+                       batch_size: int | None) -> None:
+    """Refuse, before anything is written, a workspace that is not a folder or lies inside
+    the dataset, and a batch size below one."""
     if workspace.exists() and not workspace.is_dir():
         raise InputError(f"workspace {workspace} exists and is not a folder")
     _check_not_inside_dataset(workspace, manifest, input_list)
     if batch_size is not None and int(batch_size) < 1:
         raise InputError(f"batch size must be at least 1; got {batch_size}")
 
-    # a scan with one worker keeps one thread busy: the writes meant to overlap the
-    # extraction and the assembly (commits, result, manifest, pruning) run in their turn
-    beside = workers is None or int(workers) > 1
-    with workspace_errors(workspace), workspace_lock(workspace):
-        store = FeatureStore(workspace, params.key())
-        repairs = store.repair()
 
-        t = time.perf_counter()
-        files = sorted(set(manifest.loc[_read_mask(manifest, allow_outside_root, allow_urls),
-                                        "file"]
-                           .dropna().astype(str)))
-        size, mtime = file_signatures(files)
-        entries = store.lookup(files, size, mtime)
-        todo = np.flatnonzero(entries["source"].isna().to_numpy())
-        timings["lookup"] = time.perf_counter() - t
+@dataclass
+class _Lookup:
+    """The files a scan reads, against what the workspace holds for its parameters."""
 
-        t = time.perf_counter()
-        extract_seconds = 0.0
-        committed: dict[str, Any] = {}  # this run's shards, not read back
-        if len(todo):
-            # Files that cannot even be stat'ed (missing, ...) are cheap: they run here, in
-            # large batches; the others go to the executor in batches sized for balance.
-            unstatable = todo[size[todo] < 0]
-            readable = todo[size[todo] >= 0]
-            if len(readable) and executor is None:
-                n_workers = default_workers() if workers is None else int(workers)
-                if n_workers < 1:
-                    raise InputError(f"workers must be at least 1; got {workers}")
-                # no pool start-up for a handful of files
-                executor = make_executor(1 if len(readable) <= 16 else n_workers)
-            n_workers = executor.workers if executor is not None else 1
-            size_b = int(batch_size) if batch_size else _batch_size(len(readable), n_workers)
-            run = f"{time.time_ns():020d}-{os.getpid()}"
-            # (runner, files, batch size, tapered): a given batch size is kept as it is
-            plan = [(SerialExecutor(), unstatable, int(batch_size) if batch_size else 4096, False),
-                    (executor, readable, size_b, not batch_size)]
-            layout = _shard_schema(params)
-            source = entries["source"].to_numpy(dtype=object).copy()
-            row_pos = entries["row_pos"].to_numpy(dtype=np.int64).copy()
-            thumb_pos = entries["thumb_pos"].to_numpy(dtype=np.int64).copy()
-            with _progress_bar(_progress_enabled(progress), len(todo)) as advance, \
-                    ShardCommitter(store, depth=min(8, 2 * max(1, n_workers)),
-                                   beside=beside) as committer:
-                for stage, (runner, subset, step, taper) in enumerate(plan):
-                    if not len(subset):
-                        continue
-                    bounds = _batch_bounds(len(subset), step, n_workers, taper)
-                    batches = {f"{run}-{stage}-{i:06d}": subset[a:b]
-                               for i, (a, b) in enumerate(bounds)}
-                    payloads = ((name, (worker_extractor, [files[i] for i in take], params))
-                                for name, take in batches.items())
-                    with contextlib.closing(runner.map(run_batch, payloads)) as results:
-                        for name, result in results:
-                            take = batches[name]
-                            if isinstance(result, ChunkFailed):  # its worker died twice
-                                result = (extract.failure_batch(
-                                    [files[i] for i in take], params, "worker_crashed",
-                                    "the worker process extracting this file's batch died "
-                                    f"twice ({result.detail}); retried on the next scan"), 0.0)
-                            output, seconds = result
-                            table, thumbs = _shard_table(output, [files[i] for i in take],
-                                                         size[take], mtime[take], name, layout)
-                            committer.submit(name, table, thumbs)
-                            committed[f"shard:{name}"] = table
-                            source[take] = f"shard:{name}"
-                            row_pos[take], thumb_pos[take] = shard_positions(table)
-                            extract_seconds += seconds
-                            advance(len(take))
-            entries["source"] = source
-            entries["row_pos"] = row_pos
-            entries["thumb_pos"] = thumb_pos
-            if entries["source"].isna().any():  # cannot happen: every batch was committed
-                raise RuntimeError("feature cache incomplete after extraction")
-        timings["extract"] = time.perf_counter() - t
-        timings["extract_cpu_in_batches"] = extract_seconds
+    files: list[str]  # unique, sorted
+    size: np.ndarray  # stat signature; negative where the file cannot be stat'ed
+    mtime: np.ndarray
+    entries: pd.DataFrame  # per file, where its features are: source, row_pos, thumb_pos
+    todo: np.ndarray  # positions (in files) of the files with no features yet
 
-        t = time.perf_counter()
-        # the manifest is written (and hashed) in a thread while the result is assembled
-        threads = helper_thread("splitscope-manifest", beside)
-        manifest_path = workspace / "manifest.parquet"
-        manifest_written = threads.submit(_write_manifest, manifest, manifest_path)
-        try:
-            meta = store.meta()
-            current = store.result_dir(meta)
-            result_name = current.name if current is not None else None
-            up_to_date = (
-                current is not None and len(todo) == 0
-                and (entries["source"] == f"result:{result_name}").all()
-                and (entries["row_pos"].to_numpy() == np.arange(len(entries))).all()
-                and meta.get("n_files") == len(files)
-            )
-            written = None  # the result's table as written, when this run wrote it
-            if not up_to_date:
-                result_name, written = store.write_result(
-                    entries, (params.thumb_size, params.thumb_size),
-                    schema=_schema(extractor, params), loaded=committed, beside=beside,
-                )
-                checksums = store.result_records(store.results / result_name)
-            else:  # checked against these records by the repair above
-                checksums = meta["checksums"] if meta.get("checksums") else \
-                    store.result_records(current)
-        finally:
-            threads.shutdown(wait=True)
-        timings["assemble"] = time.perf_counter() - t
 
-        # seconds of its own thread, which ran alongside the assembly
-        manifest_sha, timings["write_manifest"] = manifest_written.result()
-        seconds = time.perf_counter() - started
-        timings["total"] = seconds
+def _look_up(store: FeatureStore, manifest: pd.DataFrame, allow_outside_root: bool,
+             allow_urls: bool) -> _Lookup:
+    """Plan the extraction against the workspace: the unique files the manifest reads, their
+    stat signatures, and which of them the store does not hold with the same signature."""
+    read = _read_mask(manifest, allow_outside_root, allow_urls)
+    files = sorted(set(manifest.loc[read, "file"].dropna().astype(str)))
+    size, mtime = file_signatures(files)
+    entries = store.lookup(files, size, mtime)
+    todo = np.flatnonzero(entries["source"].isna().to_numpy())
+    return _Lookup(files=files, size=size, mtime=mtime, entries=entries, todo=todo)
 
-        has_thumb = entries["thumb_pos"].to_numpy() >= 0
-        new_meta = {
-            "key": params.key(),
-            "params": params.to_dict(),
-            "thumb_size": int(params.thumb_size),
-            "result": result_name,
-            "checksums": checksums,
-            "manifest_sha256": manifest_sha,
-            "n_files": len(files),
-            "n_thumbnails": int(has_thumb.sum()),
-            "extracted": len(todo),
-            "reused": int(len(files) - len(todo)),
-            "seconds": seconds,
-            "timings": timings,
-            "workers": getattr(executor, "workers", None) if len(todo) else 0,
-            "executor": repr(executor) if len(todo) else None,
-            "software": dict(software_versions()),
-            "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "inputs": manifest.attrs.get("inputs", []),
-            "allow_outside_root": bool(allow_outside_root),
-            "allow_urls": bool(allow_urls),
-            "repairs": repairs,
-        }
-        store.commit_meta(new_meta)
-        write_json({"key": params.key(), "params": params.to_dict()}, workspace / "scan.json")
-        # everything the new result holds is now committed twice: the older copies are deleted
-        # while the result is opened (the lock is held until both are done)
-        with helper_thread("splitscope-prune", beside) as bg:
-            pruned = bg.submit(_prune, store, store.result_dir(new_meta))
-            # checked or written just now; a table written now is not read back
-            result = _load_scan(workspace, params, verify=False, written=written)
-            pruned.result()
+
+def _extract_missing(store: FeatureStore, found: _Lookup, params: Any, extractor: Extractor,
+                     executor: Executor | None, *, workers: int | None,
+                     batch_size: int | None, progress: bool | None,
+                     beside: bool) -> tuple[Executor | None, dict[str, Any], float]:
+    """Extract the files of ``found.todo``, committing each batch as a shard as it finishes,
+    and point ``found.entries`` at the shards. Returns the executor (the local one when none
+    was given and a file can be read), this run's shard tables by source (so they are not
+    read back) and the extraction seconds summed over the batches."""
+    todo, size = found.todo, found.size
+    if not len(todo):
+        return executor, {}, 0.0
+    # Files that cannot even be stat'ed (missing, ...) are cheap: they run here, in large
+    # batches; the others go to the executor in batches sized for balance.
+    unstatable = todo[size[todo] < 0]
+    readable = todo[size[todo] >= 0]
+    if len(readable) and executor is None:
+        executor = _local_executor(workers, len(readable))
+    n_workers = executor.workers if executor is not None else 1
+    stages = _extraction_stages(executor, unstatable, readable, batch_size, n_workers)
+    layout = _shard_schema(params)
+    # the default extractor's table is built here, so workers never import pandas
+    worker_extractor = None if extractor is extract.extract_files else extractor
+    source = found.entries["source"].to_numpy(dtype=object).copy()
+    row_pos = found.entries["row_pos"].to_numpy(dtype=np.int64).copy()
+    thumb_pos = found.entries["thumb_pos"].to_numpy(dtype=np.int64).copy()
+    committed: dict[str, Any] = {}  # this run's shards, not read back
+    seconds = 0.0
+    with _progress_bar(_progress_enabled(progress), len(todo)) as advance, \
+            ShardCommitter(store, depth=min(8, 2 * max(1, n_workers)),
+                           beside=beside) as committer:
+        for runner, batches in stages:
+            done = _finished_batches(runner, batches, found, params, worker_extractor, layout)
+            with contextlib.closing(done):
+                for name, take, table, thumbs, spent in done:
+                    committer.submit(name, table, thumbs)
+                    committed[f"shard:{name}"] = table
+                    source[take] = f"shard:{name}"
+                    row_pos[take], thumb_pos[take] = shard_positions(table)
+                    seconds += spent
+                    advance(len(take))
+    found.entries["source"] = source
+    found.entries["row_pos"] = row_pos
+    found.entries["thumb_pos"] = thumb_pos
+    if found.entries["source"].isna().any():  # cannot happen: every batch was committed
+        raise RuntimeError("feature cache incomplete after extraction")
+    return executor, committed, seconds
+
+
+def _local_executor(workers: int | None, n_files: int) -> Executor:
+    """The executor of a scan given none: the local pool of ``workers`` (default all cores),
+    or this process for a handful of files (no pool start-up for them)."""
+    n_workers = default_workers() if workers is None else int(workers)
+    if n_workers < 1:
+        raise InputError(f"workers must be at least 1; got {workers}")
+    return make_executor(1 if n_files <= 16 else n_workers)
+
+
+def _extraction_stages(executor: Executor | None, unstatable: np.ndarray,
+                       readable: np.ndarray, batch_size: int | None,
+                       n_workers: int) -> list[tuple[Executor, dict[str, np.ndarray]]]:
+    """The extraction's stages, each a runner and its batches (file positions) by shard
+    name: the files that cannot be stat'ed, in this process in large batches, then the
+    others on ``executor``, tapered unless ``batch_size`` is given (then kept as it is).
+    A stage with no files is left out; the names tell this run, stage and batch apart."""
+    size_b = int(batch_size) if batch_size else _batch_size(len(readable), n_workers)
+    run = f"{time.time_ns():020d}-{os.getpid()}"
+    # (runner, files, batch size, tapered)
+    plan = [(SerialExecutor(), unstatable, int(batch_size) if batch_size else 4096, False),
+            (executor, readable, size_b, not batch_size)]
+    stages = []
+    for stage, (runner, subset, step, taper) in enumerate(plan):
+        if not len(subset):
+            continue
+        bounds = _batch_bounds(len(subset), step, n_workers, taper)
+        stages.append((runner, {f"{run}-{stage}-{i:06d}": subset[a:b]
+                                for i, (a, b) in enumerate(bounds)}))
+    return stages
+
+
+def _finished_batches(runner: Executor, batches: dict[str, np.ndarray], found: _Lookup,
+                      params: Any, worker_extractor: Extractor | None, layout: Any,
+                      ) -> Iterator[tuple[str, np.ndarray, Any, np.ndarray, float]]:
+    """Run ``batches`` on ``runner``; yield each one's name, file positions, shard table,
+    thumbnails and extraction seconds as it finishes. A batch whose worker died twice
+    becomes failed rows (``worker_crashed``), retried on the next scan."""
+    files = found.files
+    payloads = ((name, (worker_extractor, [files[i] for i in take], params))
+                for name, take in batches.items())
+    with contextlib.closing(runner.map(run_batch, payloads)) as results:
+        for name, result in results:
+            take = batches[name]
+            batch_files = [files[i] for i in take]
+            if isinstance(result, ChunkFailed):  # its worker died twice
+                result = (extract.failure_batch(
+                    batch_files, params, "worker_crashed",
+                    "the worker process extracting this file's batch died "
+                    f"twice ({result.detail}); retried on the next scan"), 0.0)
+            output, seconds = result
+            table, thumbs = _shard_table(output, batch_files, found.size[take],
+                                         found.mtime[take], name, layout)
+            yield name, take, table, thumbs, seconds
+
+
+def _assemble(store: FeatureStore, found: _Lookup, manifest: pd.DataFrame, workspace: Path,
+              params: Any, extractor: Extractor, committed: dict[str, Any],
+              beside: bool) -> tuple[str, pd.DataFrame | None, Any, Future]:
+    """Write the result generation, unless the current one already is this scan's, while the
+    manifest is written (and hashed) in a thread. Returns the result's name, its feature
+    table when written now, its checksums, and the manifest's write (SHA-256, seconds),
+    finished."""
+    threads = helper_thread("splitscope-manifest", beside)
+    manifest_written = threads.submit(_write_manifest, manifest, workspace / "manifest.parquet")
+    try:
+        meta = store.meta()
+        current = store.result_dir(meta)
+        if current is not None and _result_is_current(meta, current.name, found):
+            # checked against these records by the repair before the lookup
+            checksums = meta["checksums"] if meta.get("checksums") else \
+                store.result_records(current)
+            return current.name, None, checksums, manifest_written
+        result_name, written = store.write_result(
+            found.entries, (params.thumb_size, params.thumb_size),
+            schema=_schema(extractor, params), loaded=committed, beside=beside,
+        )
+        checksums = store.result_records(store.results / result_name)
+        return result_name, written, checksums, manifest_written
+    finally:
+        threads.shutdown(wait=True)
+
+
+def _result_is_current(meta: dict[str, Any], result_name: str, found: _Lookup) -> bool:
+    """Whether the store's current result already is this scan's: nothing was extracted and
+    it holds exactly the files looked up, each in its own row, in order."""
+    entries = found.entries
+    return bool(
+        len(found.todo) == 0
+        and (entries["source"] == f"result:{result_name}").all()
+        and (entries["row_pos"].to_numpy() == np.arange(len(entries))).all()
+        and meta.get("n_files") == len(found.files)
+    )
+
+
+def _scan_meta(params: Any, found: _Lookup, manifest: pd.DataFrame, executor: Executor | None,
+               *, result_name: str, checksums: Any, manifest_sha: str,
+               timings: dict[str, float], repairs: Any, allow_outside_root: bool,
+               allow_urls: bool) -> dict[str, Any]:
+    """The store's record of a finished scan (its ``meta.json``): parameters, result and
+    checksums, the manifest's hash, counts, timings, executor, software, inputs, options."""
+    from splitscope.records import software_versions
+
+    extracted = len(found.todo)
+    has_thumb = found.entries["thumb_pos"].to_numpy() >= 0
+    return {
+        "key": params.key(),
+        "params": params.to_dict(),
+        "thumb_size": int(params.thumb_size),
+        "result": result_name,
+        "checksums": checksums,
+        "manifest_sha256": manifest_sha,
+        "n_files": len(found.files),
+        "n_thumbnails": int(has_thumb.sum()),
+        "extracted": extracted,
+        "reused": int(len(found.files) - extracted),
+        "seconds": timings["total"],
+        "timings": timings,
+        "workers": getattr(executor, "workers", None) if extracted else 0,
+        "executor": repr(executor) if extracted else None,
+        "software": dict(software_versions()),
+        "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "inputs": manifest.attrs.get("inputs", []),
+        "allow_outside_root": bool(allow_outside_root),
+        "allow_urls": bool(allow_urls),
+        "repairs": repairs,
+    }
+
+
+def _commit_scan(workspace: Path, store: FeatureStore, params: Any, meta: dict[str, Any],
+                 written: pd.DataFrame | None, beside: bool) -> Scan:
+    """Commit the scan's record (the store's meta, then ``scan.json``, the last scan's
+    parameters) and open its result. Everything that result holds is then committed twice,
+    so the older shards and results are deleted while it is opened, under the caller's lock."""
+    store.commit_meta(meta)
+    write_json({"key": params.key(), "params": params.to_dict()}, workspace / "scan.json")
+    with helper_thread("splitscope-prune", beside) as bg:
+        pruned = bg.submit(_prune, store, store.result_dir(meta))
+        # checked or written just now; a table written now is not read back
+        result = _load_scan(workspace, params, verify=False, written=written)
+        pruned.result()
     return result
 
 
