@@ -11,8 +11,10 @@ from splitscope.cli import main
 
 pytest.importorskip("distributed")
 
-#: what may differ between two runs of one audit: when and how long, the command, where
-TIMING_KEYS = {"started", "finished", "duration_s", "scan_seconds", "seconds", "command"}
+#: what may differ between two runs of one audit: when and how long, the command, where, and
+#: the executor the options name (options.run.engine)
+TIMING_KEYS = {"started", "finished", "duration_s", "scan_seconds", "seconds", "command",
+               "engine"}
 
 
 def _strip(doc, out_dir):
