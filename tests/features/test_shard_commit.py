@@ -132,10 +132,11 @@ def test_commit_writes_what_it_records_and_reads_back(tmp_path):
     assert index["source"].tolist() == ["shard:0001"] * 3
 
 
-def test_commit_thread_commits_in_order_and_raises_a_failure(tmp_path, monkeypatch):
-    store = FeatureStore(tmp_path, "k")
+def _failing_commits(monkeypatch) -> set[str]:
+    """Make the commit of shard 0002 fail with a full disk; returns the names of the threads
+    that committed."""
     original = FeatureStore.commit_shard
-    threads = set()
+    threads: set[str] = set()
 
     def failing(self, name, table, thumbs):
         threads.add(threading.current_thread().name)
@@ -144,6 +145,12 @@ def test_commit_thread_commits_in_order_and_raises_a_failure(tmp_path, monkeypat
         return original(self, name, table, thumbs)
 
     monkeypatch.setattr(FeatureStore, "commit_shard", failing)
+    return threads
+
+
+def test_commit_thread_commits_in_order_and_raises_a_failure(tmp_path, monkeypatch):
+    store = FeatureStore(tmp_path, "k")
+    threads = _failing_commits(monkeypatch)
     table, thumbs = _arrow_batch(["/d/a"], n_ok=1)
     with pytest.raises(OSError, match="No space"), ShardCommitter(store, depth=2) as committer:
         for name in ("0001", "0002", "0003", "0004"):
@@ -199,16 +206,7 @@ def test_one_worker_commits_each_batch_in_its_own_thread_when_submitted(tmp_path
     """A scan with one worker keeps one thread busy: no commit thread, and a failed commit
     still raises from the next submit."""
     store = FeatureStore(tmp_path, "k")
-    original = FeatureStore.commit_shard
-    threads = set()
-
-    def failing(self, name, table, thumbs):
-        threads.add(threading.current_thread().name)
-        if name == "0002":
-            raise OSError(28, "No space left on device")
-        return original(self, name, table, thumbs)
-
-    monkeypatch.setattr(FeatureStore, "commit_shard", failing)
+    threads = _failing_commits(monkeypatch)
     table, thumbs = _arrow_batch(["/d/a"], n_ok=1)
     with pytest.raises(OSError, match="No space"), \
             ShardCommitter(store, depth=2, beside=False) as committer:
