@@ -1,7 +1,7 @@
 """Croissant record of a finished audit: the ``croissant`` verb, and the step ``audit
 --croissant`` runs after writing its folder.
 
-:func:`add_croissant` records the choice in ``audit.json`` (``params.croissant``), renders
+:func:`add_croissant` records the choice in ``audit.json`` (``options.run.croissant``), renders
 ``report.html`` again so that it links the record, writes ``croissant.json``
 (:func:`splitscope.records.croissant.write_croissant`) and lists it in ``artifacts.json``.
 """
