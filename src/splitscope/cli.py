@@ -42,6 +42,7 @@ VERBS = {
     "audit": "splitscope.core.commands",
     "demo": "splitscope.workflows.demo",
     "croissant": "splitscope.core.croissant",
+    "reforms": "splitscope.core.reforms",
     "train": "splitscope.experiments.commands",
     "embed": "splitscope.experiments.commands",
     "explain": "splitscope.experiments.commands",
