@@ -42,6 +42,7 @@ VERBS = {
     "audit": "splitscope.core.commands",
     "demo": "splitscope.workflows.demo",
     "croissant": "splitscope.core.croissant",
+    "card": "splitscope.core.card",
     "reforms": "splitscope.core.reforms",
     "train": "splitscope.experiments.commands",
     "embed": "splitscope.experiments.commands",

@@ -152,8 +152,9 @@ class InputOptions:
 class RunOptions:
     """The run: the seed of every draw, bootstrap and group resamples (METHODS §5.3), the
     layers asked for (``None``: all), workers and where the per-file stage runs, the feature
-    cache, the pairs the gallery shows, progress lines, whether a Croissant record is written,
-    and whether an output folder holding other files may be written into."""
+    cache, the pairs the gallery shows, progress lines, which records of the audit are written
+    beside it (Croissant, dataset card, REFORMS checklist), and whether an output folder
+    holding other files may be written into."""
 
     seed: int = option(0, "Seed of every draw (bootstrap, group resamples, folds, samples).")
     resamples: int = option(2000, "Bootstrap and group resamples of every layer.", minimum=1)
@@ -182,6 +183,14 @@ class RunOptions:
     croissant: bool = option(
         False, "Also write OUT/croissant.json, a Croissant JSON-LD record (with RAI fields) of "
                "the audited release; `splitscope croissant OUT` adds one later.")
+    card: bool = option(
+        False, "Also write OUT/dataset-card.md, a Hugging Face dataset-card section (front "
+               "matter, contamination figures, deduplicated splits, reproduce command); "
+               "`splitscope card OUT` adds one later.")
+    reforms: bool = option(
+        False, "Also write OUT/reforms.json and OUT/reforms.md: each item of the REFORMS "
+               "checklist with what the audit's records say of it; `splitscope reforms OUT` "
+               "adds them later.")
     force: bool = option(
         False, "Write into an --out folder holding files splitscope did not write there (they "
                "are kept; one where the audit writes is still refused).")

@@ -126,3 +126,21 @@ def test_another_schema_is_refused(demo, tmp_path, capsys):
     assert not (out / REFORMS_JSON).exists()
     with pytest.raises(InputError):
         reforms_document(doc, all_metrics(), scorecard_measures())
+
+
+def test_audit_reforms_writes_the_checklist_with_the_audit(demo, tmp_path):
+    """``audit --reforms``: the same checklist as the verb on the finished folder, listed in
+    artifacts.json, and the option recorded."""
+    release = demo.out_dir.parent / "data"
+    out = tmp_path / "with-reforms"
+    assert main(["audit", str(release), "--out", str(out), "--workers", "1", "--layers",
+                 "duplicates,groups", "--transforms", "0", "--reforms", "--json"]) == 0
+    doc = json.loads((out / "audit.json").read_text())
+    assert doc["options"]["run"]["reforms"] is True
+    written = json.loads((out / REFORMS_JSON).read_text())
+    assert written["items"] == reforms_document(doc, all_metrics(),
+                                                scorecard_measures())["items"]
+    listed = {a["contentUrl"]: a["sha256"]
+              for a in json.loads((out / "artifacts.json").read_text())["distribution"]}
+    assert listed[REFORMS_JSON] == sha256_file(out / REFORMS_JSON)
+    assert listed[REFORMS_MD] == sha256_file(out / REFORMS_MD)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from splitscope.records.exports import ARTIFACTS_FILE, write_json
+from splitscope.records.exports import ARTIFACTS_FILE
 
 __all__ = ["COMMANDS", "add_reforms", "reforms_command"]
 
@@ -34,17 +34,16 @@ def add_reforms(out_dir: str | Path, *, force: bool = False) -> dict:
         REFORMS_MD,
         read_audit,
         reforms_document,
-        reforms_markdown,
+        write_reforms,
     )
 
     out = Path(out_dir)
     doc = read_audit(out)  # refuses a folder without an audit, or of another schema
-    report = reforms_document(doc, all_metrics(), scorecard_measures())
+    reforms_document(doc, all_metrics(), scorecard_measures())  # refusals before the publish
     with publishing(out, force=force, keep=caches(out, doc["options"]["run"].get("workspace")),
                     writes=(REFORMS_JSON, REFORMS_MD), what="OUT_DIR") as folder:
         folder.carry()  # everything the audit wrote stays as it is
-        write_json(report, folder.path / REFORMS_JSON)
-        (folder.path / REFORMS_MD).write_text(reforms_markdown(report), encoding="utf-8")
+        report = write_reforms(doc, folder.path, all_metrics(), scorecard_measures())
     return report
 
 

@@ -237,7 +237,9 @@ def audit(
     if options.run.workspace is None:
         options = options.replace(run=dataclasses.replace(
             options.run, workspace=str(out_dir / "workspace")))
-    writes = OWN_FILES + (("croissant.json",) if options.run.croissant else ())
+    writes = OWN_FILES + (("croissant.json",) if options.run.croissant else ()) + (
+        ("dataset-card.md",) if options.run.card else ()) + (
+        ("reforms.json", "reforms.md") if options.run.reforms else ())
     with contextlib.ExitStack() as stack:
         if executor is None:
             from splitscope.features.executor import executor_for
@@ -591,9 +593,9 @@ def _ordered(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, published_in: Path) -> None:
-    """Validate, write audit.json, render report.html (and croissant.json when asked) into
-    ``out_dir``, the staging folder of ``published_in``; the publish lists every output in
-    artifacts.json."""
+    """Validate, write audit.json, render report.html (and croissant.json, dataset-card.md when
+    asked) into ``out_dir``, the staging folder of ``published_in``; the publish lists every
+    output in artifacts.json."""
     errors = validation_errors(doc)
     if errors:  # the document is still written; the problem is visible, never silent
         doc["summary"]["lines"].append(
@@ -614,6 +616,16 @@ def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, published_in: Pat
         from splitscope.records.croissant import write_croissant
 
         write_croissant(out_dir, roles=roles, published_in=published_in)
+    if doc["options"]["run"].get("card"):
+        from splitscope.core.conditions import all_metrics
+        from splitscope.records.card import write_card
+
+        write_card(out_dir, doc, declared("findings"), all_metrics(), roles=roles)
+    if doc["options"]["run"].get("reforms"):
+        from splitscope.core.conditions import all_metrics
+        from splitscope.records.reforms import write_reforms
+
+        write_reforms(doc, out_dir, all_metrics(), scorecard_measures())
 
 
 def _now() -> str:

@@ -40,7 +40,7 @@ from splitscope.records.model import sha256_file
 from splitscope.records.roles import Roles, has_role, is_transform_sensitivity
 from splitscope.records.schema import SCHEMA_VERSION
 
-__all__ = ["CONFORMS_TO", "CROISSANT_FILE", "croissant_record", "write_croissant"]
+__all__ = ["CONFORMS_TO", "CROISSANT_FILE", "croissant_record", "load_audit", "write_croissant"]
 
 CROISSANT_FILE = "croissant.json"
 CONFORMS_TO = "http://mlcommons.org/croissant/1.0"
@@ -102,7 +102,7 @@ def croissant_record(out_dir: str | Path, *, roles: Roles | None = None,
     from splitscope.records.exports import read_csv
 
     out = Path(out_dir)
-    doc = _load(out)
+    doc = load_audit(out)
     files = _checked_lists(out, doc)
     manifest = read_csv(out / "lists" / "manifest.csv", dtype="string",
                         keep_default_na=False, na_values=[""])
@@ -150,7 +150,15 @@ def write_croissant(out_dir: str | Path, *, roles: Roles | None = None,
     return write_json(record, out / CROISSANT_FILE)
 
 
-def _load(out: Path) -> dict[str, Any]:
+def load_audit(out: Path) -> dict[str, Any]:
+    """The audit document in ``out`` (its ``audit.json``), refused unless it is a splitscope
+    audit of the schema this splitscope reads.
+
+    Raises
+    ------
+    InputError
+        When ``out`` holds no readable ``audit.json``, or one of another kind or schema.
+    """
     path = out / "audit.json"
     if not path.is_file():
         raise InputError(f"{out}: no audit.json (run `splitscope audit … --out {out}` first)")

@@ -265,9 +265,22 @@ def _problem(name: str, metric: Metric, r: Mapping[str, Any], doc: Mapping[str, 
 def read_audit(out_dir: str | Path) -> dict[str, Any]:
     """``audit.json`` of the finished audit in ``out_dir``; no audit, or one of another schema,
     is an ``InputError`` (the same check as the Croissant record's)."""
-    from splitscope.records.croissant import _load
+    from splitscope.records.croissant import load_audit
 
-    return _load(Path(out_dir))
+    return load_audit(Path(out_dir))
+
+
+def write_reforms(doc: Mapping[str, Any], out_dir: str | Path, metrics: Mapping[str, Metric],
+                  scorecard: Mapping[str, Mapping[str, Sequence[str]]] | None = None
+                  ) -> dict[str, Any]:
+    """Write ``reforms.json`` and ``reforms.md`` of the audit document ``doc`` into
+    ``out_dir``; returns the ``reforms.json`` document."""
+    from splitscope.records.exports import write_json
+
+    report = reforms_document(doc, metrics, scorecard)
+    write_json(report, Path(out_dir) / REFORMS_JSON)
+    (Path(out_dir) / REFORMS_MD).write_text(reforms_markdown(report), encoding="utf-8")
+    return report
 
 
 def reforms_document(doc: Mapping[str, Any], metrics: Mapping[str, Metric],
