@@ -44,6 +44,7 @@ VERBS = {
     "croissant": "splitscope.core.croissant",
     "card": "splitscope.core.card",
     "reforms": "splitscope.core.reforms",
+    "summary": "splitscope.core.summary",
     "train": "splitscope.experiments.commands",
     "embed": "splitscope.experiments.commands",
     "explain": "splitscope.experiments.commands",
