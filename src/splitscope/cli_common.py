@@ -14,9 +14,24 @@ import pandas as pd
 
 from splitscope.errors import InputError
 
-__all__ = ["COMMON_OPTIONS", "FORCE_OPTION", "emit", "fmt", "forced", "load_manifest",
+__all__ = ["COMMON_OPTIONS", "FORCE_OPTION", "ReleaseInput", "emit", "fmt", "forced", "load_manifest",
            "out_folder", "records_payload", "resolve_boundaries", "rich_console",
            "status_table", "write_outputs"]
+
+
+class ReleaseInput(click.Path):
+    """A release given on the command line: an existing path, or a Hub id (``hf:NAME`` or
+    ``hf:NAME:CONFIG``, no path, read from the local ``datasets`` cache)."""
+
+    def __init__(self) -> None:
+        super().__init__(exists=True)
+
+    def convert(self, value, param, ctx):
+        from splitscope.manifest.hub import is_hub_id
+
+        if is_hub_id(value):
+            return value
+        return super().convert(value, param, ctx)
 
 
 def load_manifest(inputs, *, split_per_list: bool = False, group_regex: str | None = None,

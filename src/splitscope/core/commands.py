@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from splitscope.cli_common import ReleaseInput
 from splitscope.cli_options import click_option
 from splitscope.core.options import core_groups
 from splitscope.core.protocol import layer_names, option_groups
@@ -184,19 +185,20 @@ def _audit_command(inputs, control, external, predictions, attribution_maps,
     finish(result, as_json)
 
 
-def _path_option(flag: str, help: str):
-    return click.option(flag, type=click.Path(exists=True), default=None, help=help)
+def _path_option(flag: str, help: str, param_type: click.ParamType | None = None):
+    return click.option(flag, type=param_type or click.Path(exists=True), default=None,
+                        help=help)
 
 
 def audit_command() -> click.Command:
     """The ``audit`` verb with one flag per option field of the groups registered now."""
     params = [
-        click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True)),
+        click.argument("inputs", nargs=-1, required=True, type=ReleaseInput()),
         _path_option("--control", "A release known to be clean (negative control): the same "
                      "predicates on its own test → train boundary, reported beside the "
-                     "audited rates."),
+                     "audited rates.", ReleaseInput()),
         _path_option("--external", "Another corpus: audit external → audited training rows "
-                     "(containment)."),
+                     "(containment).", ReleaseInput()),
         _path_option("--predictions", "Saved predictions (file or folder) for the evaluation "
                      "layer."),
         _path_option("--attribution-maps", "Supplied attribution maps (.npz keyed by released "

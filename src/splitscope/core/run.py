@@ -59,6 +59,7 @@ from splitscope.core.protocol import (
 from splitscope.core.verdicts import summary_notes, verdicts
 from splitscope.errors import InputError
 from splitscope.features.failures import failures_table, write_failure_lists
+from splitscope.manifest.hub import fingerprint_hub, hub_corpus, is_hub_id, require_cached
 from splitscope.records import publish, software_versions
 from splitscope.records.exports import artifact, read_csv, write_csv, write_json, write_tables
 from splitscope.records.inputs import fingerprint_input, fingerprint_path
@@ -220,7 +221,9 @@ def audit(
     given = {"control": control, "external": external, "predictions": predictions,
              "attribution_maps": attribution_maps, "attribution_masks": attribution_masks}
     for item in inputs_list + [p for p in given.values() if p is not None]:
-        if isinstance(item, (str, os.PathLike)) and not Path(item).exists():
+        if is_hub_id(item):
+            require_cached(item)
+        elif isinstance(item, (str, os.PathLike)) and not Path(item).exists():
             raise InputError(f"input not found: {item}")
     registry = registered_layers()
     names = [layer.name for layer in registry]
@@ -422,14 +425,14 @@ def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
     scan_seconds = time.perf_counter() - t
     manifest = audited.manifest
     boundaries = release_boundaries(manifest)
-    input_fps = [fingerprint_input(p, "audited", manifest if len(inputs_list) == 1 else
-                                   manifest[manifest["corpus"] == _corpus_of(p)])
+    input_fps = [_fingerprint(p, "audited", manifest if len(inputs_list) == 1 else
+                              manifest[manifest["corpus"] == _corpus_of(p)])
                  for p in inputs_list]
     scans = {}
     for role in ("control", "external"):
         if given[role] is not None:
             scans[role] = run_scan(given[role], Path(f"{workspace}-{role}"), **scan_opts)
-            input_fps.append(fingerprint_input(given[role], role, scans[role].manifest))
+            input_fps.append(_fingerprint(given[role], role, scans[role].manifest))
     if several:  # every corpus has its own vocabulary (METHODS §6.4)
         from splitscope.manifest.labels import apply_label_maps
 
@@ -637,7 +640,17 @@ def _counts(series: pd.Series) -> dict[str, int]:
             .value_counts(sort=False).sort_index().items()}
 
 
+def _fingerprint(item, role: str, manifest: pd.DataFrame) -> dict[str, Any]:
+    """An input's fingerprint: a Hub id's over its cache files, any other's
+    (:func:`splitscope.records.inputs.fingerprint_input`)."""
+    if is_hub_id(item):
+        return fingerprint_hub(item, role, manifest)
+    return fingerprint_input(item, role, manifest)
+
+
 def _corpus_of(path) -> str:
+    if is_hub_id(path):
+        return hub_corpus(path)
     if not isinstance(path, (str, os.PathLike)):  # in-memory arrays or a datasets object
         return getattr(path, "name", None) or ("arrays" if type(path).__name__ == "Arrays"
                                                else "dataset")

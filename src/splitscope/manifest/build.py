@@ -13,6 +13,7 @@ from splitscope.errors import InputError
 from splitscope.manifest.arrays import Arrays, read_arrays
 from splitscope.manifest.embedded import read_dataset_object
 from splitscope.manifest.forms import input_form
+from splitscope.manifest.hub import is_hub_id, read_hub
 from splitscope.manifest.rows import (
     CONTENT_FILE,
     EMBEDDED_COLUMNS,
@@ -41,8 +42,9 @@ def read_input(item, *, follow_links: bool = False, allow_outside_root: bool = F
                image_column: str | None = None, array_store: str | Path | None = None,
                **list_options) -> pd.DataFrame:
     """The manifest of one input: a manifest (DataFrame), in-memory arrays
-    (:class:`splitscope.manifest.arrays.Arrays`), a ``datasets`` object, or a path, read by the
-    first input form that detects it (:mod:`splitscope.manifest.forms`: an ``.npz``, a table
+    (:class:`splitscope.manifest.arrays.Arrays`), a ``datasets`` object, a Hub id
+    (``hf:NAME[:CONFIG]``, read from the local ``datasets`` cache,
+    :mod:`splitscope.manifest.hub`), or a path, read by the first input form that detects it (:mod:`splitscope.manifest.forms`: an ``.npz``, a table
     with an image column, a ``save_to_disk`` folder, a folder of such tables, an imagefolder
     with metadata, a folder of files, a list file, or a registered form)."""
     if isinstance(item, pd.DataFrame):
@@ -53,6 +55,8 @@ def read_input(item, *, follow_links: bool = False, allow_outside_root: bool = F
         return read_dataset_object(item, corpus=list_options.get("corpus"),
                                    columns=list_options.get("columns"),
                                    image_column=image_column)
+    if is_hub_id(item):
+        return read_hub(item, image_column=image_column, **list_options)
     if not isinstance(item, (str, os.PathLike)):
         raise InputError(f"cannot read an input of type {type(item).__name__}: give a folder, "
                          f"a list or table file, an .npz, a DataFrame manifest, "

@@ -10,7 +10,8 @@ A form added with :func:`register_input_form` is tried before the built-in ones 
 otherwise, so it may claim a path that a built-in form would read.
 
 In-memory inputs (a DataFrame manifest, :class:`~splitscope.manifest.arrays.Arrays`, a
-``datasets`` object) are no path and have no entry here.
+``datasets`` object) and Hub ids (``hf:NAME[:CONFIG]``, :mod:`splitscope.manifest.hub`) are
+no path and have no entry here.
 """
 
 from __future__ import annotations

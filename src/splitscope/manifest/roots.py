@@ -30,13 +30,15 @@ def release_roots(inputs: Iterable[str | Path | pd.DataFrame], **list_options) -
     folder, so it is not claimed whole); a table or an array archive given as a file is a
     root of its own (nothing is written in its place; in-memory inputs have none): an archive
     without being read, as its input form says (``input_is_root``,
-    :mod:`splitscope.manifest.forms`). A folder of a list counts only when one of its listed
-    files exists. Reads list files, never walks a folder.
+    :mod:`splitscope.manifest.forms`); a Hub id's roots are the Hugging Face caches
+    (:func:`splitscope.manifest.hub.hub_roots`, the dataset not opened). A folder of a list
+    counts only when one of its listed files exists. Reads list files, never walks a folder.
 
     ``list_options`` are those of :func:`splitscope.manifest.read_list`.
     """
     from splitscope.manifest.build import read_input
     from splitscope.manifest.forms import input_form
+    from splitscope.manifest.hub import hub_roots, is_hub_id
     from splitscope.manifest.sources import is_url
 
     roots: set[str] = set()
@@ -44,6 +46,9 @@ def release_roots(inputs: Iterable[str | Path | pd.DataFrame], **list_options) -
         if isinstance(item, pd.DataFrame):
             manifest = item
         elif not isinstance(item, (str, os.PathLike)):  # arrays, a datasets object
+            continue
+        elif is_hub_id(item):
+            roots |= {str(r) for r in hub_roots(item)}
             continue
         elif Path(item).is_dir():
             roots.add(os.path.realpath(item))
@@ -75,15 +80,18 @@ def release_roots(inputs: Iterable[str | Path | pd.DataFrame], **list_options) -
 def manifest_roots(manifest: pd.DataFrame, inputs: Iterable = (),
                    keep: str | Path | None = None) -> list[Path]:
     """The release roots of a manifest already built from ``inputs``: each folder input, the
-    folder of each listed file, each table holding embedded images; files under ``keep``
-    (the workspace's own array store) are not the release's."""
+    folder of each listed file, each table holding embedded images, the caches of a Hub id;
+    files under ``keep`` (the workspace's own array store) are not the release's."""
+    from splitscope.manifest.hub import is_hub_id
+
     frame = manifest
     if keep is not None and "content" in frame.columns:
         own = os.path.realpath(keep) + os.sep
         kept = frame["content"].astype("string").eq("array").fillna(False) & \
             frame["file"].astype("string").str.startswith(own).fillna(False)
         frame = frame[~kept.to_numpy(dtype=bool)]
-    folders = [i for i in inputs if isinstance(i, (str, os.PathLike)) and Path(i).is_dir()]
+    folders = [i for i in inputs if is_hub_id(i) or
+               (isinstance(i, (str, os.PathLike)) and Path(i).is_dir())]
     return release_roots(folders) + release_roots([frame])
 
 

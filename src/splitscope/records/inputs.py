@@ -17,7 +17,8 @@ __all__ = ["fingerprint_input", "fingerprint_path", "release_inputs"]
 def fingerprint_input(path: str | Path, role: str, manifest: pd.DataFrame | None) -> dict[str, Any]:
     """Fingerprint one release input: the SHA-256 of a list file's bytes, or, for a folder, of
     its listing (one ``path<TAB>split<TAB>label`` line per row, release order), which names
-    exactly what was read."""
+    exactly what was read (a Hub id is fingerprinted by
+    :func:`splitscope.manifest.hub.fingerprint_hub`)."""
     rows = len(manifest) if manifest is not None else None
     if not isinstance(path, (str, os.PathLike)):  # in-memory arrays or a datasets object
         digest = hashlib.sha256()
