@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from splitscope.errors import InputError
-from splitscope.records.metrics import Metric, above_chance, metric_records
+from splitscope.records.metrics import Metric, above_chance, contrast_on, metric_records
 from splitscope.records.schema import SCHEMA_VERSION
 
 __all__ = ["CITATION", "CONCERN", "EVIDENCE", "ITEMS", "MODULES", "NOT_APPLICABLE",
@@ -168,7 +168,7 @@ def _assess(item: Item, doc, records, boundaries, layers, metrics, scorecard) ->
         found = metric_records(metric, records, boundaries)
         for r in found:
             cited.setdefault(str(r.get("id")), _cite(r, name))
-            problem = _problem(name, metric, r, doc)
+            problem = _problem(metric, r)
             if problem:
                 concerns.append(f"{r.get('id')}: {problem}")
         if required:
@@ -242,18 +242,19 @@ def _cite(r: Mapping[str, Any], metric: str | None) -> dict[str, Any]:
             "estimate": r.get("estimate"), "interval": _interval(r), "status": r.get("status")}
 
 
-def _problem(name: str, metric: Metric, r: Mapping[str, Any], doc: Mapping[str, Any]) -> str | None:
+def _problem(metric: Metric, r: Mapping[str, Any]) -> str | None:
     """What the record shows wrong, in a few words, or None. A count (``numerator``) is a
     problem when above zero; a score (a probe, the partition classifier) when its interval lies
     above chance, the attribution contrast when it lies above zero; the quality association
-    when it reaches the audit's ``association_v``."""
+    when it reaches the ``association_v`` its record names."""
     value = r.get(metric.field)
-    if name == "quality_label_v":
-        bound = ((doc.get("options") or {}).get("quality") or {}).get("association_v")
+    params = (r.get("predicate") or {}).get("params") or {}
+    if "association_v" in params:  # an association with the label, against its bound
+        bound = params["association_v"]
         if value is not None and bound is not None and value >= bound:
             return f"Cramér's V {value:.3g} ≥ {bound}"
         return None
-    if name == "attribution_outside_gap":
+    if contrast_on(r) is not None:  # a contrast of two groups of a boundary's rows
         return "interval above zero" if above_chance(r, 0.0) else None
     if r.get("numerator") is not None:  # a count of affected rows
         return (f"{r['numerator']} of {r.get('denominator')} {r.get('unit') or 'rows'}"
