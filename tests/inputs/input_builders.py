@@ -124,3 +124,15 @@ def write_npz(path: Path, images: dict[str, np.ndarray], labels: dict[str, np.nd
         arrays[f"{split}_labels"] = labels[split]
     np.savez(path, **arrays)
     return path
+
+
+def dataset_dict(datasets, release: dict):
+    """A ``datasets.DatasetDict`` of a release (split → rows of label, name, bytes) with an
+    Image and a ClassLabel column."""
+    features = datasets.Features({"image": datasets.Image(),
+                                  "label": datasets.ClassLabel(names=CLASSES)})
+    return datasets.DatasetDict({
+        split: datasets.Dataset.from_dict(
+            {"image": [{"bytes": d, "path": n} for _, n, d in rows],
+             "label": [CLASSES.index(lab) for lab, _, _ in rows]}, features=features)
+        for split, rows in release.items()})

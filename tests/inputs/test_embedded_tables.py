@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from input_builders import (
     CLASSES,
+    dataset_dict,
     generated_jpegs,
     image_table,
     planted_release,
@@ -136,32 +137,12 @@ def test_split_column_and_a_single_table_file(tmp_path):
     assert set(m["label"]) <= set(CLASSES)
 
 
-@pytest.fixture
-def datasets():
-    # a submodule, so that the tests/datasets folder (a namespace package on the test path when
-    # the library is absent) is never taken for it
-    pytest.importorskip("datasets.arrow_dataset", reason="the datasets library is not installed")
-    import datasets
-
-    return datasets
-
-
-def _dataset_dict(datasets, release: dict):
-    features = datasets.Features({"image": datasets.Image(),
-                                  "label": datasets.ClassLabel(names=CLASSES)})
-    return datasets.DatasetDict({
-        split: datasets.Dataset.from_dict(
-            {"image": [{"bytes": d, "path": n} for _, n, d in rows],
-             "label": [CLASSES.index(lab) for lab, _, _ in rows]}, features=features)
-        for split, rows in release.items()})
-
-
 @pytest.mark.slow
 def test_save_to_disk_folder_and_dataset_object_audit_like_the_folder(tmp_path, datasets):
     release = _release(generated_jpegs(20, seed=3))
     folder = write_folder(tmp_path / "folder", release)
     saved = tmp_path / "saved"
-    _dataset_dict(datasets, release).save_to_disk(str(saved))
+    dataset_dict(datasets, release).save_to_disk(str(saved))
     splitscope.audit(folder, AUDIT, out_dir=tmp_path / "out-folder")
     splitscope.audit(saved, AUDIT, out_dir=tmp_path / "out-saved")
     records = assert_same_findings(tmp_path / "out-folder", tmp_path / "out-saved")

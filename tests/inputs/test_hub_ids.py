@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from input_builders import CLASSES, generated_jpegs, planted_release
+from input_builders import dataset_dict, generated_jpegs, planted_release
 
 import splitscope
 from splitscope.cli import app, main
@@ -24,31 +24,13 @@ NAME = "splitscope_tiny"
 
 
 @pytest.fixture()
-def datasets():
-    pytest.importorskip("datasets.arrow_dataset", reason="the datasets library is not installed")
-    import datasets
-
-    return datasets
-
-
-def _dataset_dict(datasets, release: dict):
-    features = datasets.Features({"image": datasets.Image(),
-                                  "label": datasets.ClassLabel(names=CLASSES)})
-    return datasets.DatasetDict({
-        split: datasets.Dataset.from_dict(
-            {"image": [{"bytes": d, "path": n} for _, n, d in rows],
-             "label": [CLASSES.index(lab) for lab, _, _ in rows]}, features=features)
-        for split, rows in release.items()})
-
-
-@pytest.fixture()
 def hub(tmp_path, datasets, monkeypatch):
     """A tiny image DatasetDict (train/test, planted byte copies) cached as ``load_dataset``
     caches a Parquet Hub repository (``<cache>/NAME/default/0.0.0/<hash>/NAME-<split>.arrow``),
     its ``save_to_disk`` folder, and the cache made the one in effect."""
     from datasets.packaged_modules.parquet.parquet import Parquet
 
-    dd = _dataset_dict(datasets, planted_release(generated_jpegs(12)))
+    dd = dataset_dict(datasets, planted_release(generated_jpegs(12)))
     saved = tmp_path / "saved"
     dd.save_to_disk(str(saved))
     repo = tmp_path / "repo" / "data"
