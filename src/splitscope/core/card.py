@@ -47,20 +47,14 @@ def add_card(out_dir: str | Path, *, append: str | Path | None = None,
         When ``out_dir`` holds no audit document of the schema this splitscope reads, or
         foreign files without ``force``.
     """
-    from splitscope.core.croissant import _workspace
+    from splitscope.core.finished import adding_to
     from splitscope.core.protocol import record_roles
-    from splitscope.core.run import caches
     from splitscope.records.card import CARD_FILE, write_card
-    from splitscope.records.croissant import load_audit
-    from splitscope.records.publish import publishing
 
     out = Path(out_dir)
-    doc = load_audit(out)  # refuses a folder without an audit, or of another schema
     if append is not None and Path(append).resolve() == (out / CARD_FILE).resolve():
         raise InputError(f"--append {append} is the card this command writes; name another")
-    with publishing(out, force=force, keep=caches(out, _workspace(out)),
-                    writes=(CARD_FILE,), what="OUT_DIR") as folder:
-        folder.carry()  # audit.json, the report and the lists stay as they are
+    with adding_to(out, (CARD_FILE,), force=force) as (doc, folder):
         write_card(folder.path, doc, *_card_reading(), roles=record_roles())
     if append is not None:
         append_card(out / CARD_FILE, append)

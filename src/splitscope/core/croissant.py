@@ -28,22 +28,18 @@ def add_croissant(out_dir: str | Path, *, license: str | None = None,
     The folder is rewritten as a whole (:func:`splitscope.records.publish.publishing`): the
     audit's other files carry over, and a kill leaves either the audit as it was or the audit
     with its record."""
+    from splitscope.core.finished import adding_to
     from splitscope.core.protocol import record_roles
-    from splitscope.core.run import caches
     from splitscope.features.sources import open_image
     from splitscope.records.croissant import CROISSANT_FILE, croissant_record
-    from splitscope.records.publish import publishing
     from splitscope.report.html import render_report
 
     out = Path(out_dir)
     roles = record_roles()
-    with publishing(out, force=force, keep=caches(out, _workspace(out)),
-                    writes=("audit.json", "report.html", CROISSANT_FILE),
-                    what="OUT_DIR") as folder:
-        folder.carry()  # the lists and everything else the audit wrote stay as they are
+    with adding_to(out, ("audit.json", "report.html", CROISSANT_FILE),
+                   force=force) as (doc, folder):
         # checks the folder and lists before anything is written
         record = croissant_record(out, roles=roles, license=license, cite_as=cite_as, url=url)
-        doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
         run = doc["options"]["run"]
         if not run.get("croissant"):
             run["croissant"] = True
@@ -67,15 +63,6 @@ def _describe_staged(record: dict, staged: Path) -> None:
                 "audit.json", "report.html") and path.is_file():
             entry["sha256"] = sha256_file(path)
             entry["contentSize"] = f"{path.stat().st_size} B"
-
-
-def _workspace(out: Path) -> str | None:
-    """The workspace the audit in ``out`` used (``options.run.workspace``), if it says."""
-    try:
-        doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
-        return doc["options"]["run"]["workspace"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 @click.command("croissant")

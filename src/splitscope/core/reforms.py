@@ -26,23 +26,11 @@ def add_reforms(out_dir: str | Path, *, force: bool = False) -> dict:
     The folder is rewritten as a whole (:func:`splitscope.records.publish.publishing`), so a
     kill leaves either the audit as it was or the audit with both files."""
     from splitscope.core.conditions import all_metrics
+    from splitscope.core.finished import adding_to
     from splitscope.core.protocol import scorecard_measures
-    from splitscope.core.run import caches
-    from splitscope.records.publish import publishing
-    from splitscope.records.reforms import (
-        REFORMS_JSON,
-        REFORMS_MD,
-        read_audit,
-        reforms_document,
-        write_reforms,
-    )
+    from splitscope.records.reforms import REFORMS_JSON, REFORMS_MD, write_reforms
 
-    out = Path(out_dir)
-    doc = read_audit(out)  # refuses a folder without an audit, or of another schema
-    reforms_document(doc, all_metrics(), scorecard_measures())  # refusals before the publish
-    with publishing(out, force=force, keep=caches(out, doc["options"]["run"].get("workspace")),
-                    writes=(REFORMS_JSON, REFORMS_MD), what="OUT_DIR") as folder:
-        folder.carry()  # everything the audit wrote stays as it is
+    with adding_to(out_dir, (REFORMS_JSON, REFORMS_MD), force=force) as (doc, folder):
         report = write_reforms(doc, folder.path, all_metrics(), scorecard_measures())
     return report
 

@@ -31,9 +31,8 @@ from splitscope.records.metrics import Metric, above_chance, contrast_on, metric
 from splitscope.records.schema import SCHEMA_VERSION
 
 __all__ = ["CITATION", "CONCERN", "EVIDENCE", "ITEMS", "MODULES", "NOT_APPLICABLE",
-           "NOT_ASSESSED", "REFORMS_JSON", "REFORMS_MD", "STATUSES", "Item", "read_audit",
-           "reforms_document",
-           "reforms_items", "reforms_markdown"]
+           "NOT_ASSESSED", "REFORMS_JSON", "REFORMS_MD", "STATUSES", "Item", "reforms_document",
+           "reforms_items", "reforms_markdown", "write_reforms"]
 
 REFORMS_JSON, REFORMS_MD = "reforms.json", "reforms.md"
 
@@ -261,14 +260,6 @@ def _problem(metric: Metric, r: Mapping[str, Any]) -> str | None:
                 if r["numerator"] else None)
     chance = (r.get("details") or {}).get("chance", 0.5)  # a score with a chance level
     return f"interval above chance {chance}" if above_chance(r, chance) else None
-
-
-def read_audit(out_dir: str | Path) -> dict[str, Any]:
-    """``audit.json`` of the finished audit in ``out_dir``; no audit, or one of another schema,
-    is an ``InputError`` (the same check as the Croissant record's)."""
-    from splitscope.records.croissant import load_audit
-
-    return load_audit(Path(out_dir))
 
 
 def write_reforms(doc: Mapping[str, Any], out_dir: str | Path, metrics: Mapping[str, Metric],
