@@ -164,17 +164,9 @@ def test_an_audit_of_another_schema_is_refused(demo, tmp_path):
 
 @pytest.mark.realdata
 @pytest.mark.slow
-def test_kermany_card(shared_data, tmp_path):
-    root = shared_data / "kermany-chest-xray-224"
-    if not root.is_dir():
-        pytest.skip(f"{root} absent")
+def test_kermany_card(kermany_audit):
     hub = pytest.importorskip("huggingface_hub")
-    out = tmp_path / "k"
-    audit(root, out_dir=out,
-          options=AuditOptions.from_flags(workers=2, progress=False,
-                                          layers=["duplicates", "groups"],
-                                          group_regex=r"person(?P<group>\d+)_", transforms=0,
-                                          card=True))
+    out = kermany_audit
     rows = _check_figures(out)
     assert len({row["id"] for row in rows}) == len(rows)
     card = hub.DatasetCard.load(out / CARD_FILE)

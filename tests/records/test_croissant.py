@@ -204,16 +204,7 @@ def test_an_audit_without_it_does_not_link_it(tmp_path, demo):
 
 @pytest.mark.realdata
 @pytest.mark.slow
-def test_kermany_release_record(shared_data, tmp_path):
-    root = shared_data / "kermany-chest-xray-224"
-    if not root.is_dir():
-        pytest.skip(f"{root} absent")
-    out = tmp_path / "k"
-    audit(root, out_dir=out,
-          options=AuditOptions.from_flags(workers=2, progress=False,
-                                          layers=["duplicates", "groups"],
-                                          group_regex=r"person(?P<group>\d+)_", transforms=0,
-                                          croissant=True))
-    record = _check_release(out)
+def test_kermany_release_record(kermany_audit):
+    record = _check_release(kermany_audit)
     file_sets = [d for d in record["distribution"] if d["@type"] == "cr:FileSet"]
     assert sum(int(d["description"].split()[0]) for d in file_sets) == 5840
