@@ -293,7 +293,7 @@ def _audit_into(folder: Path, published_in: Path, inputs_list, given, options: A
     ran = [layer for layer in registry if layer.name in context.outcomes
            and context.outcomes[layer.name].status in ("completed", "partial")]
     doc, export_problems = _document(context, outcomes, max_pairs, folder,
-                                     _declared(ran, "issue_columns"))
+                                     _methods(ran, "issue_columns"))
     doc["run"].update({"started": started_wall, "command": command, "reproduce": reproduce,
                        "scan_seconds": round(scan_seconds, 3)})
     doc["inputs"] = input_fps
@@ -453,7 +453,7 @@ def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
     return context, scan_seconds, input_fps
 
 
-def _declared(layers, member: str) -> list:
+def _methods(layers, member: str) -> list:
     """The ``member`` methods the layers declare (in the method's order)."""
     return [getattr(layer, member) for layer in layers if callable(getattr(layer, member, None))]
 
