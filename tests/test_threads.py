@@ -14,6 +14,13 @@ def _pool_threads() -> list[int]:
     return [pool["num_threads"] for pool in threadpool_info()]
 
 
+@pytest.fixture(autouse=True)
+def _pools_loaded():
+    """The pools that :func:`blas_threads` loads, loaded before a test reads ``before``."""
+    with blas_threads(1):
+        pass
+
+
 def test_check_workers_takes_none_or_a_positive_count():
     assert check_workers(None) is None
     assert check_workers(3) == 3 and check_workers("2") == 2
@@ -40,3 +47,21 @@ def test_a_function_bounded_by_its_workers_argument():
     assert pools(0) == before  # no workers given: the pools as they are
     assert pools.__name__ == "pools"
     assert _pool_threads() == before
+
+
+def test_pools_the_layers_load_later_are_bounded_too():
+    """A fresh interpreter with only numpy loaded: scipy's OpenBLAS and scikit-learn's OpenMP,
+    which layers load during a run, are inside the bound as well."""
+    import ast
+    import subprocess
+    import sys
+
+    code = ("import numpy\nfrom threadpoolctl import threadpool_info\n"
+            "from splitscope.threads import blas_threads\n"
+            "with blas_threads(1):\n"
+            "    print(sorted({(p['internal_api'], p['num_threads']) for p in threadpool_info()}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    pools = ast.literal_eval(out)
+    assert ("openmp", 1) in pools and ("openblas", 1) in pools
+    assert all(n == 1 for _, n in pools)

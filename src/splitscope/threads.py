@@ -32,16 +32,27 @@ def check_workers(workers: int | None) -> int | None:
     return n
 
 
+#: modules whose import loads a BLAS or OpenMP pool that the layers use: loaded before a limit
+#: is set, since a limit reaches only the pools loaded when it is set (scipy's own OpenBLAS,
+#: scikit-learn's OpenMP)
+POOL_MODULES = ("scipy.linalg", "sklearn.utils._openmp_helpers")
+
+
 def blas_threads(workers: int | None) -> AbstractContextManager:
-    """Context in which the BLAS and OpenMP pools loaded so far (threadpoolctl) run at most
-    ``workers`` threads; ``None`` leaves them as they are. The limits are process-wide and
-    restored on exit, so two contexts open at once in different threads undo each other: a
-    bounded run does one thing at a time (see :func:`splitscope.core.run.audit`)."""
+    """Context in which the BLAS and OpenMP pools (threadpoolctl) run at most ``workers``
+    threads; ``None`` leaves them as they are. The pools of :data:`POOL_MODULES` are loaded
+    first, so that a layer that loads them later in the run is bounded too. The limits are
+    process-wide and restored on exit, so two contexts open at once in different threads undo
+    each other: a bounded run does one thing at a time (see :func:`splitscope.core.run.audit`)."""
     n = check_workers(workers)
     if n is None:
         return nullcontext()
+    import importlib
+
     from threadpoolctl import threadpool_limits
 
+    for name in POOL_MODULES:
+        importlib.import_module(name)
     return threadpool_limits(limits=n)
 
 

@@ -42,6 +42,16 @@ def _thread_seconds(tid: int, fallback: float) -> float:
         return fallback
 
 
+def _native_name(tid: int) -> str:
+    """The kernel's name of thread ``tid`` (what a library named its pool thread), marked as
+    native: not a Python thread."""
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            return f"native:{f.read().strip()}"
+    except OSError:
+        return "native"
+
+
 class CpuSampler:
     """The busy threads and child processes of this process, window by window, while the
     ``with`` block runs: ``windows`` holds ``(seconds, {label: CPU milliseconds})`` for each
@@ -66,7 +76,7 @@ class CpuSampler:
         out = {}
         for t in process.threads():
             if t.id != me:
-                label = f"thread {names.get(t.id, 'native')} {t.id}"
+                label = f"thread {names.get(t.id) or _native_name(t.id)} {t.id}"
                 out[label] = _thread_seconds(t.id, t.user_time + t.system_time)
         for child in process.children(recursive=True):
             try:
