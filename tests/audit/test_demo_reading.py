@@ -77,23 +77,34 @@ def test_each_summary_figure_is_the_gate_of_the_same_name(demo, metric, words):
     assert out["value"] == pytest.approx(num / den) and out["held"]
 
 
-def test_the_summary_opens_with_the_findings_largest_first(demo):
-    import re
-
+def test_the_opening_ranks_every_layer_s_findings_by_one_rule(demo):
+    """The demo's planted findings in the method's order: the label conflict first, then
+    measured contamination and shortcuts by size (share of rows, or the probe's lower bound
+    above chance), then what needs confirming; each share is its gate's value."""
     from splitscope.core.conditions import evaluate_conditions, parse_condition
+    from splitscope.records.findings import TIERS
 
     doc = demo.document
-    first = next(v for v in doc["summary"]["verdicts"] if not v.startswith("WARNING"))
-    assert first.startswith("Findings on test against train, largest first: ")
-    found = re.findall(r"([\d.]+)% \(([\d,]+) of ([\d,]+), (\w+)\)", first)
-    assert len(found) >= 4 and any(m == "label_conflict_rate" for *_, m in found)
-    shares = [int(n.replace(",", "")) / int(d.replace(",", "")) for _, n, d, _ in found]
-    assert shares == sorted(shares, reverse=True)
-    for share, (_, _, _, metric) in zip(shares, found):
-        (gate,) = evaluate_conditions([parse_condition(f"{metric}>0")], doc["records"],
-                                      doc["layers"], ["test → train"])
-        assert gate["value"] == pytest.approx(share)
-    assert "LABEL CONFLICT" in first  # flagged, but ranked by its size
+    found = [m for m in doc["findings"] if m["found"]]
+    assert [m["finding"] for m in found[:2]] == ["label conflicts", "near twins (NCC ≥ τ)"]
+    assert {"header shortcut", "pixel-identical copies", "shared groups",
+            "byte copies"} <= {m["finding"] for m in found}
+    keys = [(TIERS.index(m["tier"]), -m["size"]) for m in found]
+    assert keys == sorted(keys)
+    for m in found:
+        if m["metric"]:
+            (gate,) = evaluate_conditions([parse_condition(f"{m['metric']}>0")],
+                                          doc["records"], doc["layers"], ["test → train"])
+            assert gate["value"] == pytest.approx(m["numerator"] / m["denominator"])
+        else:
+            assert m["kind"] == "score" and m["low"] > m["baseline"]
+    s = doc["summary"]
+    also = next(m for m in found if m["tier"] != "conflict")["phrase"]
+    assert s["verdict"] == [f"Do not trust a score on test as is: {found[0]['phrase']}; also "
+                            + f"{also}."]
+    assert s["findings"] == [m["sentence"] for m in found[:5]]
+    assert s["actions"][0].startswith("Resolve the conflicting labels")
+    assert len(s["actions"]) == 3 == len(set(s["actions"]))
 
 
 def test_the_demo_pixel_identical_line_trips_the_gate_at_its_figure(demo, tmp_path):

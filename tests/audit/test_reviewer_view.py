@@ -144,11 +144,11 @@ def test_gallery_bands_share_the_limit_and_spread_along_rho():
     conflicts = pd.DataFrame({"boundary": [B.name], "row": [5], "counterpart_row": [25]})
     items, summary = gallery({"pairs": pairs, "label_conflicts": conflicts}, B, rows, 7, 0.98)
     assert [i["band"] for i in items][:1] == ["label conflict"]
-    assert summary["bands"]["identical"] == {"flagged": 7, "shown": 2}
-    assert summary["bands"]["near-twin ≥ τ"] == {"flagged": 8, "shown": 2}
-    assert summary["bands"]["below τ"] == {"flagged": 4, "shown": 2}
-    below = [i["measurements"]["rho"] for i in items if i["band"] == "below τ"]
-    assert below == [0.95, 0.8]  # both ends of the band
+    assert summary["bands"]["identical"] == {"flagged": 7, "shown": 3}
+    assert summary["bands"]["near-twin ≥ τ"] == {"flagged": 8, "shown": 3}
+    assert summary["bands"]["below τ"] == {"flagged": 4, "shown": 0}  # screens: never shown
+    near = [i["measurements"]["rho"] for i in items if i["band"] == "near-twin ≥ τ"]
+    assert near[0] == pytest.approx(0.999) and near[-1] == pytest.approx(0.98)  # both ends
     assert list(summary["bands"]) == list(BANDS) and summary["flagged_pairs"] == 20
 
 
@@ -417,7 +417,7 @@ def test_every_meaning_rule_is_documented():
 
 
 def test_hash_only_label_conflicts_are_not_called_label_noise():
-    from splitscope.core.verdicts import verdicts
+    from splitscope.core.verdicts import measured_findings, notes, verdicts
     from splitscope.relations.label_conflicts import calibration
 
     assert calibration("sha256", None) == ("exact", True)
@@ -438,13 +438,17 @@ def test_hash_only_label_conflicts_are_not_called_label_noise():
               "details": {"calibration": "uncalibrated", "trusted": False}}
     doc = {"records": [hashed], "boundaries": [b], "options": {"search": {"tau": 0.98}}}
     lines = verdicts(doc)
-    assert not any(line.startswith("LABEL CONFLICT") for line in lines)
-    assert any(line.startswith("Hash rules alone link 3 of 10 test rows") for line in lines)
+    assert not any(line.startswith(("LABEL CONFLICT", "Hash rules")) for line in lines)
+    (note,) = notes(doc)  # under the first figure, never a finding
+    assert note.startswith("Hash rules alone link 3 of 10 test rows")
+    assert not any(m["found"] for m in measured_findings(doc))
     assert not any("label noise that no model" in line for line in meaning(doc))
     trusted = {**hashed, "details": {"calibration": "reliable", "trusted": True}}
-    ranked, conflict = verdicts({**doc, "records": [trusted]})[:2]
-    assert ranked.endswith("LABEL CONFLICT 30% (3 of 10, label_conflict_rate).")
-    assert conflict.startswith("LABEL CONFLICT: 30%")
+    (conflict,) = [m for m in measured_findings({**doc, "records": [trusted]}) if m["found"]]
+    assert (conflict["finding"], conflict["numerator"], conflict["denominator"]) == (
+        "label conflicts", 3, 10)
+    assert verdicts({**doc, "records": [trusted]})[0].startswith("LABEL CONFLICT: 30%")
+    assert not notes({**doc, "records": [trusted]})
 
 
 def test_an_untrusted_conflict_record_does_not_claim_the_same_image():

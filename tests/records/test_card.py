@@ -45,7 +45,7 @@ def _int(text: str) -> int:
 
 def _check_figures(out: Path) -> list[re.Match]:
     """Every table row of the card is the record it names: numerator, denominator, share;
-    the verdicts are audit.json's; the dedup lists are the ones artifacts.json lists."""
+    the verdict, findings, actions and notes are audit.json's; the dedup lists are the ones artifacts.json lists."""
     doc, text = _doc(out), (out / CARD_FILE).read_text(encoding="utf-8")
     records = {r["id"]: r for r in doc["records"]}
     rows = list(_ROW.finditer(text))
@@ -54,7 +54,9 @@ def _check_figures(out: Path) -> list[re.Match]:
         r = records[row["id"]]
         assert (_int(row["num"]), _int(row["den"])) == (r["numerator"], r["denominator"]), row[0]
         assert row["share"].strip() == percent_of(r["numerator"], r["denominator"])
-    for line in doc["summary"]["verdicts"]:
+    s = doc["summary"]
+    assert s["verdict"]
+    for line in s["verdict"] + s["findings"] + s["actions"] + s["notes"]:
         assert f"- {line}\n" in text
     listed = {a["contentUrl"] for a in json.loads((out / "artifacts.json").read_text())[
         "distribution"]}

@@ -38,7 +38,9 @@ def test_report_renders_without_errors(tmp_path):
     for section in SECTIONS:
         assert section in info["sections"], section
     assert len(info["figures"]) == 4 and all(f["w"] > 100 for f in info["figures"])
-    assert info["images"] == 6  # four figures and the two gallery thumbnails
+    # four figures, and the pair's two thumbnails twice: an example under the first figure
+    # and in the boundary's gallery
+    assert info["images"] == 8
     assert EVIL in info["text"]  # shown as text
     assert (tmp_path / "shot.png").stat().st_size > 5_000
 

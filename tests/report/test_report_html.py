@@ -59,7 +59,8 @@ def test_sections_figures_gallery_and_status(tmp_path):
                     "inputs"):
         assert f'data-section="{section}"' in html, section
     assert html.count('class="figure"') == 4  # distribution, sweep, header probe, partition
-    assert html.count("data:image/jpeg;base64,") == 1  # the readable gallery file
+    # the readable gallery file, as an example under the first figure and in the gallery
+    assert html.count("data:image/jpeg;base64,") == 2
     assert "no thumbnail" in html  # the missing one says so
     assert "not applicable" in html and "no saved predictions given" in html
     assert "12.5% (25 of 200)" in html  # rate with numerator and denominator
@@ -86,7 +87,7 @@ def test_gallery_is_capped_and_page_stays_small(tmp_path):
     doc = document(gallery=[dict(pair) for _ in range(200)])
     path = render_report(doc, tmp_path / "report.html", roles=ROLES, max_pairs=60)
     html = path.read_text()
-    assert html.count('class="pair"') == 60
+    assert html.count('class="pair"') == 60 + 3  # the gallery, and three examples on top
     assert "60 of 200 flagged pairs shown" in html
     # one 1024² noise image, downscaled to 96 px: each thumbnail is a few kB
     assert path.stat().st_size < 1_500_000

@@ -70,6 +70,9 @@ def summary_payload(result) -> dict:
         "report_html": str(result.report),
         "report_bytes": result.report.stat().st_size,
         "duration_s": doc["run"]["duration_s"],
+        "verdict": doc["summary"]["verdict"],
+        "findings": doc["summary"]["findings"],
+        "actions": doc["summary"]["actions"],
         "verdicts": doc["summary"]["verdicts"],
         "meaning": doc["summary"].get("meaning", []),
         "notes": doc["summary"]["lines"],
@@ -89,7 +92,9 @@ def _by_status(records) -> dict[str, int]:
 
 
 def print_summary(result, extra_lines: list[str] | None = None) -> None:
-    """Verdicts first (one line per boundary and finding), then layers, conditions, files."""
+    """The verdict first (a line per boundary), the findings (at most five) and actions (at
+    most three), the notes on uncalibrated predicates, then layers, conditions, files; the
+    detailed lines are in the report and audit.json."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -97,8 +102,17 @@ def print_summary(result, extra_lines: list[str] | None = None) -> None:
 
     console = rich_console()
     doc = result.document
-    for line in doc["summary"]["verdicts"] + doc["summary"].get("meaning", []):
-        console.print(escape(line))
+    s = doc["summary"]
+    for line in s["verdict"]:
+        console.print(f"[bold]{escape(line)}[/bold]")
+    for head, lines in (("Findings, largest first", s["findings"]),
+                        ("What to do", s["actions"])):
+        if lines:
+            console.print(f"{head}:")
+            for i, line in enumerate(lines, 1):
+                console.print(f"  {i}. {escape(line)}")
+    for line in s["notes"]:
+        console.print(f"[dim]Note: {escape(line)}[/dim]")
     for line in extra_lines or []:
         console.print(escape(line))
     for line in doc["summary"].get("lines", []):  # notes not shown in the tables below

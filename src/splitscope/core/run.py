@@ -43,7 +43,6 @@ import pandas as pd
 
 from splitscope.boundary import release_boundaries
 from splitscope.core.conditions import evaluate_conditions, parse_condition
-from splitscope.core.meaning import meaning
 from splitscope.core.options import AuditOptions
 from splitscope.core.protocol import (
     AuditContext,
@@ -56,7 +55,7 @@ from splitscope.core.protocol import (
     run_layer,
     scorecard_measures,
 )
-from splitscope.core.verdicts import summary_notes, verdicts
+from splitscope.core.verdicts import opening
 from splitscope.errors import InputError
 from splitscope.features.failures import failures_table, write_failure_lists
 from splitscope.manifest.hub import fingerprint_hub, hub_corpus, is_hub_id, require_cached
@@ -138,10 +137,10 @@ class AuditResult:
 
     @property
     def summary(self) -> dict[str, list[str]]:
-        """The verdicts, the "what this means" lines and the notes, as the report opens."""
-        s = self.document["summary"]
-        return {"verdicts": list(s["verdicts"]), "meaning": list(s["meaning"]),
-                "notes": list(s["lines"])}
+        """The opening as the report shows it: the verdict, at most five findings and three
+        actions, the notes under the first figure, the detailed lines, the "what this
+        means" lines and the run's notes (``lines``)."""
+        return {k: list(v) for k, v in self.document["summary"].items()}
 
     def _repr_html_(self) -> str:
         from splitscope.report.notebook import audit_html
@@ -304,9 +303,7 @@ def _audit_into(folder: Path, published_in: Path, inputs_list, given, options: A
     held = any(c["held"] for c in doc["fail_on"])
     crashed = any(str(l.get("reason") or "").startswith("layer error") for l in doc["layers"])
     exit_code = EXIT_FAIL_ON if held else (EXIT_LAYER_FAILED if crashed else EXIT_OK)
-    doc["summary"] = {"verdicts": verdicts(doc),
-                      "meaning": meaning(doc),
-                      "lines": summary_notes(doc) + export_problems}
+    doc["summary"] = opening(doc, export_problems)
     doc["run"]["finished"] = _now()
     doc["run"]["duration_s"] = round(time.perf_counter() - started, 3)
     doc["run"]["exit_code"] = exit_code

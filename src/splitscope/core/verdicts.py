@@ -1,7 +1,9 @@
-"""The audit's verdicts: one line per finding a reader cannot misread, and the notes on
-layers that did not complete and on ``--fail-on`` outcomes. Fed only by the audit document
-(its records, boundaries, parameters and layer outcomes), so the same document always reads
-the same way."""
+"""The audit's verdict: every registered layer's findings measured and ranked by one rule,
+one plain line per boundary on whether a score can be trusted as is, at most five findings
+and three actions; then the layers' detailed lines, the notes on what uncalibrated
+predicates saw, on layers that did not complete and on ``--fail-on`` outcomes. Fed only by
+the audit document (its records, boundaries, options and layer outcomes), so the same
+document always reads the same way; it knows no layer by name."""
 
 from __future__ import annotations
 
@@ -10,11 +12,15 @@ from typing import Any
 
 from splitscope.boundary import WITHIN_RELEASE
 from splitscope.core.protocol import declared
+from splitscope.records.findings import TIERS, shared
 from splitscope.records.format import count as fmt_int
-from splitscope.records.format import percent_of
-from splitscope.records.metrics import Verdict
+from splitscope.records.metrics import Verdict, metric_records
 
-__all__ = ["largest_first", "layer_verdicts", "summary_notes", "verdicts"]
+__all__ = ["findings_and_actions", "layer_verdicts", "measured_findings", "not_checked",
+           "notes", "opening", "ranked", "summary_notes", "verdict", "verdicts"]
+
+#: the findings and actions the opening shows
+MOST_FINDINGS, MOST_ACTIONS = 5, 3
 
 
 def layer_verdicts() -> tuple[Verdict, ...]:
@@ -25,46 +31,121 @@ def layer_verdicts() -> tuple[Verdict, ...]:
 
 
 def verdicts(doc: Mapping[str, Any], sections: Sequence[Verdict] | None = None) -> list[str]:
-    """The warnings, then one line per finding a reader cannot misread, section by section in
-    the order of ``sections`` (default :func:`layer_verdicts`): label conflicts, near-twin
-    rates with numerator, denominator and predicate, byte and pixel copies, the deduplicated
-    split, group overlap, containment, balanced accuracy, header probes, attribution."""
-    lines: list[str] = warnings(doc) + largest_first(doc)
+    """The detailed lines, one per measurement a reader cannot misread, section by section
+    in the order of ``sections`` (default :func:`layer_verdicts`, notes left out): label
+    conflicts, near-twin rates with numerator, denominator and predicate, byte and pixel
+    copies, the deduplicated split, group overlap, containment, balanced accuracy, header
+    probes, attribution."""
+    lines: list[str] = []
     for section in sections if sections is not None else layer_verdicts():
-        lines.extend(section.lines(doc))
+        if not section.note:
+            lines.extend(section.lines(doc))
     return lines
 
 
-def largest_first(doc: Mapping[str, Any]) -> list[str]:
-    """One line per audited boundary ranking its findings (the registered layers'
-    ``findings``) by their share of the evaluated split, largest first (a label conflict is
-    flagged in capitals but ranked by size like the rest); each share is the value of the
-    ``--fail-on`` metric named beside it."""
-    from splitscope.core.conditions import all_metrics
-    from splitscope.records.metrics import metric_records
+def notes(doc: Mapping[str, Any]) -> list[str]:
+    """The sections the layers mark as notes (what uncalibrated predicates saw: never a
+    finding), for under the first figure."""
+    return [line for section in layer_verdicts() if section.note
+            for line in section.lines(doc)]
 
-    metrics = all_metrics()
-    findings = [f for f in declared("findings") if f.metric in metrics]
-    records = doc.get("records") or []
+
+def opening(doc: Mapping[str, Any], extra_lines: Sequence[str] = ()) -> dict[str, Any]:
+    """The opening of an audit document: ``verdict`` (warnings, then a line per boundary),
+    ``findings`` (at most five sentences) and ``actions`` (at most three), ``notes`` (what
+    uncalibrated predicates saw), the detailed ``verdicts``, ``meaning`` and ``lines`` (layers
+    that did not complete, ``--fail-on`` outcomes, ``extra_lines``). Sets ``doc["findings"]``
+    to every measured finding, ranked ones first."""
+    from splitscope.core.meaning import meaning
+
+    doc["findings"] = measured = measured_findings(doc)
+    findings, actions = findings_and_actions(measured)
+    return {"verdict": verdict(doc, measured), "findings": findings, "actions": actions,
+            "notes": notes(doc), "verdicts": verdicts(doc), "meaning": meaning(doc),
+            "lines": summary_notes(doc) + list(extra_lines)}
+
+
+def measured_findings(doc: Mapping[str, Any]) -> list[dict]:
+    """Every finding the registered layers declare, measured on every audited boundary where
+    the layer's records speak (found or not): the ranked ones first (:func:`ranked`), then
+    the rest in the layers' order. The first figure's panel draws them all."""
+    from splitscope.core.conditions import all_metrics
+
+    metrics, records = all_metrics(), doc.get("records") or []
     out = []
     for b in doc.get("boundaries") or []:
-        found = []
-        for finding in findings:
-            hits = [r for r in metric_records(metrics[finding.metric], records, [b["name"]])
-                    if r.get("numerator") and r.get("denominator")]
-            if hits:
-                worst = max(hits, key=lambda r: r["numerator"] / r["denominator"])
-                found.append((worst["numerator"] / worst["denominator"], finding.name, worst,
-                              finding.metric))
-        if not found:
-            continue
-        found.sort(key=lambda f: -f[0])
-        each = "; ".join(f"{what} {percent_of(r['numerator'], r['denominator'])} "
-                         f"({fmt_int(r['numerator'])} of {fmt_int(r['denominator'])}, {name})"
-                         for _, what, r, name in found)
-        out.append(f"Findings on {b['query']['name']} against {b['reference']['name']}, largest "
-                   f"first: {each}.")
-    return out
+        for finding in declared("findings"):
+            if finding.measure is not None:
+                fields = finding.measure(doc, b)
+            else:
+                fields = _worst_share(metrics.get(finding.metric), records, b["name"])
+            if fields:
+                out.append(finding.written(fields, b, doc.get("options")))
+    top = ranked(out)
+    return top + [m for m in out if not m["found"]]
+
+
+def _worst_share(metric, records, boundary: str) -> dict | None:
+    """A share finding from the worst record ``metric`` reads on ``boundary``."""
+    if metric is None:
+        return None
+    hits = [r for r in metric_records(metric, records, [boundary]) if r.get("denominator")]
+    if not hits:
+        return None
+    return shared(max(hits, key=lambda r: (r.get("numerator") or 0) / r["denominator"]))
+
+
+def ranked(measured: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The findings that were found, by the method's one rule: label conflicts first, then
+    measured contamination and shortcuts, then what needs confirming; within a tier by size
+    (a share of rows, or the interval's lower bound above chance), largest first; ties keep
+    the layers' order."""
+    order = {tier: i for i, tier in enumerate(TIERS)}
+    return sorted((dict(m) for m in measured if m["found"]),
+                  key=lambda m: (order[m["tier"]], -m["size"]))
+
+
+def verdict(doc: Mapping[str, Any], measured: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The warnings, then one plain line per audited boundary: whether a score on its query
+    side can be trusted as is, naming the largest finding (and the largest of another tier);
+    or that the checks that ran found nothing, and what was not checked."""
+    lines = warnings(doc)
+    for b in doc.get("boundaries") or []:
+        mine = [m for m in measured if m["found"] and m["boundary"] == b["name"]]
+        q, ref = b["query"]["name"], b["reference"]["name"]
+        if mine:
+            also = next((m for m in mine[1:] if m["tier"] != mine[0]["tier"]), None)
+            tail = f"; also {also['phrase']}" if also else ""
+            lines.append(f"Do not trust a score on {q} as is: {mine[0]['phrase']}{tail}.")
+        else:
+            lines.append(f"No contamination of {q} by {ref} found by the checks that ran; not "
+                         f"checked: {not_checked(doc)}.")
+    return lines
+
+
+def not_checked(doc: Mapping[str, Any]) -> str:
+    """The layers that did not run, each with the first clause of its reason."""
+    out = []
+    for layer in doc.get("layers") or []:
+        if layer.get("status") in ("not applicable", "not assessed"):
+            reason = str(layer.get("reason") or layer["status"]).split(": ")[0].split(" (")[0]
+            out.append(f"{layer['layer']} ({reason})")
+    return "; ".join(out) or "nothing the registered layers could check was skipped"
+
+
+def findings_and_actions(measured: Sequence[Mapping[str, Any]], *, most: int = MOST_FINDINGS,
+                         actions: int = MOST_ACTIONS) -> tuple[list[str], list[str]]:
+    """The first ``most`` found findings as sentences (naming the boundary when the audit
+    has several) and the first ``actions`` distinct actions they call for."""
+    found = [m for m in measured if m["found"]]
+    several = len({m["boundary"] for m in found}) > 1
+    lines = [f"{m['boundary']}: {m['sentence']}" if several else m["sentence"]
+             for m in found[:most]]
+    todo: list[str] = []
+    for m in found:
+        if m["action"] and m["action"] not in todo:
+            todo.append(m["action"])
+    return lines, todo[:actions]
 
 
 def warnings(doc: Mapping[str, Any]) -> list[str]:

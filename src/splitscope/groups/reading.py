@@ -6,10 +6,10 @@ document). The layer declares them (``rules``, ``verdicts``); the audit orders t
 from __future__ import annotations
 
 from splitscope.groups.predicates import GROUP_OVERLAP, LAYER, METRICS
+from splitscope.records.findings import Finding
 from splitscope.records.format import count, percent, percent_of
 from splitscope.records.ids import slug
 from splitscope.records.metrics import (
-    Finding,
     Rule,
     Segment,
     Verdict,
@@ -73,8 +73,17 @@ VERDICTS: tuple[Verdict, ...] = (Verdict("group_overlap", _overlap_lines, rank=6
                                  Verdict("group_overlap_not_run", _not_run_lines, rank=80))
 
 
-#: the group layer's finding in the verdicts' opening line (splitscope.core.verdicts)
-FINDINGS: tuple[Finding, ...] = (Finding("shared groups", "group_overlap_rate", rank=50),)
+#: the group layer's findings (ranked with every layer's in splitscope.core.verdicts)
+FINDINGS: tuple[Finding, ...] = (
+    Finding("shared groups", metric="group_overlap_rate", panel=True,
+            phrase="{percent} of traceable {query} rows ({numerator} of {denominator}) share "
+                   "a group (patient, video) with {reference}",
+            says="Shared groups: {share} traceable {query} rows belong to a group (patient, "
+                 "video) that also has rows in {reference}, so a model can recognise the "
+                 "group instead of the finding.",
+            action="Re-split by group (lists/dedup_splits.csv has the group-disjoint view) "
+                   "and score {query} without the shared groups.", rank=60),
+)
 
 
 def _shared_group(tables, boundary: str):

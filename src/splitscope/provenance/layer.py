@@ -13,6 +13,7 @@ from splitscope.provenance.predicates import ROLES as PROVENANCE_ROLES
 from splitscope.provenance.predicates import SCORECARD as PROVENANCE_SCORECARD
 from splitscope.provenance.quality import QualityParams
 from splitscope.provenance.quality_records import audit_quality
+from splitscope.provenance.reading import FINDINGS as PROVENANCE_FINDINGS
 from splitscope.provenance.reading import RULES as PROVENANCE_RULES
 from splitscope.provenance.reading import VERDICTS as PROVENANCE_VERDICTS
 from splitscope.records import LayerResult
@@ -68,6 +69,7 @@ class ProvenanceLayer:
     metrics = tuple(PROVENANCE_METRICS.values())  # --fail-on (splitscope.core.conditions)
     rules = PROVENANCE_RULES  # "what this means" (splitscope.core.meaning)
     verdicts = PROVENANCE_VERDICTS  # verdict lines (splitscope.core.verdicts)
+    findings = PROVENANCE_FINDINGS  # ranked with every layer's (splitscope.core.verdicts)
     scorecard = PROVENANCE_SCORECARD  # score-card details (splitscope.records.scorecard)
     roles = PROVENANCE_ROLES  # its records in the report (splitscope.records.roles)
 

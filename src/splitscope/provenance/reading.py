@@ -14,6 +14,7 @@ from splitscope.provenance.predicates import (
     LAYER,
     PARTITION,
 )
+from splitscope.records.findings import EVIDENCE, INDICATION, Finding, scored
 from splitscope.records.metrics import Rule, Verdict, above_chance, completed_record, is_control
 
 
@@ -93,3 +94,41 @@ def _header_probe_lines(doc) -> list[str]:
 #: the provenance layer's verdict section (the audit orders it, splitscope.core.verdicts)
 VERDICTS: tuple[Verdict, ...] = (Verdict("header_probe", _header_probe_lines,
                                                          rank=100),)
+
+
+def _cross(predicate: str, what: str = "balanced accuracy", baseline: float | None = None):
+    """How a probe's cross-split record on a boundary measures its finding."""
+    def measure(doc, b):
+        record = completed_record(doc.get("records") or [], predicate, b["name"], LAYER)
+        return scored(record, baseline, what)
+    return measure
+
+
+#: the provenance layer's findings (ranked with every layer's in splitscope.core.verdicts),
+#: each a probe's score against its reference, sized by its interval's lower bound above it
+FINDINGS: tuple[Finding, ...] = (
+    Finding("header shortcut", measure=_cross(HEADER_PROBE_CROSS), tier=EVIDENCE, panel=True,
+            phrase="file headers alone predict the label ({share})",
+            says="Header shortcut: file headers alone, without a pixel, predict the {query} "
+                 "labels from {reference} ({share}, {interval}), so a model can score on "
+                 "{query} from how files were made.",
+            action="Compare every model's {query} score with the header-only probe's "
+                   "(lists/header_probe_importance.csv names the fields) and strip or "
+                   "normalise those fields before training.", rank=30),
+    Finding("image-statistics shortcut", measure=_cross(IMAGE_STATS_CROSS), tier=INDICATION,
+            panel=True,
+            phrase="intensity statistics without anatomy predict the label ({share})",
+            says="Image-statistics shortcut: intensity statistics without anatomy predict "
+                 "the {query} labels from {reference} ({share}, {interval}); unconfirmed, "
+                 "since a finding can itself change these statistics.",
+            action="Compare a model's {query} score with the image-statistics probe's "
+                   "(lists/image_stats_probe_importance.csv).", rank=40),
+    Finding("train/test shift", measure=_cross(PARTITION, "AUC", 0.5), tier=INDICATION,
+            panel=True,
+            phrase="image content tells {query} from {reference} ({share})",
+            says="Shift: a classifier tells {query} rows from {reference} rows by image "
+                 "content ({share}, {interval}), so the two sides were drawn or made "
+                 "differently.",
+            action="Check how {query} was collected against {reference} before reading a "
+                   "score on it as a score on {reference}'s population.", rank=50),
+)

@@ -21,8 +21,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from splitscope.records import roles as R
+from splitscope.records.findings import Finding
 from splitscope.records.format import count, percent_of
-from splitscope.records.metrics import Finding, Metric
+from splitscope.records.metrics import Metric
 from splitscope.records.roles import Roles, has_role
 
 __all__ = ["BEGIN", "CARD_FILE", "END", "card_metadata", "card_section", "card_text",
@@ -96,8 +97,8 @@ def card_section(doc: Mapping[str, Any], findings: Sequence[Finding],
         The audit document (``audit.json``).
     findings : sequence of Finding
         What the figures are: the layers' declared findings
-        (:func:`splitscope.core.protocol.declared` ``("findings")``), each read through its
-        ``--fail-on`` metric.
+        (:func:`splitscope.core.protocol.declared` ``("findings")``); those read through a
+        ``--fail-on`` metric make the per-boundary tables.
     metrics : mapping of str to Metric
         The ``--fail-on`` metrics by name (:func:`splitscope.core.conditions.all_metrics`).
     roles : Roles, optional
@@ -124,9 +125,13 @@ def card_section(doc: Mapping[str, Any], findings: Sequence[Finding],
               f"{count(m.get('rows'))} rows ({splits}). Each figure counts query rows of one "
               f"boundary (numerator of denominator) and names the `audit.json` record it comes "
               f"from."), ""]
-    verdicts = (doc.get("summary") or {}).get("verdicts") or []
-    if verdicts:
-        lines += ["### Verdicts", "", *(f"- {v}" for v in verdicts), ""]
+    opening = doc.get("summary") or {}
+    for head, items in (("Verdict", opening.get("verdict")),
+                        ("Findings, largest first", opening.get("findings")),
+                        ("What to do", opening.get("actions")),
+                        ("Notes (uncalibrated predicates: not findings)", opening.get("notes"))):
+        if items:
+            lines += [f"### {head}", "", *(f"- {v}" for v in items), ""]
     for b in doc.get("boundaries") or []:
         rows = _figures(doc, b["name"], findings, metrics)
         if rows:
@@ -190,7 +195,7 @@ def _figures(doc: Mapping[str, Any], boundary: str, findings: Sequence[Finding],
     records = doc.get("records") or []
     tau = ((doc.get("options") or {}).get("search") or {}).get("tau")
     rows = []
-    for what, name in ((f.name, f.metric) for f in findings):
+    for what, name in ((f.name, f.metric) for f in findings if f.metric):
         metric = metrics.get(name)
         if metric is None:
             continue

@@ -368,9 +368,11 @@ def _record_sets(doc: Mapping[str, Any], files: Mapping[str, Any],
     contaminated = _table(files, "lists/contaminated")
     if contaminated is not None:
         sets.append(_record_set(
-            "contaminated", "every query row a predicate flags, one line per boundary × "
-                            "predicate × row, with its counterpart (the per-predicate lists "
-                            "are lists/contaminated/<predicate>__<boundary>.csv)",
+            "contaminated", "every query row a copy or near-twin predicate flags (byte, pixel "
+                            "or NCC ≥ τ: what the deduplicated split removes), one line per "
+                            "boundary × predicate × row, with its counterpart (the "
+                            "per-predicate lists are lists/contaminated/<predicate>__"
+                            "<boundary>.csv; uncalibrated screens are in lists/screened)",
             contaminated, [
                 ("boundary", "boundary", _TEXT, None), ("predicate", "predicate", _TEXT, None),
                 ("row", "row", _INT, None), ("path", "path", _TEXT, None),

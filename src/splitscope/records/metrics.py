@@ -13,7 +13,6 @@ from splitscope.errors import InputError
 
 __all__ = [
     "Condition",
-    "Finding",
     "Metric",
     "Rule",
     "Segment",
@@ -308,17 +307,8 @@ class Verdict:
     lines: Callable[[Mapping[str, Any]], list[str]]
     #: place among every layer's sections (lowest first; ties keep the layers' order)
     rank: float = 1000.0
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One finding of the verdicts' opening line ("largest first"), declared by the layer
-    whose records measure it: what it is called and the ``--fail-on`` metric whose value on
-    a boundary is its share of the evaluated split; ``rank`` orders equal shares."""
-
-    name: str
-    metric: str
-    rank: float = 1000.0
+    #: what an uncalibrated predicate saw: a note under the first figure, never a finding
+    note: bool = False
 
 
 @dataclass(frozen=True)

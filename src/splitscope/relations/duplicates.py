@@ -135,8 +135,8 @@ def audit_duplicates(scan, boundaries=None, options: SearchOptions | None = None
     -------
     LayerResult
         Records (layer ``duplicates``, section ``identity`` or ``near_duplicate``) and
-        tables ``contaminated``,
-        ``pairs``, ``dedup_splits``, ``identity_groups``, ``within_copies``, ``query_flags``
+        tables ``contaminated`` (the hits of ``dedup_predicates``), ``screened`` (the other
+        predicates' hits: no evidence alone), ``pairs``, ``dedup_splits``, ``identity_groups``, ``within_copies``, ``query_flags``
         (and ``control_query_flags`` with a control);
         ``containment`` (cross-corpus boundaries: every query row, ``kept`` = in the cleaned
         external set), ``comparison_pairs`` and ``transform_sensitivity`` when measured;
@@ -284,8 +284,11 @@ def _tables(relations, rows: pd.DataFrame, within_all: pd.DataFrame, conflict_ta
         pair_table,
         query_flags_table,
     )
+    flagged = contaminated_table(relations, rows)
+    evidence = flagged["predicate"].isin(dedup_predicates).to_numpy(bool)
     return {
-        "contaminated": contaminated_table(relations, rows),
+        "contaminated": flagged[evidence].reset_index(drop=True),
+        "screened": flagged[~evidence].reset_index(drop=True),
         "pairs": pair_table(relations),
         "dedup_splits": dedup_splits(rows, relations, within_all, dedup_predicates),
         "identity_groups": identity_group_table(relations),

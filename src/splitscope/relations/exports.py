@@ -1,7 +1,10 @@
 """Exports of the identity and near-duplicate layer (METHODS §6.3), keyed by the manifest's
 ``row`` (plus ``path``).
 
-- ``contaminated``: one line per (boundary, predicate, flagged query row) with its counterpart;
+- ``contaminated``: one line per (boundary, predicate, flagged query row) with its counterpart,
+  for the predicates whose hits the deduplicated split removes (bytes, pixels, NCC ≥ τ);
+- ``screened``: the same for the screens that are no evidence alone (hash rules, file names:
+  uncalibrated on a modality until a negative control shows them reliable);
 - ``pairs``: the pair table with every measurement (d_p, d_d, ρ, SSIM, rules, counterpart rule,
   variant, geometry);
 - ``dedup_splits``: every manifest row, ``kept`` or removed, and why;
@@ -192,8 +195,9 @@ def dedup_splits(rows: pd.DataFrame, relations, within: pd.DataFrame,
 def write_exports(result, out_dir, *, artifacts_manifest: bool = True) -> list[Path]:
     """Write the layer's tables under ``out_dir`` and return the paths written.
 
-    Every table as ``<name>.csv`` and ``<name>.parquet``; the contaminated rows once more as one
-    CSV per predicate and boundary (``contaminated/<predicate>__<boundary>.csv``); the
+    Every table as ``<name>.csv`` and ``<name>.parquet``; the contaminated and the screened
+    rows once more as one CSV per predicate and boundary
+    (``contaminated/<predicate>__<boundary>.csv``, ``screened/…``); the
     deduplicated splits as kept/removed CSVs per split (``dedup/<split>_kept.csv``). With
     ``artifacts_manifest`` (default) ``artifacts.json`` lists them with their SHA-256 (the
     audit writes one manifest for its whole folder instead). Each record's ``outputs`` names
@@ -201,10 +205,13 @@ def write_exports(result, out_dir, *, artifacts_manifest: bool = True) -> list[P
     out = Path(out_dir)
     t = result.tables
     written = write_tables(t, out)
-    cont = t.get("contaminated")
-    if isinstance(cont, pd.DataFrame) and len(cont):
-        for (b, pred), part in cont.groupby(["boundary", "predicate"], sort=True):
-            stem = out / "contaminated" / f"{file_stem(pred, subfolders=False)}__{file_stem(b, subfolders=False)}"
+    for name in ("contaminated", "screened"):
+        flagged = t.get(name)
+        if not isinstance(flagged, pd.DataFrame) or not len(flagged):
+            continue
+        for (b, pred), part in flagged.groupby(["boundary", "predicate"], sort=True):
+            stem = (out / name / f"{file_stem(pred, subfolders=False)}__"
+                    f"{file_stem(b, subfolders=False)}")
             written += write_table(part, stem, parquet=False)
     dd = t.get("dedup_splits")
     if isinstance(dd, pd.DataFrame) and len(dd):

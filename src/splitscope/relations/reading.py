@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from splitscope.boundary import WITHIN_RELEASE
+from splitscope.records.findings import CONFLICT, Finding
 from splitscope.records.format import count, percent, percent_of
 from splitscope.records.metrics import (
-    Finding,
     Rule,
     Segment,
     Verdict,
@@ -176,30 +176,25 @@ _CONFLICT_NAMES = {LABEL_CONFLICT_SHA256: "byte copies",
                    f"{LABEL_CONFLICT_PREFIX}{HASH_EXACT_PHASH}": "exact pHash"}
 
 
-def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
+def _conflict_line(records, b: Mapping[str, Any], tau: float,
+                   uncalibrated: bool = False) -> str | None:
     """Label-conflicting twins on one boundary (the largest count over the pixel predicates,
-    each predicate's count named), or None when no predicate found one."""
+    each predicate's count named), or None when no predicate found one; with
+    ``uncalibrated``, only what predicates no control has shown reliable linked (a note)."""
     every = label_conflicts_found(records, b["name"], _CONFLICTS, trusted_only=False)
     found = label_conflicts_found(records, b["name"], _CONFLICTS, trusted_only=True)
     q, ref = _sides(b)
     unmatched = [r for r in _on(records, b, LABEL_CONFLICT_PREDICATES)
                  if r.get("status") == "not assessed"
                  and (r.get("details") or {}).get("vocabulary")]
+    if uncalibrated:
+        return _uncalibrated_conflicts(every, found, q, ref, tau)
     if unmatched:  # corpora spelled differently: no label comparison is made
         vocab = unmatched[0]["details"]["vocabulary"]
         return (f"Label conflicts of {_population_phrase(q)} against {ref}: not assessed, the "
                 f"label vocabularies differ ({', '.join(vocab['query_labels'])} against "
                 f"{', '.join(vocab['reference_labels'])}); align them with --label-map or "
                 "--external-label-map to compare labels.")
-    if not found and every:  # only predicates a control has not shown to be reliable
-        worst = max(every, key=lambda r: r["numerator"])
-        each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
-                         f" ({r['details'].get('calibration')}): {count(r['numerator'])}"
-                         .format(tau=tau) for r in every)
-        return (f"Hash rules alone link {count(worst['numerator'])} of "
-                f"{count(worst['denominator'])} {q['name']} rows to a {ref} image under "
-                f"another label ({each}); these rules are not calibrated as reliable on this "
-                "modality, so this is no evidence of label noise (lists/label_conflicts).")
     if not found:
         return None
     worst = max(found, key=lambda r: r["numerator"])
@@ -210,6 +205,27 @@ def _conflict_line(records, b: Mapping[str, Any], tau: float) -> str | None:
             f"{count(worst['denominator'])} rows) has a twin in {ref} "
             f"under another label ({each}): the same image carries two labels "
             "(lists/label_conflicts).")
+
+
+def _uncalibrated_conflicts(every, found, q, ref, tau) -> str | None:
+    """What predicates no control has shown reliable linked under another label, when no
+    reliable predicate found a conflict: no evidence of label noise, a note."""
+    if found or not every:
+        return None
+    worst = max(every, key=lambda r: r["numerator"])
+    each = ", ".join(f"{_CONFLICT_NAMES.get(r['predicate']['name'], r['predicate']['name'])}"
+                     f" ({r['details'].get('calibration')}): {count(r['numerator'])}"
+                     .format(tau=tau) for r in every)
+    return (f"Hash rules alone link {count(worst['numerator'])} of "
+            f"{count(worst['denominator'])} {q['name']} rows to a {ref} image under "
+            f"another label ({each}); these rules are not calibrated as reliable on this "
+            "modality, so this is no evidence of label noise (lists/label_conflicts).")
+
+
+def _uncalibrated_conflict_lines(doc) -> list[str]:
+    records, tau = doc.get("records") or [], _tau(doc)
+    return [line for b in doc.get("boundaries") or []
+            if (line := _conflict_line(records, b, tau, uncalibrated=True))]
 
 
 def _tau(doc) -> float:
@@ -326,6 +342,7 @@ VERDICTS: tuple[Verdict, ...] = (
     Verdict("byte_copies", _byte_copy_lines, rank=30),
     Verdict("pixel_copies", _pixel_copy_lines, rank=40),
     Verdict("deduplicated", _deduplicated_lines, rank=50),
+    Verdict("uncalibrated_label_conflicts", _uncalibrated_conflict_lines, rank=15, note=True),
 )
 #: the cross-corpus layer's verdict section
 EXTERNAL_VERDICTS: tuple[Verdict, ...] = (Verdict("containment", _containment_lines,
@@ -333,14 +350,41 @@ EXTERNAL_VERDICTS: tuple[Verdict, ...] = (Verdict("containment", _containment_li
 
 
 # ------------------------------------------------------------------- opening and composition
-#: the duplicates layer's findings in the verdicts' opening line (splitscope.core.verdicts),
-#: each measured by its --fail-on metric
+_DEDUP = ("Score on the deduplicated {query} split (lists/dedup/) and report it "
+          "beside the official score.")
+#: the duplicates layer's findings (ranked with every layer's in splitscope.core.verdicts),
+#: each a share of the evaluated rows read through its --fail-on metric
 FINDINGS: tuple[Finding, ...] = (
-    Finding("near twins (NCC ≥ τ)", "ncc_rate", rank=10),
-    Finding("byte copies", "byte_identical_rate", rank=20),
-    Finding("pixel-identical copies", "pixel_identical_rate", rank=30),
-    Finding("copies inside the split", "within_split_copy_rate", rank=40),
-    Finding("LABEL CONFLICT", "label_conflict_rate", rank=60),
+    Finding("label conflicts", metric="label_conflict_rate", tier=CONFLICT, panel=True,
+            phrase="{percent} of {query} ({numerator} of {denominator} rows) is a copy of a "
+                   "{reference} image under another label",
+            says="Label conflicts: {share} {query} rows have a copy in {reference} under "
+                 "another label, so the same image is scored as two classes.",
+            action="Resolve the conflicting labels (lists/label_conflicts.csv) before any "
+                   "score on {query} is read.", rank=10),
+    Finding("near twins (NCC ≥ τ)", metric="ncc_rate",
+            phrase="{percent} of {query} ({numerator} of {denominator} rows) has a near twin "
+                   "in {reference}",
+            says="Near twins: {share} {query} rows have a near twin in {reference} (NCC ≥ τ, "
+                 "nearest counterpart), so a model is partly tested on what it trained on.",
+            action=_DEDUP, rank=20),
+    Finding("byte copies", metric="byte_identical_rate",
+            phrase="{percent} of {query} ({numerator} of {denominator} rows) is a byte copy "
+                   "of a {reference} file",
+            says="Byte copies: {share} {query} rows are byte-identical to a {reference} file "
+                 "(SHA-256, confirmed byte for byte).", action=_DEDUP, rank=30),
+    Finding("pixel-identical copies", metric="pixel_identical_rate",
+            phrase="{percent} of {query} ({numerator} of {denominator} rows) has the pixels "
+                   "of a {reference} image",
+            says="Pixel-identical copies: {share} {query} rows decode to the pixels of a "
+                 "{reference} image (byte copies and re-encodes).", action=_DEDUP, rank=40),
+    Finding("copies inside the split", metric="within_split_copy_rate",
+            phrase="{percent} of {query} ({numerator} of {denominator} rows) is a copy of "
+                   "another {query} row",
+            says="Copies inside {query}: {share} {query} rows are byte copies of another "
+                 "{query} row, so those images weigh more than once in a score.",
+            action="Count each {query} image once: drop the extra copies "
+                   "(lists/within_copies.csv).", rank=50),
 )
 
 

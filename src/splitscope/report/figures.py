@@ -133,6 +133,33 @@ def interval_chart(items: Sequence[Mapping[str, Any]], *, xlabel: str,
     return _data_uri(plt, fig)
 
 
+def findings_panel(measured: Sequence[Mapping[str, Any]]) -> str:
+    """The scalar findings beside the composition bar: one line per finding the layers draw
+    (``panel``), its estimate as a point with its interval, against its own baseline (chance
+    for a probe, a tick at 0 for a share) drawn as a grey tick; found ones in red, others in
+    grey, each labelled with its figure."""
+    items = [m for m in measured if m.get("panel") and m.get("estimate") is not None]
+    several = len({m["boundary"] for m in items}) > 1
+    plt, fig, ax = _figure(5.2, max(1.4, 0.42 * len(items) + 0.9))
+    for k, m in enumerate(items):
+        est, low, high = float(m["estimate"]), float(m["low"]), float(m["high"])
+        colour = _AUDITED if m["found"] else "#888888"
+        ax.errorbar(est, k, xerr=[[est - low], [high - est]], fmt="o", color=colour,
+                    capsize=3, markersize=5)
+        ax.plot([m["baseline"]] * 2, [k - 0.35, k + 0.35], color="black", linewidth=1.2)
+        text = (f"{percent(est)} ({m['numerator']:,} of {m['denominator']:,})"
+                if m["kind"] == "share" else f"{est:.3f} (chance {m['baseline']:.3g})")
+        ax.text(1.02, k, text, va="center", fontsize=7.5, color=colour,
+                transform=ax.get_yaxis_transform())
+    ax.set_yticks(range(len(items)),
+                  [_short(f"{m['finding']} ({m['boundary']})" if several else m["finding"], 34)
+                   for m in items], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("estimate, 95% interval; black tick: chance or 0", fontsize=8)
+    return _data_uri(plt, fig)
+
+
 #: colours of the composition categories, strongest evidence darkest
 _COMPOSITION_COLOURS = {"byte copy": "#7f0000", "pixel-identical": "#c0392b",
                         "near twin": "#e67e22", "shared group": "#f1c40f",

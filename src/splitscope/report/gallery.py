@@ -30,6 +30,8 @@ def _find_column(table: pd.DataFrame, names: Sequence[str]) -> str | None:
 
 #: gallery bands, in the order they are shown and filled
 BANDS = ("label conflict", "identical", "near-twin ≥ τ", "below τ")
+#: the bands the gallery shows (a pair below τ is a screen's hit, not a finding)
+SHOWN = BANDS[:3]
 IDENTICAL_RHO = 0.9999
 
 
@@ -91,11 +93,12 @@ def gallery(tables: Mapping[str, pd.DataFrame], boundary, rows: pd.DataFrame,
     """The flagged pairs to show for ``boundary`` and how they were chosen.
 
     Every flagged pair falls in one band: *label conflict* (a twin whose rows carry different
-    labels under a trusted predicate, from the ``label_conflicts`` table), *identical* (ρ ≥ 0.9999, or byte/pixel
-    identical), *near-twin ≥ τ*, or *below τ* (flagged by a hash rule only). Label conflicts
-    are shown first; the rest of ``limit`` is shared evenly among the other bands, each
-    sampled evenly along ρ (highest first) so its whole range is seen, and what one band
-    cannot fill goes to the others. Returns the items (each naming its band) and a summary
+    labels under a trusted predicate, from the ``label_conflicts`` table), *identical*
+    (ρ ≥ 0.9999, or byte/pixel identical), *near-twin ≥ τ*, or *below τ* (flagged by a hash
+    rule only: no evidence alone, so counted but never shown). Label conflicts are shown
+    first; the rest of ``limit`` is shared evenly among the identical and near-twin bands,
+    each sampled evenly along ρ (highest first) so its whole range is seen, and what one band
+    cannot fill goes to the other. Returns the items (each naming its band) and a summary
     with the number of flagged pairs per band and shown per band.
     """
     pairs = flagged_pairs({n: t for n, t in tables.items() if n != "label_conflicts"}, boundary)
@@ -111,7 +114,7 @@ def gallery(tables: Mapping[str, pd.DataFrame], boundary, rows: pd.DataFrame,
     by_band = {band: pairs.index[pairs["band"].to_numpy() == band].to_numpy() for band in BANDS}
     take: dict[str, np.ndarray] = {"label conflict": by_band["label conflict"][:limit]}
     left = limit - take["label conflict"].size
-    rest = [b for b in BANDS[1:] if by_band[b].size]
+    rest = [b for b in SHOWN[1:] if by_band[b].size]
     quota = {b: 0 for b in rest}
     while left > 0 and any(quota[b] < by_band[b].size for b in rest):
         for b in rest:
@@ -138,8 +141,9 @@ def gallery(tables: Mapping[str, pd.DataFrame], boundary, rows: pd.DataFrame,
     summary = {"flagged_pairs": len(pairs), "shown": len(items),
                "bands": {b: {"flagged": int(by_band[b].size),
                              "shown": len(take.get(b, []))} for b in BANDS},
-               "rule": ("label conflicts first, then the other bands in equal shares, each "
-                        "spread evenly along ρ"), "limit": int(limit)}
+               "rule": ("label conflicts first, then identical and near-twin pairs in equal "
+                        "shares, each spread evenly along ρ; pairs below τ (hash rules only) "
+                        "are counted, not shown"), "limit": int(limit)}
     return items, summary
 
 

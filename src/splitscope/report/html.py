@@ -28,6 +28,8 @@ from splitscope.report import figures
 TEMPLATE_DIR = Path(__file__).with_name("templates")
 MAX_PAIRS = 60
 THUMB_PX = 96
+#: the example pairs under the first figure
+EXAMPLES = 3
 
 #: records by the name of the layer that wrote them
 _PAIR_LAYERS = ("duplicates", "external")
@@ -224,7 +226,29 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
     view["gallery_summary"] = summary
     view["gallery_total"] = summary.get("flagged_pairs", sum(
         1 for g in (audit.get("gallery") or []) if g.get("boundary") == name))
+    view["order"] = _ranked_parts(view, audit.get("findings") or [], name)
     return view
+
+
+#: the parts of a boundary's section, in the order they show when no finding ranks them
+PARTS = ("conflicts", "duplicates", "groups", "header", "image_stats", "partition")
+#: the records each part shows (by the boundary view's key)
+_PART_RECORDS = {"conflicts": "conflicts", "duplicates": "census", "groups": "groups",
+                 "header": "header", "image_stats": "image_stats", "partition": "partition"}
+
+
+def _ranked_parts(view: Mapping[str, Any], measured, boundary: str) -> list[str]:
+    """The parts of a boundary's section in the order of the audit's ranked findings (the
+    part that shows a finding's record comes where the finding ranks), then the rest."""
+    order: list[str] = []
+    for m in measured:
+        if not m.get("found") or m.get("boundary") != boundary:
+            continue
+        for part in PARTS:
+            ids = {r.get("id") for r in view.get(_PART_RECORDS[part]) or []}
+            if m.get("record") in ids and part not in order:
+                order.append(part)
+    return order + [p for p in PARTS if p not in order]
 
 
 def control_text(record: Mapping[str, Any], roles: Roles | None = None) -> str:
@@ -353,15 +377,22 @@ def report_context(audit: Mapping[str, Any], *, roles: Roles | None = None,
                if isinstance(f, Mapping) and f.get("composition")]
     composition = {"bars": made_of, **(_safe_figure(figures.composition_bars, made_of)
                                         if made_of else {})}
+    measured = list(audit.get("findings") or [])
+    panel = ({"items": [m for m in measured if m.get("panel")],
+              **_safe_figure(figures.findings_panel, measured)}
+             if any(m.get("panel") for m in measured) else {})
     status_counts: dict[str, int] = {}
     for r in records:
         status_counts[r.get("status", "?")] = status_counts.get(r.get("status", "?"), 0) + 1
+    examples = [p for b in boundaries for p in b.get("gallery") or []][:EXAMPLES]
     return {
         "audit": audit,
+        "examples": examples,
         "title": "splitscope audit — " + ", ".join(
             i["path"] for i in audit.get("inputs") or [] if i.get("role") == "audited"),
         "boundaries": boundaries,
         "composition": composition,
+        "panel": panel,
         "evaluation": _evaluation_view(records, audit, roles),
         "unbounded": unbounded,
         "transforms": transforms,
