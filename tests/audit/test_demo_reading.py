@@ -130,3 +130,21 @@ def test_the_demo_pixel_identical_line_trips_the_gate_at_its_figure(demo, tmp_pa
     assert below["held"] and below["value"] == pytest.approx(share)
     assert not above["held"]
     assert alone["value"] < share
+
+
+def test_screens_are_never_findings_nor_contamination(demo):
+    """The hash rules and equal file names flag demo rows, but their hits are listed apart
+    (lists/screened), never in the contaminated list nor in the gallery, and a hash-only
+    conflict is a note, never a finding."""
+    import pandas as pd
+
+    from splitscope.relations.predicates import SCREENS
+
+    lists = demo.out_dir / "lists"
+    contaminated = pd.read_csv(lists / "contaminated.csv")
+    screened = pd.read_csv(lists / "screened.csv")
+    assert not set(contaminated["predicate"]) & set(SCREENS)
+    assert set(screened["predicate"]) <= set(SCREENS) and len(screened)
+    assert {"sha256", "pixel_xxh128", "ncc_nearest"} <= set(contaminated["predicate"])
+    assert not [g for g in demo.document["gallery"] if g["band"] == "below τ"]
+    assert demo.document["figures"]["test → train"]["gallery"]["bands"]["below τ"]["shown"] == 0

@@ -8,6 +8,7 @@ from splitscope.boundary import Boundary, Population
 from splitscope.core.conditions import evaluate_conditions, parse_condition
 from splitscope.core.options import AuditOptions
 from splitscope.core.protocol import record_roles, scorecard_measures
+from splitscope.core.verdicts import opening
 from splitscope.provenance.predicates import HEADER_PROBE_WITHIN, PARTITION
 from splitscope.records import AuditRecord, Uncertainty
 from splitscope.records.schema import SCHEMA_VERSION
@@ -91,7 +92,6 @@ def document(recs=None, b: Boundary | None = None, gallery=None, fail_on=()) -> 
         "gallery": gallery or [],
         "fail_on": evaluate_conditions([parse_condition(c) for c in fail_on], rd, layers),
         "artifacts": [],
-        "summary": {"verdicts": ["12.5% of the test split (25 of 200 rows) has a near-twin"],
-                    "lines": []},
     }
+    doc["summary"] = opening(doc)  # also sets doc["findings"]
     return doc

@@ -37,10 +37,10 @@ def test_report_renders_without_errors(tmp_path):
     assert info["broken"] == []
     for section in SECTIONS:
         assert section in info["sections"], section
-    assert len(info["figures"]) == 4 and all(f["w"] > 100 for f in info["figures"])
-    # four figures, and the pair's two thumbnails twice: an example under the first figure
-    # and in the boundary's gallery
-    assert info["images"] == 8
+    assert len(info["figures"]) == 5 and all(f["w"] > 100 for f in info["figures"])
+    # five figures (the findings panel first), and the pair's two thumbnails twice: an
+    # example under the first figure and in the boundary's gallery
+    assert info["images"] == 9
     assert EVIL in info["text"]  # shown as text
     assert (tmp_path / "shot.png").stat().st_size > 5_000
 

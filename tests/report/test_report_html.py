@@ -58,7 +58,8 @@ def test_sections_figures_gallery_and_status(tmp_path):
                     "gallery", "groups", "header", "partition", "evaluation", "all-records",
                     "inputs"):
         assert f'data-section="{section}"' in html, section
-    assert html.count('class="figure"') == 4  # distribution, sweep, header probe, partition
+    # the findings panel, distribution, sweep, header probe, partition
+    assert html.count('class="figure"') == 5
     # the readable gallery file, as an example under the first figure and in the gallery
     assert html.count("data:image/jpeg;base64,") == 2
     assert "no thumbnail" in html  # the missing one says so

@@ -120,6 +120,9 @@ def verdict(doc: Mapping[str, Any], measured: Sequence[Mapping[str, Any]]) -> li
         else:
             lines.append(f"No contamination of {q} by {ref} found by the checks that ran; not "
                          f"checked: {not_checked(doc)}.")
+    if not doc.get("boundaries"):
+        lines.append("No boundary was audited (no two sides to compare), so this audit says "
+                     "nothing about whether a score can be trusted.")
     return lines
 
 

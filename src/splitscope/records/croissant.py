@@ -368,8 +368,8 @@ def _record_sets(doc: Mapping[str, Any], files: Mapping[str, Any],
     contaminated = _table(files, "lists/contaminated")
     if contaminated is not None:
         sets.append(_record_set(
-            "contaminated", "every query row a copy or near-twin predicate flags (byte, pixel "
-                            "or NCC ≥ τ: what the deduplicated split removes), one line per "
+            "contaminated", "every query row a copy or near-twin predicate flags (bytes, "
+                            "pixels, NCC ≥ τ), one line per "
                             "boundary × predicate × row, with its counterpart (the "
                             "per-predicate lists are lists/contaminated/<predicate>__"
                             "<boundary>.csv; uncalibrated screens are in lists/screened)",

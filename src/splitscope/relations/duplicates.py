@@ -54,7 +54,12 @@ from splitscope.relations.label_conflicts import (
 )
 from splitscope.relations.ncc import DEFAULT_EMBEDDING_TAU
 from splitscope.relations.options import SearchOptions
-from splitscope.relations.predicates import COMPARISON_PAIRS, DEDUP_PREDICATES, EXTERNAL_LAYER
+from splitscope.relations.predicates import (
+    COMPARISON_PAIRS,
+    DEDUP_PREDICATES,
+    EXTERNAL_LAYER,
+    SCREENS,
+)
 from splitscope.threads import blas_within_workers
 
 
@@ -135,8 +140,8 @@ def audit_duplicates(scan, boundaries=None, options: SearchOptions | None = None
     -------
     LayerResult
         Records (layer ``duplicates``, section ``identity`` or ``near_duplicate``) and
-        tables ``contaminated`` (the hits of ``dedup_predicates``), ``screened`` (the other
-        predicates' hits: no evidence alone), ``pairs``, ``dedup_splits``, ``identity_groups``, ``within_copies``, ``query_flags``
+        tables ``contaminated`` (copies and near twins), ``screened`` (the hits of the
+        hash rules and equal file names, no evidence alone: ``predicates.SCREENS``), ``pairs``, ``dedup_splits``, ``identity_groups``, ``within_copies``, ``query_flags``
         (and ``control_query_flags`` with a control);
         ``containment`` (cross-corpus boundaries: every query row, ``kept`` = in the cleaned
         external set), ``comparison_pairs`` and ``transform_sensitivity`` when measured;
@@ -285,10 +290,10 @@ def _tables(relations, rows: pd.DataFrame, within_all: pd.DataFrame, conflict_ta
         query_flags_table,
     )
     flagged = contaminated_table(relations, rows)
-    evidence = flagged["predicate"].isin(dedup_predicates).to_numpy(bool)
+    screened = flagged["predicate"].isin(SCREENS).to_numpy(bool)
     return {
-        "contaminated": flagged[evidence].reset_index(drop=True),
-        "screened": flagged[~evidence].reset_index(drop=True),
+        "contaminated": flagged[~screened].reset_index(drop=True),
+        "screened": flagged[screened].reset_index(drop=True),
         "pairs": pair_table(relations),
         "dedup_splits": dedup_splits(rows, relations, within_all, dedup_predicates),
         "identity_groups": identity_group_table(relations),

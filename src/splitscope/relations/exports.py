@@ -2,7 +2,7 @@
 ``row`` (plus ``path``).
 
 - ``contaminated``: one line per (boundary, predicate, flagged query row) with its counterpart,
-  for the predicates whose hits the deduplicated split removes (bytes, pixels, NCC ≥ τ);
+  for the copy and near-twin predicates (bytes, pixels, NCC ≥ τ, a supplied embedding);
 - ``screened``: the same for the screens that are no evidence alone (hash rules, file names:
   uncalibrated on a modality until a negative control shows them reliable);
 - ``pairs``: the pair table with every measurement (d_p, d_d, ρ, SSIM, rules, counterpart rule,

@@ -65,6 +65,9 @@ IDENTITY_PREDICATES = (SHA256, BASENAME, PIXEL_XXH128)
 NEEDS_BYTES = (SHA256, BASENAME)
 #: predicates whose query rows a deduplicated split removes by default
 DEDUP_PREDICATES = (SHA256, PIXEL_XXH128, NCC_NEAREST, NCC_NEAREST_DIHEDRAL)
+#: screens that are no evidence alone: hash rules (uncalibrated until a negative control shows
+#: them reliable on the modality) and equal file names; their hits are listed apart
+SCREENS = (*HASH_RULE_PREDICATES, BASENAME)
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("byte_identical_rate", "share of query rows with a byte-identical (SHA-256) "
