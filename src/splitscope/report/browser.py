@@ -34,7 +34,14 @@ _PROBE = """
                          scripts: document.scripts.length,
                          injected: document.querySelectorAll('img[src="x"], [onerror]').length,
                          text: document.body.innerText,
-                         height: document.documentElement.scrollHeight});
+                         height: document.documentElement.scrollHeight,
+                         scroll_width: document.documentElement.scrollWidth,
+                         view_width: document.documentElement.clientWidth,
+                         wide: Array.from(document.querySelectorAll('body *')).filter(
+                           e => e.getBoundingClientRect().right >
+                                document.documentElement.clientWidth + 1).slice(0, 5).map(
+                           e => e.tagName + '.' + e.className + ' ' +
+                                (e.textContent || '').slice(0, 40))});
 })()
 """
 
@@ -113,7 +120,9 @@ def inspect_page(html: str | Path, *, screenshot: str | Path | None = None,
         ``console_errors`` (console messages of level error, uncaught exceptions and log
         entries of level error, e.g. a blocked or failed resource), ``images``, ``broken``
         (images that did not decode), ``sections`` (``data-section`` names present),
-        ``figures``, ``tables``, ``scripts``, ``text`` (the page's visible text), ``title``.
+        ``figures``, ``tables``, ``scripts``, ``text`` (the page's visible text), ``title``,
+        ``scroll_width`` and ``view_width`` (wider content than the window means a
+        horizontal scrollbar) and ``wide`` (the first elements reaching past the window).
         With ``screenshot``, a PNG of the page (its top ``max_height`` pixels) is written
         there.
     """
