@@ -17,3 +17,14 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data not present at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def small_demo(tmp_path_factory):
+    """The demo (70 train and 45 test images, every kind of planted leakage) audited once, for
+    every test that only reads a finished audit."""
+    from splitscope.workflows.demo import run_demo
+
+    result, _ = run_demo(tmp_path_factory.mktemp("small-demo") / "demo", workers=1,
+                         progress=False, n_train=70, n_test=45)
+    return result

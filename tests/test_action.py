@@ -140,3 +140,19 @@ def test_an_input_error_still_writes_the_summary_and_exits_2(tmp_path):
 def test_an_unclosed_quote_in_args_is_an_input_error(tmp_path):
     code, summary, _ = run_action(tmp_path, path="absent", args="--fail-on 'ncc_rate>0")
     assert code == 2 and "exit code 2" in summary
+
+
+@pytest.mark.slow
+def test_the_action_fails_on_a_gate_the_audit_did_not_measure(tmp_path):
+    args = "--fail-on 'byte_identical_rate>0' --workers 1 --layers groups"
+    for run in ("gated", "allowed"):
+        tiny_release(tmp_path / run / "release")
+    code, summary, ran = run_action(tmp_path / "gated", path="release", args=args)
+    assert code == 5 and ran[-1] == "Exit with the audit's code"
+    assert "failed: a --fail-on metric was not measured (exit code 5)" in summary
+    assert ("| `byte_identical_rate>0` | not measured | NOT MEASURED, the gate fails (exit 5): "
+            "layer duplicates not assessed: not requested (layers= option) |  |") in summary
+    code, summary, _ = run_action(tmp_path / "allowed", path="release",
+                                  args=args + " --allow-unmeasured")
+    assert code == 0 and "passed: no --fail-on condition held (exit code 0)" in summary
+    assert "not measured, allowed (--allow-unmeasured)" in summary

@@ -1,8 +1,10 @@
 """The command line. Thin: parses, calls the API, prints, sets the exit code.
 
-Exit codes: 0 success, 1 a ``--fail-on`` condition held, 2 usage or input error, 3 an audit
-was written but one of its layers failed (recorded as ``not assessed``), 4 an internal error
-(one line on the terminal, the traceback in a log file), 141 the reader of stdout went away
+Exit codes (:mod:`splitscope.exit_codes`): 0 success, 1 a ``--fail-on`` condition held, 2 usage
+or input error (a release of which no file could be read is one), 3 an audit was written but
+one of its layers failed (recorded as ``not assessed``), 4 an internal error (one line on the
+terminal, the traceback in a log file), 5 a ``--fail-on`` metric was not measured (the audit
+was written; ``--allow-unmeasured`` lets it pass), 141 the reader of stdout went away
 (``| head``; nothing is printed), 130 interrupted. Each layer contributes
 its verbs from ``splitscope.<layer>.commands`` (a list ``COMMANDS`` of click commands), so the
 verbs live next to the code they call.
@@ -24,6 +26,7 @@ import click
 
 from splitscope import __version__
 from splitscope.errors import InputError
+from splitscope.exit_codes import EXIT_INPUT_ERROR, EXIT_INTERNAL
 
 # verb → module whose ``COMMANDS`` list holds it. Modules are imported only when their verb
 # runs (or for --help), so a verb pays only for the libraries it uses.
@@ -93,7 +96,6 @@ def app() -> None:
     choices move its headline score."""
 
 
-EXIT_INTERNAL = 4
 EXIT_BROKEN_PIPE = 141  # as a shell reports a process ended by SIGPIPE
 
 LOG_PREFIX = "splitscope-error-"
@@ -116,10 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         app.main(args=args, prog_name="splitscope", standalone_mode=False)
     except InputError as exc:
         click.echo(f"error: {exc}", err=True)
-        return 2
+        return EXIT_INPUT_ERROR
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except SystemExit as exc:  # a verb's exit code: 1 a --fail-on condition held, 3 a layer failed
+    except SystemExit as exc:  # a verb's exit code: 1 held, 3 a layer failed, 5 not measured
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except click.ClickException as exc:
         exc.show()

@@ -153,8 +153,9 @@ class RunOptions:
     """The run: the seed of every draw, bootstrap and group resamples (METHODS §5.3), the
     layers asked for (``None``: all), workers and where the per-file stage runs, the feature
     cache, the pairs the gallery shows, progress lines, which records of the audit are written
-    beside it (Croissant, dataset card, REFORMS checklist), and whether an output folder
-    holding other files may be written into."""
+    beside it (Croissant, dataset card, REFORMS checklist), whether an output folder
+    holding other files may be written into, and whether a ``--fail-on`` metric that was not
+    measured may pass (by default it fails the run, exit 5)."""
 
     seed: int = option(0, "Seed of every draw (bootstrap, group resamples, folds, samples).")
     resamples: int = option(2000, "Bootstrap and group resamples of every layer.", minimum=1)
@@ -194,6 +195,10 @@ class RunOptions:
     force: bool = option(
         False, "Write into an --out folder holding files splitscope did not write there (they "
                "are kept; one where the audit writes is still refused).")
+    allow_unmeasured: bool = option(
+        False, "Let a --fail-on condition whose metric was not measured (its layer did not run "
+               "or was not applicable) pass: it is still reported 'not measured', but the run "
+               "does not fail with exit 5.")
 
     def __post_init__(self) -> None:
         if int(self.resamples) < 1:

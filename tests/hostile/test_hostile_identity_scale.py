@@ -68,22 +68,33 @@ def test_twenty_thousand_empty_files_per_split_are_failures_not_copies(tmp_path)
         folder.mkdir(parents=True)
         for i in range(20_000):
             (folder / f"x{i:05d}.png").touch()
+    done, seconds = _audit(root, tmp_path / "out")  # nothing readable: an input error
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert seconds < 60
+    assert done.stderr.startswith("error: 40,000 of 40,000 files could not be read (40,000 "
+                                  "zero byte): they are empty (0 bytes)")
+    assert len(done.stderr.splitlines()) == 1 and done.stdout == ""
+    assert not (tmp_path / "out" / "audit.json").exists()
+    for split in ("train", "test"):  # one readable image per split: the audit runs
+        image(0 if split == "train" else 1).save(root / split / "a" / "real.png")
     done, seconds = _audit(root, tmp_path / "out")
     assert done.returncode == 0, done.stderr[-2000:]
     assert seconds < 60
     doc, rec = _records(tmp_path / "out")
+    assert doc["summary"]["verdicts"][0].startswith(
+        "WARNING: 40,000 of 40,002 files could not be read (40,000 zero byte)")
     layers = {x["layer"]: x for x in doc["layers"]}
-    assert layers["duplicates"]["status"] == "partial"  # it ran; nothing could be assessed
+    assert layers["duplicates"]["status"] == "partial"  # it ran; the empty files not assessed
     assert doc["manifest"]["failures"]["rows"] == 40_000
     failures = pd.read_csv(tmp_path / "out" / "lists" / "failures.csv")
     assert len(failures) == 40_000 and set(failures["reason"]) == {"zero_byte"}
     sha = rec["identity.sha256.test--train"]
-    assert sha["numerator"] == 0 and sha["denominator"] == 20_000
-    assert sha["status"] == "not assessed"
+    assert sha["numerator"] == 0 and sha["denominator"] == 20_001
+    assert sha["status"] == "partial"
     for split in ("test", "train"):
         within = rec[f"identity.within_copies.{split}--{split}"]
-        assert within["numerator"] == 0 and within["status"] == "not assessed"
-        assert within["denominator"] == 20_000
+        assert within["numerator"] == 0 and within["status"] == "partial"
+        assert within["denominator"] == 20_001
     lists = tmp_path / "out" / "lists"
     assert pd.read_csv(lists / "identity_groups.csv").empty
     assert pd.read_csv(lists / "within_copies.csv").empty

@@ -56,6 +56,67 @@ def test_condition_holds_exactly_when_true(cond, held):
 def test_unmeasured_metric_does_not_hold_and_says_so():
     out = _eval("containment_rate>0")
     assert out["value"] is None and out["held"] is False and out["records"] == []
+    assert out["outcome"] == "not measured"
+    assert out["reason"].startswith("no completed record of containment_byte_or_ncc")
+
+
+@pytest.mark.parametrize("cond, outcome", [("ncc_rate>0.01", "held"),
+                                           ("ncc_rate>0.5", "not held")])
+def test_a_measured_outcome_says_held_or_not_held_and_has_no_reason(cond, outcome):
+    recs = records()
+    recs[1].predicate = {"name": "ncc_nearest", "params": {}}
+    out = _eval(cond, recs)
+    assert out["outcome"] == outcome and "reason" not in out
+
+
+def test_an_unmeasured_metric_names_its_idle_layer_or_its_record():
+    layers = [{"layer": "duplicates", "status": "not assessed", "records": 1,
+               "duration_s": 0.0, "reason": "not requested (layers= option)"}]
+    out = _eval("ncc_rate>0", [], layers)
+    assert out["reason"] == "layer duplicates not assessed: not requested (layers= option)"
+    recs = records()
+    recs[1].predicate = {"name": "ncc_nearest", "params": {}}
+    recs[1].status, recs[1].reason = "not assessed", "no thumbnails"
+    out = _eval("ncc_rate>0", recs, [{**layers[0], "status": "partial", "reason": None}])
+    assert out["reason"] == f"record {recs[1].id} not assessed: no thumbnails"
+
+
+@pytest.mark.parametrize("allow, says", [
+    (False, "not measured → the gate fails (exit 5): layer duplicates not assessed"),
+    (True, "not measured → the gate does not fail (--allow-unmeasured): layer duplicates"),
+])
+def test_the_outcome_line_says_an_unmeasured_gate_fails_unless_allowed(allow, says):
+    from reportkit import document
+
+    from splitscope.core.conditions import fail_on_lines
+
+    doc = document(fail_on=["ncc_rate>0", "byte_identical_rate>0"])
+    doc["layers"][0].update(status="not assessed", reason="not requested (layers= option)")
+    doc["fail_on"] = evaluate_conditions(
+        [parse_condition(c["condition"]) for c in doc["fail_on"]], doc["records"],
+        doc["layers"])
+    doc["options"]["run"]["allow_unmeasured"] = allow
+    first, second = fail_on_lines(doc)
+    assert first.startswith(f"--fail-on ncc_rate>0: {says}")
+    assert second.startswith("--fail-on byte_identical_rate>0: not measured")
+
+
+@pytest.mark.parametrize("held, crashed, unmeasured, allow, code", [
+    (False, False, False, False, 0), (True, False, False, False, 1),
+    (False, True, False, False, 3), (False, False, True, False, 5),
+    (False, False, True, True, 0), (True, True, True, False, 1),
+    (False, True, True, False, 3), (True, False, True, False, 1),
+    (False, True, True, True, 3),
+])
+def test_exit_code_precedence(held, crashed, unmeasured, allow, code):
+    from splitscope.core.run import exit_code
+
+    fail_on = [{"held": held, "value": 1.0 if held else 0.0}]
+    if unmeasured:
+        fail_on.append({"held": False, "value": None})
+    layers = [{"layer": "x", "status": "not assessed" if crashed else "completed",
+               "reason": "layer error: RuntimeError: boom" if crashed else None}]
+    assert exit_code(fail_on, layers, allow_unmeasured=allow) == code
 
 
 def test_not_completed_and_control_records_are_not_read():

@@ -20,6 +20,7 @@ from splitscope.cli_common import ReleaseInput
 from splitscope.cli_options import click_option
 from splitscope.core.options import core_groups
 from splitscope.core.protocol import layer_names, option_groups
+from splitscope.exit_codes import EXIT_LAYER_FAILED, EXIT_NOT_MEASURED, exit_codes_help
 from splitscope.options import flag_fields
 
 
@@ -30,8 +31,9 @@ def _fail_on_help() -> str:
         "Exit with code 1 when METRIC OP VALUE holds (repeatable), e.g. "
         "'byte_identical_rate>0', 'ncc_rate>0.01', 'header_probe_ba>0.7'; ops > >= < <= == !=; "
         "a value may end in %. The metric is its largest value over the audited boundaries; a "
-        "metric no layer measured does not hold (gate on 'layers_not_assessed>0' too). "
-        "Metrics: " + "; ".join(m.help_line() for m in all_metrics().values()) + "."
+        "metric the run did not measure (its layer not run or not applicable) fails the gate "
+        "with exit code 5 unless --allow-unmeasured. Metrics: "
+        + "; ".join(m.help_line() for m in all_metrics().values()) + "."
     )
 
 
@@ -99,6 +101,7 @@ def print_summary(result, extra_lines: list[str] | None = None) -> None:
     from rich.table import Table
 
     from splitscope.cli_common import rich_console
+    from splitscope.core.conditions import fail_on_lines
 
     console = rich_console()
     doc = result.document
@@ -127,18 +130,19 @@ def print_summary(result, extra_lines: list[str] | None = None) -> None:
                       f"{layer['duration_s']:.1f}",
                       escape(reason if len(reason) < 100 else reason[:99] + "…"))
     console.print(table)
-    for cond in doc["fail_on"]:
-        value = "not measured" if cond["value"] is None else f"{cond['value']:.4g}"
-        state = "HELD" if cond["held"] else "not held"
-        console.print(escape(f"--fail-on {cond['condition']}: {value} → {state}"))
+    for line in fail_on_lines(doc):
+        console.print(escape(line))
     lists = result.out_dir / "lists"
     n_lists = sum(1 for a in doc.get("artifacts", []) if a["path"].startswith("lists/"))
     console.print(escape(
         f"Wrote {result.audit_json} ({_size(result.audit_json)}), {result.report} "
         f"({_size(result.report)}), {n_lists} files in {lists}/, artifacts.json "
         f"[{doc['run']['duration_s']:.1f} s]"))
-    if result.exit_code == 3:
+    if result.exit_code == EXIT_LAYER_FAILED:
         console.print("A layer failed: see the layers table and audit.json (exit code 3).")
+    elif result.exit_code == EXIT_NOT_MEASURED:
+        console.print("A --fail-on metric was not measured, so its gate fails (exit code 5): "
+                      "run the layer it reads, or pass --allow-unmeasured to let it pass.")
 
 
 def _command_line(verb: str, args: list[str], ctx: click.Context) -> str:
@@ -180,8 +184,9 @@ def _audit_command(inputs, control, external, predictions, attribution_maps,
     OUT/lists/ (contaminated-file lists, pair tables, group mappings, deduplicated splits)
     and OUT/artifacts.json (every output with its SHA-256). A rerun replaces the files the
     previous run listed there; anything else in OUT is refused (exit 2, named) unless --force.
-    The outputs appear at once, when the audit is done. Exit codes: 0 ok, 1 a --fail-on
-    condition held, 2 input error, 3 a layer failed (recorded in audit.json).
+    The outputs appear at once, when the audit is done. A release of which no file could be
+    read is an input error (exit 2, nothing written); one of which more than half could not
+    be read says so in its first line. Exit codes: below.
     """
     from splitscope.core.conditions import parse_condition
     from splitscope.core.options import AuditOptions
@@ -236,7 +241,7 @@ def audit_command() -> click.Command:
     command.__doc__ = _audit_command.__doc__
     for param in reversed(params):
         command = param(command)
-    return click.command("audit")(command)
+    return click.command("audit", epilog=exit_codes_help())(command)
 
 
 def __getattr__(name: str):

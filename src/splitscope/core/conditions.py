@@ -7,7 +7,8 @@ field read, the counting unit) and how it aggregates over boundaries: the larges
 the audited boundaries (the worst boundary). The metrics are those of the registered layers (a
 layer's ``metrics``, in the layers' order) and the core's own ``layers_not_assessed``; the
 ``--help`` text of ``audit`` is built from them (:func:`metric_table`), so it cannot drift
-from what is evaluated.
+from what is evaluated. A gate never passes on nothing: a condition whose metric the run did
+not measure fails the audit (exit 5) unless ``--allow-unmeasured`` (METHODS §6.5).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from splitscope.core.protocol import registered_layers
+from splitscope.exit_codes import EXIT_FAIL_ON, EXIT_NOT_MEASURED
 from splitscope.records.metrics import (
     Condition,
     Metric,
@@ -25,8 +27,8 @@ from splitscope.records.metrics import (
 from splitscope.records.metrics import find_record as _find_record
 from splitscope.records.metrics import metric_table as _metric_table
 
-__all__ = ["LAYERS_NOT_ASSESSED", "all_metrics", "evaluate_conditions", "find_record",
-           "metric_table", "parse_condition"]
+__all__ = ["LAYERS_NOT_ASSESSED", "all_metrics", "evaluate_conditions", "fail_on_lines",
+           "find_record", "metric_table", "parse_condition", "unmeasured"]
 
 
 #: the core's own metric: layers that could not run
@@ -74,10 +76,43 @@ def evaluate_conditions(conditions: Sequence[Condition], records: Sequence[Mappi
                         layers: Sequence[Mapping[str, Any]] = (),
                         boundaries: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Evaluate each condition on the records: the metric's value is the largest over the
-    audited boundaries. A metric no completed record measured has value ``None`` and its
-    condition does not hold (it is shown as *not measured*; gate on
-    ``layers_not_assessed>0`` to fail when a layer could not run)."""
+    audited boundaries. A metric no completed record measured has value ``None``, its
+    condition does not hold, and its ``outcome`` is ``"not measured"`` with the ``reason``
+    (its layer's status, or its record's); the audit then fails the gate (exit 5) unless
+    ``allow_unmeasured`` (:func:`splitscope.core.run.exit_code`)."""
     return evaluate(conditions, records, all_metrics(), layers, boundaries)
+
+
+def unmeasured(fail_on: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The ``--fail-on`` outcomes whose metric was not measured."""
+    return [c for c in fail_on if c.get("value") is None]
+
+
+def fail_on_lines(doc: Mapping[str, Any]) -> list[str]:
+    """One line per ``--fail-on`` outcome of an audit document, as the terminal and the
+    summary notes say it: the value and whether it HELD; a metric not measured says that the
+    gate fails (exit 5), or that ``--allow-unmeasured`` lets it pass, and why it was not
+    measured; a pixel predicate's negative-control status follows."""
+    allow = bool(((doc.get("options") or {}).get("run") or {}).get("allow_unmeasured"))
+    lines = []
+    for c in doc.get("fail_on") or []:
+        if c.get("value") is None:
+            why = c.get("reason") or "no completed record measured it"
+            gate = ("the gate does not fail (--allow-unmeasured)" if allow else
+                    f"the gate fails (exit {EXIT_NOT_MEASURED})")
+            line = f"--fail-on {c['condition']}: not measured → {gate}: {why}"
+        else:
+            line = (f"--fail-on {c['condition']}: value {c['value']:.4g} → "
+                    f"{f'HELD (exit {EXIT_FAIL_ON})' if c['held'] else 'not held'}")
+        control = c.get("control") or {}
+        if control.get("status") == "unreliable":
+            line += (f"; the predicate is UNRELIABLE on this modality: it flags "
+                     f"{100 * control['rate']:.3g}% of the clean control "
+                     f"({control.get('numerator')} of {control.get('denominator')})")
+        elif control.get("status") == "uncalibrated":
+            line += "; uncalibrated: no negative control given (--control)"
+        lines.append(line)
+    return lines
 
 
 def find_record(records, metric: str, boundary: str) -> Mapping[str, Any] | None:

@@ -18,9 +18,12 @@ or removed (only those its ``artifacts.json`` lists with a matching SHA-256), an
 the folder is refused unless ``force`` (and then kept), and a kill at any moment leaves either
 the previous audit or the new one (or a publish the next run finishes).
 
-Exit codes: 0 success; 1 a ``--fail-on`` condition held; 2 input error (raised as
-``InputError`` before anything is written); 3 the audit was written but at least one layer
-failed (see ``layers`` in audit.json).
+Exit codes (:mod:`splitscope.exit_codes`): 0 success; 1 a ``--fail-on`` condition held; 2
+input error (raised as ``InputError`` before anything is written — a release of which no file
+could be read is one, after its scan); 3 the audit was written but at least one layer failed
+(see ``layers`` in audit.json); 5 a ``--fail-on`` metric was not measured (unless
+``allow_unmeasured``). A held condition comes first, then a failed layer, then an unmeasured
+gate (:func:`exit_code`).
 """
 
 from __future__ import annotations
@@ -55,8 +58,16 @@ from splitscope.core.protocol import (
     run_layer,
     scorecard_measures,
 )
+from splitscope.core.readable import list_roots, nothing_read
 from splitscope.core.verdicts import opening
 from splitscope.errors import InputError
+from splitscope.exit_codes import (
+    EXIT_FAIL_ON,
+    EXIT_INPUT_ERROR,
+    EXIT_LAYER_FAILED,
+    EXIT_NOT_MEASURED,
+    EXIT_OK,
+)
 from splitscope.features.failures import failures_table, write_failure_lists
 from splitscope.manifest.hub import fingerprint_hub, hub_corpus, is_hub_id, require_cached
 from splitscope.records import publish, software_versions
@@ -68,13 +79,8 @@ from splitscope.records.schema import SCHEMA_VERSION, validation_errors
 from splitscope.records.scorecard import score_card
 from splitscope.report.gallery import gallery
 
-__all__ = ["EXIT_FAIL_ON", "EXIT_INPUT_ERROR", "EXIT_LAYER_FAILED", "EXIT_OK", "AuditResult",
-           "audit"]
-
-EXIT_OK = 0
-EXIT_FAIL_ON = 1
-EXIT_INPUT_ERROR = 2
-EXIT_LAYER_FAILED = 3
+__all__ = ["EXIT_FAIL_ON", "EXIT_INPUT_ERROR", "EXIT_LAYER_FAILED", "EXIT_NOT_MEASURED",
+           "EXIT_OK", "AuditResult", "audit", "exit_code"]
 
 #: inputs a layer may name in its ``needs`` that are files or folders, not scans
 _PATH_INPUTS = ("predictions", "attribution_maps", "attribution_masks", "external")
@@ -194,7 +200,8 @@ def audit(
         ``InputError`` naming it, before any work (unless ``options.run.force``).
     fail_on : sequence of str
         Conditions ``metric op value`` (:mod:`splitscope.core.conditions`); any that holds
-        gives exit code 1.
+        gives exit code 1; one whose metric the run did not measure gives exit code 5, unless
+        ``options.run.allow_unmeasured`` (:func:`exit_code`).
     executor : Executor, optional
         Where the scans' per-file stage runs (:mod:`splitscope.features.executor`; the caller
         closes it); default: the one ``options.run.engine`` names (a process pool, or a Dask
@@ -207,6 +214,12 @@ def audit(
     Returns
     -------
     AuditResult
+
+    Raises
+    ------
+    InputError
+        For unusable inputs, before anything is written; and when no file of the release
+        could be read (after its scan): the message counts them and names the likely cause.
     """
     options = AuditOptions() if options is None else options
     if not isinstance(options, AuditOptions):
@@ -283,6 +296,7 @@ def _audit_into(folder: Path, published_in: Path, inputs_list, given, options: A
     started_wall, started = _now(), time.perf_counter()
     context, scan_seconds, input_fps = _context(inputs_list, given, folder / "lists", options,
                                                 executor)
+    _refuse_nothing_read(context.scan)
 
     _run_layers(registry, wanted, context, sys.stderr.isatty() if options.run.progress is None
                 else bool(options.run.progress))
@@ -300,15 +314,42 @@ def _audit_into(folder: Path, published_in: Path, inputs_list, given, options: A
     doc = _ordered(doc)
     doc["fail_on"] = evaluate_conditions(conditions, doc["records"], doc["layers"],
                                          [b["name"] for b in doc["boundaries"]])
-    held = any(c["held"] for c in doc["fail_on"])
-    crashed = any(str(l.get("reason") or "").startswith("layer error") for l in doc["layers"])
-    exit_code = EXIT_FAIL_ON if held else (EXIT_LAYER_FAILED if crashed else EXIT_OK)
+    code = exit_code(doc["fail_on"], doc["layers"],
+                     allow_unmeasured=options.run.allow_unmeasured)
     doc["summary"] = opening(doc, export_problems)
     doc["run"]["finished"] = _now()
     doc["run"]["duration_s"] = round(time.perf_counter() - started, 3)
-    doc["run"]["exit_code"] = exit_code
+    doc["run"]["exit_code"] = code
     _write(doc, folder, max_pairs, published_in)
     return doc
+
+
+def exit_code(fail_on: Sequence[dict[str, Any]], layers: Sequence[dict[str, Any]], *,
+              allow_unmeasured: bool = False) -> int:
+    """The exit code of a written audit from its ``fail_on`` outcomes and ``layers``: 1 when a
+    condition held; else 3 when a layer failed (an error inside it); else 5 when a condition's
+    metric was not measured (a gate never passes on nothing), unless ``allow_unmeasured``;
+    else 0 (:data:`splitscope.exit_codes.PRECEDENCE`)."""
+    if any(c["held"] for c in fail_on):
+        return EXIT_FAIL_ON
+    if any(str(l.get("reason") or "").startswith("layer error") for l in layers):
+        return EXIT_LAYER_FAILED
+    if not allow_unmeasured and any(c.get("value") is None for c in fail_on):
+        return EXIT_NOT_MEASURED
+    return EXIT_OK
+
+
+def _refuse_nothing_read(scan) -> None:
+    """An input error (exit 2, nothing written) when no file of the audited release could be
+    read: every rate would be a zero over nothing. The message is the sentence that would
+    open the audit (:func:`splitscope.core.readable.nothing_read`)."""
+    rows = scan.rows()
+    section = {"rows": len(rows), "scan": _scan_summary(scan),
+               "failures": _failures(failures_table(scan, rows)),
+               "lists": list_roots(scan.manifest.attrs.get("inputs", []))}
+    message = nothing_read(section)
+    if message is not None:
+        raise InputError(message)
 
 
 def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: bool) -> None:
@@ -528,6 +569,7 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
                      "excluded": len(manifest.attrs.get("excluded", []) or []),
                      "scan": _scan_summary(context.scan),
                      "failures": _failures(failed),
+                     "lists": list_roots(manifest.attrs.get("inputs", [])),
                      **_tables_summary(audited_rows), **_label_maps(context)},
         "boundaries": [{**b.to_dict(), "kind": kinds.get(b.name, "released split")}
                        for b in all_boundaries],

@@ -152,10 +152,14 @@ def findings_and_actions(measured: Sequence[Mapping[str, Any]], *, most: int = M
 
 
 def warnings(doc: Mapping[str, Any]) -> list[str]:
-    """What the reader must know before any rate: a release audited against itself (no
-    split was found), a table of re-encoded images, and a release in which no row has a
-    label."""
-    out = []
+    """What the reader must know before any rate: first, a release of which more than half
+    the listed files could not be read (with the likely cause); then a release audited
+    against itself (no split was found), a table of re-encoded images, and a release in which
+    no row has a label."""
+    from splitscope.core.readable import unread_files
+
+    unread = unread_files(doc.get("manifest") or {}, listed_in="lists/failures.csv")
+    out = [f"WARNING: {unread}"] if unread else []
     for b in doc.get("boundaries") or []:
         if b["query"]["name"] == b["reference"]["name"] == WITHIN_RELEASE:
             out.append("WARNING: no train/test split was found (no split folders or split "
@@ -179,21 +183,12 @@ def warnings(doc: Mapping[str, Any]) -> list[str]:
 
 
 def summary_notes(doc: Mapping[str, Any]) -> list[str]:
-    """Layers that did not complete (with the reason) and the --fail-on outcomes."""
+    """Layers that did not complete (with the reason) and the --fail-on outcomes
+    (:func:`splitscope.core.conditions.fail_on_lines`)."""
+    from splitscope.core.conditions import fail_on_lines
+
     notes = []
     for l in doc["layers"]:
         if l["status"] != "completed":
             notes.append(f"Layer {l['layer']}: {l['status']} — {l.get('reason')}")
-    for c in doc.get("fail_on") or []:
-        value = "not measured" if c["value"] is None else f"{c['value']:.4g}"
-        line = (f"--fail-on {c['condition']}: value {value} → "
-                f"{'HELD (exit 1)' if c['held'] else 'not held'}")
-        control = c.get("control") or {}
-        if control.get("status") == "unreliable":
-            line += (f"; the predicate is UNRELIABLE on this modality: it flags "
-                     f"{100 * control['rate']:.3g}% of the clean control "
-                     f"({control.get('numerator')} of {control.get('denominator')})")
-        elif control.get("status") == "uncalibrated":
-            line += "; uncalibrated: no negative control given (--control)"
-        notes.append(line)
-    return notes
+    return notes + fail_on_lines(doc)

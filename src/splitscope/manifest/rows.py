@@ -366,6 +366,7 @@ def list_rows(table: pd.DataFrame, path: Path, *, root: str | Path | None = None
         raise InputError(
             f"{int(missing.sum())} row(s) of {where} have no path (first at line(s) {first})"
         )
+    root_given = root is not None
     root_url = str(root) if root is not None and is_url(str(root)) else None
     if root_url is not None and local_path(root_url) is not None:  # file://: a local folder
         root, root_url = local_path(root_url), None
@@ -397,9 +398,13 @@ def list_rows(table: pd.DataFrame, path: Path, *, root: str | Path | None = None
         if picked[role] is not None:
             frame[role] = table[picked[role]].astype("string")
     manifest = _finish(frame, corpus or path.stem)
+    relative = sum(1 for p, (_, is_link), bad in zip(paths, located, invalid)
+                   if not (is_link or bad or is_url(p) or os.path.isabs(p)))
     manifest.attrs = {
         "inputs": [{"kind": "list", "path": str(path), "columns": picked,
-                    "root": root_url or str(root), "split": split}],
+                    "root": root_url or str(root), "split": split,
+                    # where relative paths resolve: the list's folder unless a root was given
+                    "root_given": root_given, "relative_paths": int(relative)}],
         "excluded": [],
     }
     return manifest

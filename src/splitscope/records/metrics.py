@@ -12,6 +12,7 @@ from typing import Any
 from splitscope.errors import InputError
 
 __all__ = [
+    "NOT_MEASURED",
     "Condition",
     "Metric",
     "Rule",
@@ -26,6 +27,7 @@ __all__ = [
     "is_control",
     "metric_records",
     "metric_table",
+    "not_measured_reason",
     "parse",
     "record_text",
 ]
@@ -196,9 +198,10 @@ def evaluate(conditions: Sequence[Condition], records: Sequence[Mapping[str, Any
              metrics: Mapping[str, Metric], layers: Sequence[Mapping[str, Any]] = (),
              boundaries: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Evaluate each condition on the records: the metric's value is the largest over the
-    audited boundaries. A metric no completed record measured has value ``None`` and its
-    condition does not hold (it is shown as *not measured*; gate on
-    ``layers_not_assessed>0`` to fail when a layer could not run)."""
+    audited boundaries. Each outcome says ``held`` and its ``outcome``: ``"held"``, ``"not
+    held"`` or ``"not measured"`` — a metric no completed record measured has value ``None``,
+    does not hold, and carries the ``reason`` (:func:`not_measured_reason`); the caller
+    decides what an unmeasured gate does to the run (the audit fails it, exit 5)."""
     out = []
     for cond in conditions:
         metric = metrics[cond.metric]
@@ -213,11 +216,45 @@ def evaluate(conditions: Sequence[Condition], records: Sequence[Mapping[str, Any
         held = value is not None and _OPS[cond.op](value, cond.threshold)
         outcome = {"condition": cond.text, "metric": cond.metric, "op": cond.op,
                    "threshold": cond.threshold, "value": value, "held": bool(held),
+                   "outcome": NOT_MEASURED if value is None else ("held" if held else "not held"),
                    "records": ids}
+        if value is None:
+            outcome["reason"] = not_measured_reason(metric, records, layers, boundaries)
         if metric.control and metric.field != "layers":
             outcome["control"] = control_status(hits)
         out.append(outcome)
     return out
+
+
+#: the ``outcome`` of a ``--fail-on`` condition whose metric no completed record measured
+NOT_MEASURED = "not measured"
+
+
+def not_measured_reason(metric: Metric, records: Sequence[Mapping[str, Any]],
+                        layers: Sequence[Mapping[str, Any]] = (),
+                        boundaries: Sequence[str] | None = None) -> str:
+    """Why ``metric`` has no value, in words: the layers that write its records and did not
+    run (with their status and reason), else its records that were not completed (the first,
+    with its status and reason), else that none of its records was written."""
+    mine = [l for l in layers if l.get("layer") in metric.layers]
+    idle = [l for l in mine if l.get("status") not in ("completed", "partial")]
+    if idle and len(idle) == len(mine):
+        return "; ".join(f"layer {l['layer']} {l.get('status')}"
+                         + (f": {l['reason']}" if l.get("reason") else "") for l in idle)
+    audited = set(boundaries) if boundaries is not None else None
+    unfinished = [r for r in _matching(metric, [
+        r for r in records if r.get("layer") in metric.layers and not is_control(r)
+        and r.get("status") not in ("completed", "partial")
+        and (audited is None or (r.get("boundary") or {}).get("name") in audited
+             or (metric.pool_wide and not r.get("boundary")))])]
+    if unfinished:
+        r = unfinished[0]
+        more = f" (and {len(unfinished) - 1} more)" if len(unfinished) > 1 else ""
+        return (f"record {r.get('id')} {r.get('status')}"
+                + (f": {r['reason']}" if r.get("reason") else "") + more)
+    which = ", ".join(metric.predicates) or metric.name
+    return (f"no completed record of {which} on the audited boundaries (its layer wrote "
+            "none: a predicate not asked for, or nothing to compare)")
 
 
 def find_record(records, metric: Metric | str, boundary: str,

@@ -7,16 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: what each exit code of ``splitscope audit`` means (README, "Exit codes")
-EXIT_MEANINGS = {
-    0: "passed: no --fail-on condition held",
-    1: "failed: a --fail-on condition held",
-    2: "usage or input error: no audit was written",
-    3: "a layer failed: the audit was written without it",
-    4: "internal error: see the splitscope-error-*.log file",
-}
-#: exit codes with which the audit wrote this run's ``audit.json``
-WRITTEN = (0, 1, 3)
+from splitscope.exit_codes import EXIT_CODES, EXIT_NOT_MEASURED, WRITTEN
+
+#: what each exit code of ``splitscope audit`` means (:data:`splitscope.exit_codes.EXIT_CODES`)
+EXIT_MEANINGS = EXIT_CODES
 MAX_FINDINGS = 40
 
 
@@ -40,6 +34,19 @@ def _fraction(record: dict) -> str:
 
 def _rate(value) -> str:
     return "not measured" if value is None else f"{value:.4g}"
+
+
+def _outcome(cond: dict, doc: dict) -> str:
+    """A ``--fail-on`` outcome as the table says it: HELD, not held, or not measured (the
+    gate fails, exit 5, unless ``--allow-unmeasured``) with the reason."""
+    if cond.get("held"):
+        return "**HELD**"
+    if cond.get("value") is not None:
+        return "not held"
+    allowed = (doc.get("options") or {}).get("run", {}).get("allow_unmeasured")
+    gate = ("not measured, allowed (--allow-unmeasured)" if allowed else
+            f"NOT MEASURED, the gate fails (exit {EXIT_NOT_MEASURED})")
+    return f"{gate}: {cond['reason']}" if cond.get("reason") else gate
 
 
 def findings(doc: dict) -> list[dict]:
@@ -78,7 +85,7 @@ def summary_sections(doc: dict | None, *, exit_code: int | None, out_dir: str | 
                 f"{rid} ({_fraction(by_id[rid])})" if _fraction(by_id.get(rid, {})) else rid
                 for rid in cond.get("records", []))
             rows.append((f"`{cond['condition']}`", _rate(cond.get("value")),
-                         "**HELD**" if cond.get("held") else "not held", records))
+                         _outcome(cond, doc), records))
         sections.append(("--fail-on", rows))
 
     found = findings(doc)

@@ -64,8 +64,10 @@ def audit_html(doc: dict[str, Any], out_dir: str | Path) -> str:
             f"exit code {doc['run'].get('exit_code')}; report: "
             f"<code>{escape(str(Path(out_dir) / 'report.html'))}</code></p>")
     s = doc.get("summary", {})
-    fail = [f"{c.get('condition')}: {'held' if c.get('held') else 'not held'} (value "
-            f"{_num(c.get('value')) or 'not measured'})" for c in doc.get("fail_on", [])]
+    fail = [f"{c.get('condition')}: "
+            + (f"not measured ({c.get('reason') or 'no record'})" if c.get("value") is None
+               else f"{'held' if c.get('held') else 'not held'} (value {_num(c['value'])})")
+            for c in doc.get("fail_on", [])]
     card = _table(["detail", "status", "value"],
                   [[escape(c["detail"]), escape(c["status"]), escape(str(c["value"]))]
                    for c in doc.get("scorecard", [])])
