@@ -199,6 +199,11 @@ class RunOptions:
         False, "Let a --fail-on condition whose metric was not measured (its layer did not run "
                "or was not applicable) pass: it is still reported 'not measured', but the run "
                "does not fail with exit 5.")
+    paths_only: bool = option(
+        False, "Audit what the rows' paths, labels, sources and groups say when none of their "
+               "files is at hand (a published list without its images): the layers that read "
+               "files are then not assessed. Without it, an audit that can read no file stops "
+               "with exit 2.")
 
     def __post_init__(self) -> None:
         if int(self.resamples) < 1:

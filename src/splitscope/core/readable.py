@@ -97,7 +97,8 @@ def nothing_read(manifest: Mapping[str, Any]) -> str | None:
     if "features_ok" not in scan or scan["features_ok"] or not manifest.get("rows"):
         return None  # a file was read, no row, or the scan summary failed (it says so)
     _, files, _ = _failed_files(manifest)
+    tail = (" (to audit only what the paths, labels and groups say, pass --paths-only)")
     if files:
-        return unread_files(manifest)
+        return unread_files(manifest) + tail
     return (f"none of the {fmt_int(int(manifest.get('rows') or 0))} rows names a file that "
-            f"could be read: {_first(manifest)}")
+            f"could be read: {_first(manifest)}{tail}")

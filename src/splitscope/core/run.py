@@ -296,7 +296,8 @@ def _audit_into(folder: Path, published_in: Path, inputs_list, given, options: A
     started_wall, started = _now(), time.perf_counter()
     context, scan_seconds, input_fps = _context(inputs_list, given, folder / "lists", options,
                                                 executor)
-    _refuse_nothing_read(context.scan)
+    if not options.run.paths_only:
+        _refuse_nothing_read(context.scan)
 
     _run_layers(registry, wanted, context, sys.stderr.isatty() if options.run.progress is None
                 else bool(options.run.progress))

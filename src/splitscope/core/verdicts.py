@@ -111,15 +111,21 @@ def verdict(doc: Mapping[str, Any], measured: Sequence[Mapping[str, Any]]) -> li
     or that the checks that ran found nothing, and what was not checked."""
     lines = warnings(doc)
     for b in doc.get("boundaries") or []:
-        mine = [m for m in measured if m["found"] and m["boundary"] == b["name"]]
+        mine = [m for m in measured if m["boundary"] == b["name"]]
+        found = [m for m in mine if m["found"]]
         q, ref = b["query"]["name"], b["reference"]["name"]
-        if mine:
-            also = next((m for m in mine[1:] if m["tier"] != mine[0]["tier"]), None)
+        if found:
+            also = next((m for m in found[1:] if m["tier"] != found[0]["tier"]), None)
             tail = f"; also {also['phrase']}" if also else ""
-            lines.append(f"Do not trust a score on {q} as is: {mine[0]['phrase']}{tail}.")
+            lines.append(f"Do not trust a score on {q} as is: {found[0]['phrase']}{tail}.")
+        elif not mine:
+            lines.append(f"Nothing was measured on {q} against {ref}, so this audit cannot "
+                         f"say whether a score on {q} can be trusted; not checked: "
+                         f"{not_checked(doc)}.")
         else:
-            lines.append(f"No contamination of {q} by {ref} found by the checks that ran; not "
-                         f"checked: {not_checked(doc)}.")
+            ran = ", ".join(dict.fromkeys(m["finding"] for m in mine))
+            lines.append(f"No contamination of {q} by {ref} found by the checks that ran "
+                         f"({ran}); not checked: {not_checked(doc)}.")
     if not doc.get("boundaries"):
         lines.append("No boundary was audited (no two sides to compare), so this audit says "
                      "nothing about whether a score can be trusted.")
@@ -127,12 +133,14 @@ def verdict(doc: Mapping[str, Any], measured: Sequence[Mapping[str, Any]]) -> li
 
 
 def not_checked(doc: Mapping[str, Any]) -> str:
-    """The layers that did not run, each with the first clause of its reason."""
+    """The layers that did not run or ran in part, each with the first clause of its
+    reason."""
     out = []
     for layer in doc.get("layers") or []:
-        if layer.get("status") in ("not applicable", "not assessed"):
+        if layer.get("status") in ("not applicable", "not assessed", "partial"):
             reason = str(layer.get("reason") or layer["status"]).split(": ")[0].split(" (")[0]
-            out.append(f"{layer['layer']} ({reason})")
+            part = "in part: " if layer["status"] == "partial" else ""
+            out.append(f"{layer['layer']} ({part}{reason})")
     return "; ".join(out) or "nothing the registered layers could check was skipped"
 
 

@@ -58,3 +58,6 @@ ROLES: dict[str, tuple[str, ...]] = {
     roles.IMAGE_STATS_PROBE: IMAGE_STATS_PROBES,
     roles.PARTITION: (PARTITION,),
 }
+
+#: the score the label probes report (a finding's figure names it)
+PROBE_SCORE = "balanced accuracy"

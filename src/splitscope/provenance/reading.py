@@ -13,6 +13,7 @@ from splitscope.provenance.predicates import (
     IMAGE_STATS_WITHIN,
     LAYER,
     PARTITION,
+    PROBE_SCORE,
 )
 from splitscope.records.findings import EVIDENCE, INDICATION, Finding, scored
 from splitscope.records.metrics import Rule, Verdict, above_chance, completed_record, is_control
@@ -96,11 +97,11 @@ VERDICTS: tuple[Verdict, ...] = (Verdict("header_probe", _header_probe_lines,
                                                          rank=100),)
 
 
-def _cross(predicate: str, what: str = "balanced accuracy", baseline: float | None = None):
+def _cross(predicate: str, what: str = PROBE_SCORE, baseline: float | None = None):
     """How a probe's cross-split record on a boundary measures its finding."""
     def measure(doc, b):
         record = completed_record(doc.get("records") or [], predicate, b["name"], LAYER)
-        return scored(record, baseline, what)
+        return scored(record, what, baseline)
     return measure
 
 

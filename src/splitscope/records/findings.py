@@ -103,9 +103,10 @@ def shared(record: Mapping[str, Any], **extra: Any) -> dict | None:
             **extra}
 
 
-def scored(record: Mapping[str, Any] | None, baseline: float | None = None,
-           what: str = "balanced accuracy", **extra: Any) -> dict | None:
-    """The fields of a score finding from its record: the estimate against ``baseline``
+def scored(record: Mapping[str, Any] | None, what: str, baseline: float | None = None,
+           **extra: Any) -> dict | None:
+    """The fields of a score finding from its record (``what``: the score's name, e.g. the
+    probe's balanced accuracy): the estimate against ``baseline``
     (default the record's ``details.chance``); found when the interval's lower bound lies
     above it, and sized by that margin. ``None`` when not measured or without an interval."""
     if record is None or record.get("status") not in ("completed", "partial"):

@@ -463,11 +463,23 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
             label_pairs = {f"{a} / {c}": int(n) for (a, c), n in mine.groupby(
                 ["label", "counterpart_label"]).size().items()}
         labelled = int(q["label"].notna().sum()) if "label" in q.columns else 0
+        if "label" in q.columns and "sha256" in q.columns and not arrays:
+            labelled = int((q["label"].notna() & q["sha256"].notna()).sum())  # files read
         params: dict = {"label_relation": "disjoint"}
         if _conflict(pred) is not None:
             params.update(_conflict(pred).params(Settings(tau, radius, geometry)))
         partial = kind == "pairs" and bool(truncated)
         calibrated, trusted = calibration(pred, control_rates)
+        if n_query and not labelled:  # no labelled query row was read: nothing compared
+            out.append(AuditRecord(
+                id=f"{_section(pred)}.label_conflict_{pred}.{slug}", layer=LAYER,
+                section=_section(pred), title=_title(pred), boundary=b.to_dict(),
+                predicate={"name": f"label_conflict_{pred}", "params": params},
+                unit="affected query row", numerator=None, denominator=n_query,
+                coverage={"assessed": 0, "total": n_query}, status="not assessed",
+                reason=UNREAD_REASON, conclusion=f"no label comparison: {UNREAD_REASON}",
+                details={"calibration": calibrated, "trusted": trusted}))
+            continue
         examples = mine.head(20)[["row", "path", "label", "counterpart_row",
                                   "counterpart_path", "counterpart_label"]]
         out.append(AuditRecord(
@@ -495,6 +507,10 @@ def conflict_records(rel, rows: pd.DataFrame, conflicts: pd.DataFrame, *, tau: f
                      **({"pair_list": listing} if listing else {})},
         ))
     return out
+
+
+#: why a conflict record compared nothing
+UNREAD_REASON = "no query row with a label had its file read"
 
 
 def _pair_list(cap: int, listed: int, total: int) -> dict:
@@ -539,6 +555,7 @@ def within_conflict_record(boundary, rows: pd.DataFrame, conflicts: pd.DataFrame
     details = {"pairs": n_pairs, "label_pairs": label_pairs}
     if n_pairs > listed:
         details["pair_list"] = _pair_list(max_pairs_per_group, listed, n_pairs)
+    unread = len(q) and "pixel_xxh128" in q and not assessed.any()
     return AuditRecord(
         id=f"{IDENTITY}.label_conflict_within.{slug}", layer=LAYER, section=IDENTITY,
         title=f"Identical images under two labels within {pop.name}",
@@ -546,8 +563,10 @@ def within_conflict_record(boundary, rows: pd.DataFrame, conflicts: pd.DataFrame
         predicate={"name": LABEL_CONFLICT_WITHIN,
                    "params": {"label_relation": "disjoint",
                               "by": ["sha256", "pixel_xxh128"]}},
-        unit="affected row", numerator=int(hit.size), denominator=len(q),
+        unit="affected row", numerator=None if unread else int(hit.size), denominator=len(q),
         coverage={"assessed": int(assessed.sum()), "total": len(q)},
+        status="not assessed" if unread else "completed",
+        reason=UNREAD_REASON if unread else None,
         scope=f"rows of {pop.name} whose bytes or decoded pixels equal another {pop.name} "
               "row's under another label",
         conclusion=(f"{hit.size} of {len(q)} rows of {pop.name} are identical to another "
