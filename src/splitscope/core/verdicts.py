@@ -80,9 +80,18 @@ def measured_findings(doc: Mapping[str, Any]) -> list[dict]:
             else:
                 fields = _worst_share(metrics.get(finding.metric), records, b["name"])
             if fields:
-                out.append(finding.written(fields, b, doc.get("options")))
+                out.append(finding.written(fields, _named(b), doc.get("options")))
     top = ranked(out)
     return top + [m for m in out if not m["found"]]
+
+
+def _named(b: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``b`` as the sentences name its sides: a release audited against itself (no split was
+    found) is "the release" on both."""
+    if b["query"]["name"] == b["reference"]["name"] == WITHIN_RELEASE:
+        return {**b, "query": {**b["query"], "name": "release"},
+                "reference": {**b["reference"], "name": "release"}}
+    return b
 
 
 def _worst_share(metric, records, boundary: str) -> dict | None:
@@ -113,7 +122,9 @@ def verdict(doc: Mapping[str, Any], measured: Sequence[Mapping[str, Any]]) -> li
     for b in doc.get("boundaries") or []:
         mine = [m for m in measured if m["boundary"] == b["name"]]
         found = [m for m in mine if m["found"]]
-        q, ref = b["query"]["name"], b["reference"]["name"]
+        q, ref = _named(b)["query"]["name"], _named(b)["reference"]["name"]
+        if b["query"]["name"] == WITHIN_RELEASE:
+            q = "any split drawn from this release"
         if found:
             also = next((m for m in found[1:] if m["tier"] != found[0]["tier"]), None)
             tail = f"; also {also['phrase']}" if also else ""
@@ -168,6 +179,9 @@ def warnings(doc: Mapping[str, Any]) -> list[str]:
 
     unread = unread_files(doc.get("manifest") or {}, listed_in="lists/failures.csv")
     out = [f"WARNING: {unread}"] if unread else []
+    if unread and ((doc.get("options") or {}).get("run") or {}).get("paths_only"):
+        out = [f"Paths only (--paths-only): {unread[0].lower()}{unread[1:]} Only what the "
+               + "paths, labels, sources and groups say is measured."]
     for b in doc.get("boundaries") or []:
         if b["query"]["name"] == b["reference"]["name"] == WITHIN_RELEASE:
             out.append("WARNING: no train/test split was found (no split folders or split "

@@ -365,8 +365,9 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("near twins (NCC ≥ τ)", metric="ncc_rate",
             phrase="{percent} of {query} ({numerator} of {denominator} rows) has a near twin "
                    "in {reference}",
-            says="Near twins: {share} {query} rows have a near twin in {reference} (NCC ≥ τ, "
-                 "nearest counterpart), so a model is partly tested on what it trained on.",
+            says="Near twins: {share} {query} rows have a near twin in {reference} (NCC ≥ "
+                 "{search[tau]:g}, nearest counterpart), so a model is partly tested on what it "
+                 "trained on.",
             action=_DEDUP, rank=20),
     Finding("byte copies", metric="byte_identical_rate",
             phrase="{percent} of {query} ({numerator} of {denominator} rows) is a byte copy "
