@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import struct
@@ -448,6 +449,10 @@ def test_dicom_tags():
     assert h["dicom_PixelSpacing"] == ",".join(str(v) for v in ds.PixelSpacing)
     assert h["dicom_TransferSyntaxUID"] == str(ds.file_meta.TransferSyntaxUID)
     assert h["dicom_InstitutionName"] == str(ds.InstitutionName)
+    # the PatientID only as a digest (a group key the group layer may propose, METHODS §3.6)
+    assert h["dicom_PatientID_digest"] == hashlib.sha256(
+        str(ds.PatientID).encode()).hexdigest()[:16]
+    assert str(ds.PatientID) not in {str(v) for v in h.values()}
     assert h["header_error"] is None
     # the preamble of this file starts like a TIFF: the DICM check must win
     assert data[:4] == b"II*\x00"

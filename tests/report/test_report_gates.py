@@ -257,4 +257,6 @@ def test_the_unread_line_counts_by_reason_and_names_the_likely_cause(by_reason, 
         assert says in line and line.endswith("each file with its reason in lists/failures.csv.")
     assert nothing_read(_section(by_reason, files, lists)) is None  # some file was read
     everything = _section({"missing": files}, files, lists)
-    assert nothing_read(everything).endswith("the first, a.png: no such file: /r/a.png.")
+    assert nothing_read(everything).endswith(
+        "the first, a.png: no such file: /r/a.png. (to audit only what the paths, labels and "
+        "groups say, pass --paths-only)")

@@ -380,7 +380,9 @@ def run_layer(layer: Layer, context: AuditContext) -> LayerOutcome:
 def _layer_status(layer: Layer, result: LayerResult,
                   context: AuditContext) -> tuple[str, str | None]:
     statuses = [r.status for r in result.records]
-    done = [s for s in statuses if s != "not applicable"]
+    # a proposed record (a group key inferred from names) measures nothing the layer was
+    # asked for: beside it the layer is what its measured records say
+    done = [s for s in statuses if s not in ("not applicable", "proposed")]
     if not statuses:
         reason = "the layer returned no finding for this input"
         result.records.append(not_run_record(layer.name, "not applicable", reason,

@@ -127,7 +127,7 @@ __all__ = [
     "extract_files",
 ]
 
-EXTRACT_VERSION = "4"
+EXTRACT_VERSION = "5"
 """Version of the extraction code; part of every cache key. Bump when any feature changes."""
 
 DEFAULT_MAX_PIXELS = 2**27

@@ -6,7 +6,9 @@ with an estimated IJG quality, chroma subsampling, progressive and optimized-Huf
 restart interval, APPn segments and the EXIF orientation; for PNG the colour type, bit depth,
 interlace, the chunk list and the zlib level; for DICOM selected header tags. These are the
 inputs of the header-only probe (§4.2): a construction shortcut shows up here when one class
-was saved differently from another.
+was saved differently from another. The DICOM PatientID is kept only as a digest
+(:data:`DICOM_PATIENT_DIGEST`), for the group layer's proposed keys (§3.6), and is no probe
+input.
 
 JPEG markers and PNG chunks are walked here directly; Pillow is used only to open other formats
 lazily (``Image.open`` parses the header; no ``load()``), and pydicom, when importable, reads
@@ -21,6 +23,7 @@ is returned together with ``header_error``, a short reason.
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import struct
 import warnings
@@ -29,6 +32,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "DICOM_PATIENT_DIGEST",
     "HEADER_COLUMNS",
     "HEADER_DTYPES",
     "estimate_jpeg_quality",
@@ -51,6 +55,10 @@ DICOM_TAGS = (
     "BitsAllocated", "BitsStored", "Rows", "Columns", "PixelSpacing", "TransferSyntaxUID",
     "InstitutionName",
 )
+#: The DICOM PatientID, kept only as a digest (the first 16 hex digits of the SHA-256 of its
+#: text): a group key the group layer may propose (METHODS §3.6), never the identifier itself
+#: in the cache or an output; equal ids give equal digests. Not a header-probe input.
+DICOM_PATIENT_DIGEST = "dicom_PatientID_digest"
 
 #: Column name -> pandas dtype, for building a table from many ``header_fields`` dicts.
 HEADER_DTYPES: dict[str, str] = {
@@ -109,6 +117,7 @@ HEADER_DTYPES: dict[str, str] = {
                        else "string")
         for t in DICOM_TAGS
     },
+    DICOM_PATIENT_DIGEST: "string",
 }
 
 #: Every key :func:`header_fields` returns, in a stable order.
@@ -792,6 +801,7 @@ def _parse_dicom(data: bytes, out: dict[str, Any]) -> None:
         else:
             value = ds.get(tag)
         out[f"dicom_{tag}"] = _dicom_scalar(value, HEADER_DTYPES[f"dicom_{tag}"])
+    out[DICOM_PATIENT_DIGEST] = _patient_digest(ds.get("PatientID"))
     out["width"] = out["dicom_Columns"]
     out["height"] = out["dicom_Rows"]
     out["bit_depth"] = out["dicom_BitsStored"]
@@ -799,6 +809,14 @@ def _parse_dicom(data: bytes, out: dict[str, Any]) -> None:
     out["channels"] = int(spp) if isinstance(spp, int) else None
     if out["width"] is None or out["height"] is None:
         raise _HeaderError("DICOM header has no Rows/Columns (truncated, or not an image)")
+
+
+def _patient_digest(value: Any) -> str | None:
+    """The first 16 hex digits of the SHA-256 of a PatientID's text (``None`` when empty)."""
+    text = str(value).strip() if value is not None else ""
+    if not text:
+        return None
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _dicom_scalar(value: Any, dtype: str) -> Any:

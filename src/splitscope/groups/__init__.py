@@ -4,6 +4,8 @@
   gaps, the group-resampling sensitivity of the census rate (§3.2–3.3);
 - :mod:`splitscope.groups.recovery` — identity recovery from an upstream corpus (§3.4);
 - :mod:`splitscope.groups.resplit` — stratified group-disjoint re-splits and folds (§3.5);
+- :mod:`splitscope.groups.proposed_keys` — with no group key given, a key proposed from the
+  names or the DICOM PatientID (§3.6);
 - :mod:`splitscope.groups.layer` — ``audit_groups(manifest, boundaries, ...)`` and the audit's
   group layer.
 

@@ -28,7 +28,7 @@ from splitscope.cli_options import (
     with_options,
 )
 from splitscope.errors import InputError
-from splitscope.groups.predicates import GROUP_OVERLAP, RESPLIT
+from splitscope.groups.predicates import GROUP_OVERLAP, PROPOSED_GROUP_KEY, RESPLIT
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
 from splitscope.records.format import percent
 
@@ -79,6 +79,8 @@ def _print_groups(result) -> None:
     for r in result.records:
         if r.predicate.get("name") == RESPLIT and r.status == "completed":
             console.print(f"re-split: {escape(r.conclusion)}")
+        if r.predicate.get("name") == PROPOSED_GROUP_KEY and r.status == "proposed":
+            console.print(escape(r.conclusion or ""))
 
 
 @click.command("groups")

@@ -21,16 +21,20 @@ from splitscope.errors import InputError
 from splitscope.groups.predicates import (
     FRAME_GAP,
     GROUP_OVERLAP,
+    KEY_SOURCES,
     LAYER,
+    PROPOSED_GROUP_KEY,
     RECOVERY,
     RESPLIT,
 )
 from splitscope.groups.predicates import METRICS as GROUP_METRICS
 from splitscope.groups.predicates import ROLES as GROUP_ROLES
+from splitscope.groups.proposed_keys import key_given, propose_group_key
 from splitscope.groups.reading import FINDINGS as GROUP_FINDINGS
 from splitscope.groups.reading import RULES as GROUP_RULES
 from splitscope.groups.reading import SEGMENTS as GROUP_SEGMENTS
 from splitscope.groups.reading import VERDICTS as GROUP_VERDICTS
+from splitscope.groups.reading import proposed_sentence
 from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.format import percent
@@ -74,6 +78,7 @@ def audit_groups(
     apply_recovery: bool = True,
     unresolved: str | None = None,
     workers: int | None = None,
+    propose_key: bool = True,
 ) -> LayerResult:
     """Group-layer records and tables (METHODS §3) from a manifest alone.
 
@@ -102,14 +107,22 @@ def audit_groups(
     workers : int, optional
         BLAS/OpenMP threads at most while the group resamples are counted (the run's
         ``workers``; default: the pools as they are).
+    propose_key : bool
+        With no group key given (:func:`splitscope.groups.proposed_keys.key_given`), look for
+        one in the names (and a ``dicom_PatientID_digest`` column, as
+        :func:`~splitscope.groups.proposed_keys.with_patient_digests` adds) and report the
+        overlap under it as ``proposed`` (METHODS §3.6). The proposal changes nothing else:
+        the overlap stays ``not applicable`` and no re-split is made.
 
     Returns
     -------
     LayerResult
         Records (layer ``groups``): per boundary ``group.overlap[…]`` and
-        ``group.frame_gap[…]``, then ``group.resplit`` and ``group.recovery``; tables
-        ``group_overlap_<boundary>``, ``groups_<boundary>``, ``frame_gaps_<boundary>``,
-        ``resplit``, ``resplit_folds`` and ``group_mapping``.
+        ``group.frame_gap[…]``, then ``group.resplit`` and ``group.recovery``; with no group
+        key, ``group.overlap`` (not applicable) and, when one was proposed,
+        ``group.proposed_key[…]`` per boundary. Tables ``group_overlap_<boundary>``,
+        ``groups_<boundary>``, ``frame_gaps_<boundary>``, ``resplit``, ``resplit_folds``,
+        ``group_mapping`` and ``proposed_group_overlap_<boundary>``.
     """
     if group_regex:
         from splitscope.manifest import apply_group_regex
@@ -120,8 +133,15 @@ def audit_groups(
     has_groups = "group" in manifest.columns and manifest["group"].notna().any()
     bounds = boundaries_or_default(manifest, boundaries)
     result = LayerResult()
+    proposal = None
+    if propose_key and not has_groups and bounds and recovery is None \
+            and not key_given(manifest):
+        proposal = _propose(manifest, bounds)
     if not has_groups or not bounds:
-        result.records.append(_overlap_not_applicable(manifest, key, has_groups, inputs))
+        result.records.append(_overlap_not_applicable(manifest, key, has_groups, inputs,
+                                                      proposal))
+    if proposal is not None:
+        result.extend(_proposed_overlaps(manifest, bounds, proposal, inputs))
     for b in bounds if has_groups else []:
         result.extend(_across_boundary(manifest, b, key, unresolved, n_resamples=n_resamples,
                                        seed=seed, inputs=inputs))
@@ -165,15 +185,106 @@ def _apply_recovery(manifest: pd.DataFrame, mapping: pd.DataFrame) -> tuple[pd.D
 
 
 def _overlap_not_applicable(manifest: pd.DataFrame, key: dict, has_groups: bool,
-                            inputs: list) -> AuditRecord:
+                            inputs: list, proposal=None) -> AuditRecord:
     """The overlap record when nothing can be measured: no row has a group key, or the
-    release has no boundary."""
+    release has no boundary. A key proposed from the names is named, not measured."""
     reason = _no_groups_reason(manifest, key) if not has_groups else (
         "no boundary: the release has no train/test or train/val split; name one with "
         "--query/--reference")
+    if proposal is not None:
+        c = proposal.candidate
+        reason = ("no group key was given (no group column, group regex or mapping); a key "
+                  f"proposed from {KEY_SOURCES[c.source]}, {proposal.regex or c.name}, is "
+                  "reported beside it as group.proposed_key[<boundary>], unconfirmed: "
+                  f"confirm it with {proposal.confirm}")
     return not_run_record(LAYER, "not applicable", reason, id="group.overlap",
                           title="Shared groups across boundaries", inputs=inputs,
                           predicate=GROUP_OVERLAP)
+
+
+# ------------------------------------------------------------------- proposed keys (§3.6)
+
+
+def _propose(manifest: pd.DataFrame, bounds):
+    """The group key proposed from the names of the audited rows (None: none plausible)."""
+    rows = np.unique(np.concatenate([np.r_[b.query.rows, b.reference.rows] for b in bounds]))
+    return propose_group_key(manifest if rows.size == len(manifest)
+                             else manifest[manifest["row"].isin(rows)])
+
+
+def _proposed_overlaps(manifest: pd.DataFrame, bounds, proposal, inputs: list) -> LayerResult:
+    """The overlap under the proposed key across each boundary whose query side it reaches,
+    measured by :func:`~splitscope.groups.overlap.group_overlap` on a copy of the manifest
+    that carries the proposed key (the manifest the layer measures and re-splits keeps
+    none)."""
+    from splitscope.groups.overlap import group_overlap
+
+    read = [c for c in ("row", "path", "label", "source") if c in manifest.columns]
+    keyed = manifest[read].assign(group=proposal.keys.reindex(manifest.index).astype("string"))
+    out = LayerResult()
+    for b in bounds:
+        o = group_overlap(keyed, b)
+        if o.summary["traceable_query_rows"] == 0:
+            continue
+        out.records.append(_proposed_record(b, proposal, o, inputs))
+        out.tables[f"proposed_group_overlap_{slug(b.name)}"] = o.rows
+    return out
+
+
+def _proposed_record(b: Boundary, proposal, o, inputs: list) -> AuditRecord:
+    """Query rows sharing a proposed group with the reference side, over the query rows the
+    key reaches: status ``proposed``, read by no metric (METHODS §3.6)."""
+    from splitscope.groups.proposed_keys import (
+        MAX_LARGEST_SHARE,
+        MAX_MEDIAN_SHARE,
+        MIN_COVERAGE,
+        MIN_REPEATED_SHARE,
+    )
+
+    s, sm, c, ps = slug(b.name), o.summary, proposal.candidate, proposal.summary
+    n_t, n_q = sm["traceable_query_rows"], sm["query_rows"]
+    said = proposed_sentence(b.query.name, b.reference.name, proposal.regex or c.name,
+                             c.source, sm["affected_query_rows"], n_t, proposal.confirm)
+    n_rt, n_r = sm["traceable_reference_rows"], sm["reference_rows"]
+    support = o.rows[o.rows["traceable"]].groupby(
+        o.rows["label"].fillna("<NA>"))["row"].size().astype(int).to_dict()
+    return AuditRecord(
+        id=f"group.proposed_key[{s}]", layer=LAYER, title=f"Proposed group key across {b.name}",
+        boundary=b.to_dict(),
+        predicate={"name": PROPOSED_GROUP_KEY, "params": {
+            "regex": proposal.regex, "on": c.on, "source": c.source, "candidate": c.name,
+            "groups": ps["groups"], "coverage": ps["coverage"], "rows": ps["rows"],
+            "rows_covered": ps["rows_covered"],
+            "median_rows_per_group": ps["median_rows_per_group"],
+            "largest_group_rows": ps["largest_group_rows"],
+            "repeated_share": ps["repeated_share"],
+            "rule": {"min_coverage": MIN_COVERAGE, "min_repeated_share": MIN_REPEATED_SHARE,
+                     "max_median_share": MAX_MEDIAN_SHARE,
+                     "max_largest_share": MAX_LARGEST_SHARE}}},
+        unit="query row", numerator=sm["affected_query_rows"], denominator=n_t,
+        estimate=sm["rate"],
+        coverage={"traceable": n_t, "total": n_q, "share": sm["coverage"],
+                  "reference_traceable": n_rt, "reference_total": n_r,
+                  "reference_share": sm["reference_coverage"]},
+        class_support={str(k): int(v) for k, v in support.items()},
+        uncertainty=Uncertainty(kind="none: a census under an unconfirmed key", level=None),
+        scope=(f"{b.query.name} rows that carry the proposed key ({n_t} of {n_q}); rate "
+               "conditional on that"),
+        conclusion=(f"{said}. Coverage: {n_t:,} of {n_q:,} {b.query.name} rows and {n_rt:,} "
+                    f"of {n_r:,} {b.reference.name} rows carry the key. The key was inferred "
+                    f"from {KEY_SOURCES[c.source]}, not given: whether it identifies "
+                    "patients, videos or lesions is unconfirmed, and this is not a measured "
+                    "group overlap."),
+        unresolved=("whether the proposed key identifies a patient, video or lesion (ids may "
+                    "also be numbered per split or per class)"
+                    + (f"; {n_q - n_t} of {n_q} query rows carry no key" if n_q - n_t else "")),
+        status="proposed",
+        reason=(f"a group key inferred from {KEY_SOURCES[c.source]}, not given; confirm it "
+                f"with {proposal.confirm} to measure the group overlap"),
+        inputs=inputs, outputs=[f"proposed_group_overlap_{s}"],
+        details={"summary": sm, "confirm": proposal.confirm, "candidates": proposal.tried,
+                 "shared_groups": o.shared[:200],
+                 "shared_groups_listed": min(len(o.shared), 200)})
 
 
 # ---------------------------------------------------------------------- overlap per boundary
@@ -466,8 +577,13 @@ class GroupsLayer:
                              .astype("Int64")}, index=ids)
 
     def run(self, context) -> LayerResult:
+        from splitscope.groups.proposed_keys import with_patient_digests
+
         run = context.options.run
-        return audit_groups(context.manifest, context.split_boundaries,
+        manifest = context.manifest
+        if not key_given(manifest):  # a DICOM PatientID may be a proposed key (§3.6)
+            manifest = with_patient_digests(manifest, context.scan)
+        return audit_groups(manifest, context.split_boundaries,
                             n_resamples=run.resamples, seed=run.seed, workers=run.workers)
 
 

@@ -13,6 +13,12 @@ GROUP_OVERLAP = "group overlap"
 FRAME_GAP = "nearest same-group reference frame"
 RESPLIT = "stratified group-disjoint split"
 RECOVERY = "identity recovery"
+#: the overlap under a group key inferred from the names (METHODS §3.6, status ``proposed``):
+#: no metric reads it, so a gate on ``group_overlap_rate`` still finds nothing measured
+PROPOSED_GROUP_KEY = "proposed group key"
+#: where a proposed key was found (its record's ``predicate.params.source``), in words
+KEY_SOURCES = {"file name": "the file names", "folder": "the folder names",
+               "DICOM PatientID": "the DICOM PatientID"}
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("group_overlap_rate", "share of traceable query rows whose group also occurs on "
@@ -20,5 +26,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 )}
 
 #: what its records are to the Croissant record (``splitscope.records.roles``): the re-split
-#: is described as record sets and protocol, not as a finding
-ROLES: dict[str, tuple[str, ...]] = {roles.RESPLIT: (RESPLIT,), roles.NOT_FINDING: (RESPLIT,)}
+#: is described as record sets and protocol, not as a finding; the overlap under a proposed
+#: key is unconfirmed
+ROLES: dict[str, tuple[str, ...]] = {roles.RESPLIT: (RESPLIT,), roles.NOT_FINDING: (RESPLIT,),
+                                     roles.PROPOSED_GROUP_OVERLAP: (PROPOSED_GROUP_KEY,)}

@@ -30,7 +30,7 @@ import pandas as pd
 
 from splitscope.errors import InputError
 
-__all__ = ["UserPattern", "compile_pattern"]
+__all__ = ["UserPattern", "compile_pattern", "re2_syntax"]
 
 # Python's classes in RE2 syntax, equal on every character Python's Unicode database assigns
 _WORD, _SPACE = r"\p{L}\p{N}_", r"\t-\r\x1c-\x1f\x85\p{Z}"
@@ -106,6 +106,23 @@ def compile_pattern(pattern: str, what: str = "group regex") -> UserPattern:
                          f"{reason}; {_UNSUPPORTED}: rewrite it with groups, classes and "
                          f"quantifiers") from None
     return UserPattern(pattern, what, dict(python.groupindex), boundary, compiled)
+
+
+def re2_syntax(pattern: str) -> str:
+    """``pattern`` (valid for Python's ``re``) in RE2 syntax with Python's meaning: the
+    translation :func:`compile_pattern` runs, for a vectorised RE2 engine
+    (``pyarrow.compute.extract_regex``) that must find what ``--group-regex`` finds.
+
+    Raises
+    ------
+    InputError
+        When RE2 cannot run the pattern with Python's meaning.
+    """
+    try:
+        return _to_re2(pattern)[0]
+    except _Refused as exc:
+        raise InputError(f"{pattern!r} cannot run on the linear-time engine (RE2): "
+                         f"{exc}") from None
 
 
 def _to_re2(pattern: str) -> tuple[str, bool]:

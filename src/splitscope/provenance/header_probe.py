@@ -64,11 +64,12 @@ __all__ = [
     "within_pool_steps",
 ]
 
-#: Columns derived from decoded pixels or row identity; never header-probe inputs.
+#: Columns derived from decoded pixels or row identity (a patient's DICOM PatientID digest is a
+#: group key, METHODS §3.6); never header-probe inputs.
 PIXEL_DERIVED = frozenset({
     "sha256", "pixel_xxh128", "phash", "dhash", "pdq", "flat", "thumb_index", "has_thumb",
     "status", "error", "row", "path", "file", "basename", "corpus", "split", "split_released",
-    "label", "source", "group", "frame",
+    "label", "source", "group", "frame", "dicom_PatientID_digest",
 })
 #: Fields that describe the file name, not the header bytes.
 NAME_DERIVED = frozenset({"extension", "extension_mismatch"})

@@ -16,7 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-STATUSES = ("completed", "partial", "not assessed", "not applicable")
+STATUSES = ("completed", "partial", "not assessed", "not applicable", "proposed")
+"""A record's status (METHODS §0): ``proposed`` is a group key inferred from names (§3.6),
+reported beside the measured records and read by none of their metrics."""
 
 
 @dataclass

@@ -18,7 +18,11 @@ Roles (each name below, the constant's value):
 - ``resplit``: the group-disjoint re-split (the Croissant record's ``resplit`` record sets
   and protocol line);
 - ``not_finding``: described as a record set or protocol in the Croissant record, not as a
-  finding.
+  finding;
+- ``proposed_group_overlap``: the overlap across a boundary under a group key inferred from
+  the names (status ``proposed``, METHODS §3.6): never a measured overlap, so nothing that
+  reads one (the ``group_overlap_rate`` metric, the deduplicated split, re-splits) reads it;
+  the verdicts may name it as unconfirmed.
 
 A record with ``details.pass_rates`` (a predicate's pass rate per transform, METHODS §2.7) is
 a transform-sensitivity record wherever it comes from: the report's transform table, and no
@@ -33,8 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["DEDUPLICATED_SPLIT", "HEADER_PROBE", "IMAGE_STATS_PROBE", "LABEL_CONFLICT",
-           "NOT_CHARTED", "NOT_FINDING", "PARTITION", "RESPLIT", "ROLES", "Roles", "has_role",
-           "is_transform_sensitivity", "with_role"]
+           "NOT_CHARTED", "NOT_FINDING", "PARTITION", "PROPOSED_GROUP_OVERLAP", "RESPLIT",
+           "ROLES", "Roles", "has_role", "is_transform_sensitivity", "with_role"]
 
 HEADER_PROBE = "header_probe"
 IMAGE_STATS_PROBE = "image_stats_probe"
@@ -44,9 +48,10 @@ NOT_CHARTED = "not_charted"
 DEDUPLICATED_SPLIT = "deduplicated_split"
 RESPLIT = "resplit"
 NOT_FINDING = "not_finding"
+PROPOSED_GROUP_OVERLAP = "proposed_group_overlap"
 #: every role a layer may declare
 ROLES = (HEADER_PROBE, IMAGE_STATS_PROBE, PARTITION, LABEL_CONFLICT, NOT_CHARTED,
-         DEDUPLICATED_SPLIT, RESPLIT, NOT_FINDING)
+         DEDUPLICATED_SPLIT, RESPLIT, NOT_FINDING, PROPOSED_GROUP_OVERLAP)
 
 #: layer name → role → the predicate names of its records that play the role
 Roles = Mapping[str, Mapping[str, Sequence[str]]]
