@@ -24,7 +24,7 @@ def test_c3_release_without_split(shared_data, tmp_path):
     byte = next(r for r in doc["records"] if r["id"].startswith("identity.sha256."))
     assert byte["status"] in ("completed", "partial") and byte["denominator"] == 253
     assert byte["numerator"] > 0  # the release holds byte copies
-    assert doc["summary"]["verdicts"][0].startswith("WARNING: no train/test split was found")
+    assert doc["summary"]["verdict"][0].startswith("WARNING: no train/test split was found")
     assert next(v for v in doc["summary"]["verdicts"] if "byte-identical" in v).startswith(
         f"{100 * byte['numerator'] / 253:.3g}% of the release ({byte['numerator']} of 253 rows)")
     groups = next(l for l in doc["layers"] if l["layer"] == "groups")
