@@ -83,9 +83,11 @@ def test_label_conflicting_twin_is_a_record_a_verdict_and_first(audited):
     assert (rec["numerator"], rec["denominator"]) == (1, 26)  # twin.png, under b vs a
     assert rec["details"]["examples"][0]["path"] == "test/b/twin.png"
     assert _records(doc, "label_conflict_sha256")[0]["numerator"] == 0  # copy.png keeps a
-    first, second = doc["summary"]["verdicts"][:2]  # the ranking, then the conflict itself
-    assert first.startswith("Findings on test against train, largest first: ")
-    assert "LABEL CONFLICT 3.85% (1 of 26, label_conflict_rate)" in first
+    (first,) = doc["summary"]["verdict"]  # the conflict ranks first, then the detailed line
+    assert first.startswith("Do not trust a score on test as is: 3.85% of test (1 of 26 rows) "
+                            "is a copy of a train image under another label")
+    assert doc["summary"]["findings"][0].startswith("Label conflicts: 3.85% (1 of 26)")
+    second = doc["summary"]["verdicts"][0]
     assert second.startswith("LABEL CONFLICT: 3.85% of the test split (1 of 26 rows)")
     conflicts = pd.read_csv(Path(audited[0].out_dir) / "lists" / "label_conflicts.csv")
     assert set(conflicts["path"]) == {"test/b/twin.png"}
@@ -286,7 +288,7 @@ def test_unrecognised_label_column_is_a_warning(release, tmp_path):
     res = audit(lst, out_dir=tmp_path / "o",
                 options=AuditOptions.from_flags(workers=1, progress=False, layers=["duplicates"],
                                                 transforms=0, list_root=str(release)))
-    assert res.document["summary"]["verdicts"][0].startswith(
+    assert res.document["summary"]["verdict"][0].startswith(
         "WARNING: none of the 101 rows has a label")
     assert "WARNING: none of the 101 rows has a label" in res.report.read_text()
 

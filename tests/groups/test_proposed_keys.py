@@ -307,8 +307,9 @@ def test_audit_proposal_changes_no_dedup_split_and_no_resplit(tmp_path, monkeypa
                    for v in doc["summary"]["verdicts"])
     gate = doc["fail_on"][0]
     assert gate["value"] is None and gate["records"] == [] and not gate["held"]
-    assert "--fail-on group_overlap_rate>0: value not measured → not held" \
-        in doc["summary"]["lines"]
+    assert gate["outcome"] == "not measured" and proposed.exit_code == 5  # never on a proposal
+    assert any(line.startswith("--fail-on group_overlap_rate>0: not measured → the gate fails "
+                               "(exit 5)") for line in doc["summary"]["lines"])
     # the issue table and the composition figure know no shared group from a proposal
     assert "group_shared" not in proposed.issues.columns
 

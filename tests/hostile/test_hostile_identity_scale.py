@@ -81,7 +81,7 @@ def test_twenty_thousand_empty_files_per_split_are_failures_not_copies(tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert seconds < 60
     doc, rec = _records(tmp_path / "out")
-    assert doc["summary"]["verdicts"][0].startswith(
+    assert doc["summary"]["verdict"][0].startswith(
         "WARNING: 40,000 of 40,002 files could not be read (40,000 zero byte)")
     layers = {x["layer"]: x for x in doc["layers"]}
     assert layers["duplicates"]["status"] == "partial"  # it ran; the empty files not assessed

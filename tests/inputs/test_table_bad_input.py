@@ -223,7 +223,7 @@ def test_a_table_of_re_encoded_images_carries_a_warning(tmp_path):
                                          options=AuditOptions.from_flags(workers=1, progress=False,
                                                                          layers=["duplicates"],
                                                                          transforms=0))
-    warned = [v for v in results["re-encoded"].document["summary"]["verdicts"]
+    warned = [v for v in results["re-encoded"].document["summary"]["verdict"]
               if v.startswith("WARNING") and "re-encoded" in v]
     n = sum(len(rows) for rows in release.values())
     assert len(warned) == 1 and f"{n} of {n} table rows" in warned[0]
@@ -232,4 +232,4 @@ def test_a_table_of_re_encoded_images_carries_a_warning(tmp_path):
     assert table["formats"] == {"PNG": n} and table["name_format_mismatch"] == n
     clean = results["as released"].document
     assert clean["manifest"]["table_images"]["name_format_mismatch"] == 0
-    assert not any("re-encoded" in v for v in clean["summary"]["verdicts"])
+    assert not any("re-encoded" in v for v in clean["summary"]["verdict"])

@@ -260,7 +260,7 @@ def test_release_without_split_is_audited_against_itself(tmp_path):
     byte = next(r for r in doc["records"] if r["id"].startswith("identity.sha256."))
     assert (byte["numerator"], byte["denominator"]) == (2, 9)  # the copy and its original
     verdicts = doc["summary"]["verdicts"]
-    assert verdicts[0].startswith("WARNING: no train/test split was found")
+    assert doc["summary"]["verdict"][0].startswith("WARNING: no train/test split was found")
     assert next(v for v in verdicts if "byte-identical" in v).startswith(
         "22.2% of the release (2 of 9 rows) has a byte-identical copy in another row of the "
         "same release")

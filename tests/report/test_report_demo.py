@@ -87,8 +87,10 @@ def test_demo_audit_document(demo):
     assert 'data-section="quality-table"' in result.report.read_text()
     assert doc["options"]["search"]["dihedral"] is True
     verdicts = doc["summary"]["verdicts"]
-    assert verdicts[0].startswith("Findings on test against train, largest first: ")
-    assert verdicts[1].startswith("LABEL CONFLICT: ")  # the planted twins under two labels
+    (line,) = doc["summary"]["verdict"]
+    assert line.startswith("Do not trust a score on test as is: ")
+    assert "under another label" in line  # the planted twins under two labels, first
+    assert verdicts[0].startswith("LABEL CONFLICT: ")
     assert re.fullmatch(r"[0-9.]+% of the test split \(\d+ of 50 rows\) has a near-twin in "
                         r"train \(NCC ≥ 0\.98, 96², bicubic\)\.",
                         next(v for v in verdicts if "near-twin in train" in v))
