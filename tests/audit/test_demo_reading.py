@@ -148,3 +148,30 @@ def test_screens_are_never_findings_nor_contamination(demo):
     assert {"sha256", "pixel_xxh128", "ncc_nearest"} <= set(contaminated["predicate"])
     assert not [g for g in demo.document["gallery"] if g["band"] == "below τ"]
     assert demo.document["figures"]["test → train"]["gallery"]["bands"]["below τ"]["shown"] == 0
+
+
+def test_a_clean_boundary_says_what_ran_and_what_did_not():
+    """Nothing found: the line names the checks that ran and the layers that did not run or
+    ran in part; nothing measured: it says the audit cannot tell."""
+    from splitscope.core.verdicts import measured_findings, verdict
+
+    b = {"name": "test → train", "query": {"name": "test", "rows": 10},
+         "reference": {"name": "train", "rows": 20}}
+    zero = {"id": "identity.sha256.test--train", "layer": "duplicates", "status": "completed",
+            "boundary": {"name": b["name"]}, "numerator": 0, "denominator": 10,
+            "estimate": 0.0, "unit": "affected query row", "predicate": {"name": "sha256"}}
+    layers = [{"layer": "duplicates", "status": "completed"},
+              {"layer": "groups", "status": "not applicable",
+               "reason": "no group keys: the release has none"},
+              {"layer": "provenance", "status": "partial", "reason": "2 of 7 records (…)"}]
+    doc = {"records": [zero], "boundaries": [b], "layers": layers,
+           "options": {"search": {"tau": 0.98}}}
+    measured = measured_findings(doc)
+    assert [(m["finding"], m["found"]) for m in measured] == [("byte copies", False)]
+    assert verdict(doc, measured) == [(
+        "No contamination of test by train found by the checks that ran (byte copies); not "
+        "checked: groups (no group keys); provenance (in part: 2 of 7 records).")]
+    nothing = {**doc, "records": []}
+    (line,) = verdict(nothing, measured_findings(nothing))
+    assert line.startswith("Nothing was measured on test against train, so this audit cannot "
+                           "say whether a score on test can be trusted")

@@ -135,8 +135,10 @@ def verdict(doc: Mapping[str, Any], measured: Sequence[Mapping[str, Any]]) -> li
                          f"{not_checked(doc)}.")
         else:
             ran = ", ".join(dict.fromkeys(m["finding"] for m in mine))
-            lines.append(f"No contamination of {q} by {ref} found by the checks that ran "
-                         f"({ran}); not checked: {not_checked(doc)}.")
+            what = ("inside the release" if b["query"]["name"] == WITHIN_RELEASE
+                    else f"of {q} by {ref}")
+            lines.append(f"No contamination {what} found by the checks that ran ({ran}); "
+                         f"not checked: {not_checked(doc)}.")
     if not doc.get("boundaries"):
         lines.append("No boundary was audited (no two sides to compare), so this audit says "
                      "nothing about whether a score can be trusted.")
