@@ -167,8 +167,8 @@ def comparable(result, name: str, listing: Path) -> list[dict]:
         return value
 
     records = rewrite(own_records(doc, name))
-    for record in records:
-        record["inputs"] = [{"path": "<audited list>"} if i.get("path") == str(listing) else i
+    for record in records:  # a record names an input by its name (records.paths.input_name)
+        record["inputs"] = [{"path": "<audited list>"} if i.get("path") == listing.name else i
                             for i in record.get("inputs") or []]
     return records
 

@@ -18,6 +18,7 @@ from splitscope.core.run import audit
 from splitscope.errors import InputError
 from splitscope.records.croissant import CROISSANT_FILE, croissant_record
 from splitscope.records.model import sha256_file
+from splitscope.records.paths import resolve_in
 from splitscope.workflows.demo import run_demo
 
 
@@ -80,7 +81,10 @@ def test_the_release_record_set_reads_ids_and_digests_as_released(demo):
     first = next(iter(dataset.records("release")))
     assert first["release/path"].decode() == issues["path"].iloc[0]
     assert first["release/group"].decode() == issues["group"].iloc[0]  # leading zeros kept
-    assert first["release/sha256"].decode() == sha256_file(issues["file"].iloc[0])
+    # the list names the file relative to its release root, which audit.json records
+    doc = json.loads((demo / "audit.json").read_text())
+    assert first["release/sha256"].decode() == sha256_file(
+        resolve_in(doc, issues.iloc[0].to_dict()))
 
 
 def test_every_file_object_names_its_sha256_and_every_list_is_named(demo):
@@ -93,7 +97,9 @@ def test_every_file_object_names_its_sha256_and_every_list_is_named(demo):
     assert lists <= named and {"audit.json", "report.html"} <= named
     file_sets = [d for d in record["distribution"] if d["@type"] == "cr:FileSet"]
     assert {d["encodingFormat"] for d in file_sets} == {"image/png", "image/jpeg"}
-    assert all(d["includes"].startswith("../data/") for d in file_sets)
+    # relative to the release root (data), not to this machine's folders
+    assert sorted(d["includes"] for d in file_sets) == ["**/*.jpg", "**/*.png"]
+    assert all(d["@id"].startswith("released-files:data:") for d in file_sets)
 
 
 def test_rai_fields_carry_numerators_and_denominators(demo):
@@ -189,7 +195,7 @@ def test_a_list_release_names_its_list(demo, tmp_path):
     record = json.loads((out / CROISSANT_FILE).read_text())
     entry = next(d for d in record["distribution"] if d["@id"].startswith("input:"))
     assert entry["sha256"] == sha256_file(listed) and entry["encodingFormat"] == "text/csv"
-    assert (out / entry["contentUrl"]).resolve() == listed.resolve()
+    assert entry["contentUrl"] == "index.csv"  # outside the root (--root): by its name
     _load(out)
 
 

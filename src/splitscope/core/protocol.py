@@ -78,6 +78,9 @@ class AuditContext:
     paths: dict[str, Path] = field(default_factory=dict)  # "predictions", "external", ...
     outcomes: dict[str, LayerOutcome] = field(default_factory=dict)
     executor: Any = None  # where scans and a partitioned search run (not an option)
+    #: per corpus, the release root its rows' published paths are relative to
+    #: (:mod:`splitscope.records.paths`)
+    roots: dict[str, str] = field(default_factory=dict)
 
     @property
     def manifest(self):

@@ -74,6 +74,13 @@ from splitscope.records import publish, software_versions
 from splitscope.records.exports import artifact, read_csv, write_csv, write_json, write_tables
 from splitscope.records.inputs import fingerprint_input, fingerprint_path
 from splitscope.records.metrics import Condition
+from splitscope.records.paths import (
+    corpus_roots,
+    input_name,
+    input_root,
+    published_rows,
+    resolved_rows,
+)
 from splitscope.records.publish import inside, publishing
 from splitscope.records.schema import SCHEMA_VERSION, validation_errors
 from splitscope.records.scorecard import score_card
@@ -115,13 +122,17 @@ class AuditResult:
 
     @property
     def issues(self) -> pd.DataFrame:
-        """The per-row issue table (:mod:`splitscope.core.issues`), one row per manifest row."""
+        """The per-row issue table (:mod:`splitscope.core.issues`), one row per manifest row,
+        its ``file`` where the file is on this machine (the list names it relative to the
+        release root ``audit.json`` records, :func:`splitscope.records.paths.resolved_rows`)."""
         lists = self.out_dir / "lists"
         if (lists / "issues.parquet").is_file():
-            return pd.read_parquet(lists / "issues.parquet")
-        if (lists / "issues.csv").is_file():
-            return read_csv(lists / "issues.csv")
-        raise InputError(f"{lists}: no issues.parquet or issues.csv")
+            table = pd.read_parquet(lists / "issues.parquet")
+        elif (lists / "issues.csv").is_file():
+            table = read_csv(lists / "issues.csv")
+        else:
+            raise InputError(f"{lists}: no issues.parquet or issues.csv")
+        return resolved_rows(table, (self.document.get("manifest") or {}).get("roots") or {})
 
     @property
     def records(self) -> pd.DataFrame:
@@ -266,8 +277,8 @@ def audit(
         folder = stack.enter_context(publishing(
             out_dir, force=options.run.force, keep=caches(out_dir, options.run.workspace),
             writes=writes))
-        doc = _audit_into(folder.path, out_dir, inputs_list, given, options, executor,
-                          registry, wanted, conditions, command, reproduce)
+        doc = _audit_into(folder.path, inputs_list, given, options, executor, registry,
+                          wanted, conditions, command, reproduce)
     return AuditResult(document=doc, out_dir=out_dir, exit_code=doc["run"]["exit_code"],
                        files=folder.published)
 
@@ -288,11 +299,10 @@ def caches(out_dir: str | Path, workspace: str | Path | None = None) -> list[str
     return sorted(set(inside(out_dir, found)))
 
 
-def _audit_into(folder: Path, published_in: Path, inputs_list, given, options: AuditOptions,
-                executor, registry, wanted, conditions, command,
-                reproduce) -> dict[str, Any]:
+def _audit_into(folder: Path, inputs_list, given, options: AuditOptions, executor, registry,
+                wanted, conditions, command, reproduce) -> dict[str, Any]:
     """Scan, run the layers and write every output under ``folder`` (the staging folder of
-    the publish into ``published_in``); returns the audit document."""
+    the publish into the output folder); returns the audit document."""
     started_wall, started = _now(), time.perf_counter()
     context, scan_seconds, input_fps = _context(inputs_list, given, folder / "lists", options,
                                                 executor)
@@ -321,7 +331,7 @@ def _audit_into(folder: Path, published_in: Path, inputs_list, given, options: A
     doc["run"]["finished"] = _now()
     doc["run"]["duration_s"] = round(time.perf_counter() - started, 3)
     doc["run"]["exit_code"] = code
-    _write(doc, folder, max_pairs, published_in)
+    _write(doc, folder, max_pairs)
     return doc
 
 
@@ -483,12 +493,23 @@ def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
     for role in ("predictions", "attribution_maps", "attribution_masks"):
         if given[role] is not None:
             input_fps.append(fingerprint_path(role.replace("_", " "), given[role]))
-    record_inputs = [{"path": i["path"], "sha256": i["sha256"]} for i in input_fps]
+    # records name an input by its name; the input as given is in audit.json's inputs
+    record_inputs = [{"path": input_name(i["path"]), "sha256": i["sha256"]} for i in input_fps]
     lists_dir.mkdir(parents=True, exist_ok=True)  # in the staging folder: empty
     paths = {role: Path(given[role]) for role in _PATH_INPUTS if given[role] is not None}
+    list_root = options.inputs.list_root
+    candidates = [input_root(p, list_root) for p in inputs_list] + [
+        input_root(given[role]) for role in scans]
+    # the corpora of the other scans by role, as their rows are named where they are
+    # published (external:<name>), so that two corpora of one name keep their own roots
+    roots = corpus_roots(audited.manifest, candidates)
+    for role, scanned in scans.items():
+        roots.update({f"{role}:{c}": r for c, r in
+                      corpus_roots(scanned.manifest, candidates).items()
+                      if f"{role}:{c}" not in roots})
     context = AuditContext(scan=audited, boundaries=boundaries, options=options,
                            record_inputs=record_inputs, lists_dir=lists_dir, scans=scans,
-                           paths=paths, executor=executor)
+                           paths=paths, executor=executor, roots=roots)
     return context, scan_seconds, input_fps
 
 
@@ -532,11 +553,17 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
     if more:
         rows = pd.concat([rows] + [m[~m["row"].isin(rows["row"])] for m in more],
                          ignore_index=True)
+    # what is published names files relative to their release root (records.paths); the
+    # roots are recorded once, in manifest.roots
+    roots = dict(context.roots)
+    roots.update({c: r for c, r in corpus_roots(rows, context.roots.values()).items()
+                  if c not in roots})
     shown = {n: t for n, t in tables.items() if "control" not in n}
     gallery_items = []
+    published = published_rows(rows, roots)
     for b in all_boundaries:
         tau = figures[b.name].get("tau")  # the threshold the layer's pairs were read at
-        items, summary = gallery(shown, b, rows, max_pairs,
+        items, summary = gallery(shown, b, published, max_pairs,
                                  **({} if tau is None else {"tau": tau}))
         gallery_items.extend(items)
         figures[b.name]["gallery"] = summary
@@ -549,11 +576,11 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
         made_of = composition(tables, b.name, segments, context.options.layer_options)
         if made_of is not None:
             figures[b.name]["composition"] = made_of
-    tables["issues"] = issue_table(audited_rows, tables, issue_columns)
+    tables["issues"] = published_rows(issue_table(audited_rows, tables, issue_columns), roots)
     lists_dir = context.lists_dir
     export_problems: list[str] = []
     written = write_tables(tables, lists_dir, problems=export_problems, keep_existing=True)
-    written.append(write_csv(manifest, lists_dir / "manifest.csv"))
+    written.append(write_csv(published_rows(manifest, roots), lists_dir / "manifest.csv"))
     failed = failures_table(context.scan, audited_rows)
     written.extend(write_failure_lists(context.scan, lists_dir, failed))  # failed rows by name
     written.extend(p for p in lists_dir.rglob("*") if p.is_file() and p not in written)
@@ -569,7 +596,7 @@ def _document(context: AuditContext, outcomes: list[LayerOutcome], max_pairs: in
                      "corpora": _counts(manifest["corpus"]),
                      "excluded": len(manifest.attrs.get("excluded", []) or []),
                      "scan": _scan_summary(context.scan),
-                     "failures": _failures(failed),
+                     "failures": _failures(failed), "roots": roots,
                      "lists": list_roots(manifest.attrs.get("inputs", [])),
                      **_tables_summary(audited_rows), **_label_maps(context)},
         "boundaries": [{**b.to_dict(), "kind": kinds.get(b.name, "released split")}
@@ -635,10 +662,10 @@ def _ordered(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: doc[k] for k in _KEYS}
 
 
-def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, published_in: Path) -> None:
+def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int) -> None:
     """Validate, write audit.json, render report.html (and croissant.json, dataset-card.md when
-    asked) into ``out_dir``, the staging folder of ``published_in``; the publish lists every
-    output in artifacts.json."""
+    asked) into ``out_dir``, the staging folder of the publish, which lists every output in
+    artifacts.json."""
     errors = validation_errors(doc)
     if errors:  # the document is still written; the problem is visible, never silent
         doc["summary"]["lines"].append(
@@ -658,7 +685,7 @@ def _write(doc: dict[str, Any], out_dir: Path, max_pairs: int, published_in: Pat
     if doc["options"]["run"].get("croissant"):
         from splitscope.records.croissant import write_croissant
 
-        write_croissant(out_dir, roles=roles, published_in=published_in)
+        write_croissant(out_dir, roles=roles)
     if doc["options"]["run"].get("card"):
         from splitscope.core.conditions import all_metrics
         from splitscope.records.card import write_card

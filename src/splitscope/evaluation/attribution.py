@@ -43,6 +43,7 @@ from splitscope.evaluation.uncertainty import (
 )
 from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, Uncertainty
+from splitscope.records.paths import input_name
 from splitscope.threads import blas_within_workers
 
 REASON_MAP_MISSING = "map missing"
@@ -591,8 +592,8 @@ def audit_attribution(
         .rename(columns={"not_assessed_reason": "reason"}).to_dict(orient="records"),
         scope=f"{len(sub)} manifest rows {scope}", inputs=inputs,
         params={"rows": rows if isinstance(rows, str) else f"{len(chosen)} row ids",
-                "group_column": group_column, "maps": str(maps_src),
-                "masks": str(masks_src), **(params or {})})
+                "group_column": group_column, "maps": input_name(maps_src),
+                "masks": input_name(masks_src), **(params or {})})
     summary = {"contrast": contrast,
                "maps_missing": len(maps.missing), "masks_missing": len(masks.missing),
                "maps_unused": len(maps.unused), "masks_unused": len(masks.unused),

@@ -9,6 +9,7 @@ for several entries, a re-scoring summary (ranks, Spearman correlations).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -46,6 +47,7 @@ from splitscope.evaluation.views import (
 )
 from splitscope.options import RunOptions
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, file_fingerprint
+from splitscope.records.paths import input_name, name_under
 from splitscope.threads import blas_within_workers
 
 
@@ -177,7 +179,8 @@ def audit_predictions(
     view_list = _views(truth, views, path_mode)
     res = rescore(preds, truth, view_list, score_kind=score_kind, path_mode=path_mode,
                   reported=reported, final=final, exclude=exclude, unreadable=unreadable)
-    inputs = _fingerprints(manifest_or_truth, preds)
+    inputs = _fingerprints(manifest_or_truth, preds, predictions)
+    res.verdicts = _named(res.verdicts, predictions)
     records = [_scoreability_record(res.verdicts, truth, path_mode, query_note, inputs)]
     aligned = {pred.name: (pred, res.aligned[pred.name])
                for pred in preds if pred.name in res.aligned}
@@ -219,13 +222,26 @@ def _views(truth: Truth, views, path_mode: str) -> list[View]:
     return out
 
 
-def _fingerprints(manifest_or_truth, preds: list[Predictions]) -> list[dict]:
-    """The input files behind the records: a truth file, and every entry's file on disk."""
+def _fingerprints(manifest_or_truth, preds: list[Predictions], given=None) -> list[dict]:
+    """The input files behind the records: a truth file, and every entry's file on disk, each
+    named as published (:func:`splitscope.records.paths.name_under` the predictions
+    ``given``)."""
     inputs = []
     if isinstance(manifest_or_truth, (str, Path)):
-        inputs.append(file_fingerprint(manifest_or_truth))
-    inputs += [file_fingerprint(p.source) for p in preds if p.source and Path(p.source).exists()]
+        inputs.append({**file_fingerprint(manifest_or_truth),
+                       "path": input_name(manifest_or_truth)})
+    inputs += [{**file_fingerprint(p.source), "path": name_under(p.source, given)}
+               for p in preds if p.source and Path(p.source).exists()]
     return inputs
+
+
+def _named(verdicts: pd.DataFrame, given) -> pd.DataFrame:
+    """The verdicts with each entry's ``file`` named as published (:func:`_fingerprints`)."""
+    if "file" not in verdicts.columns or not isinstance(given, (str, os.PathLike)):
+        return verdicts
+    out = verdicts.copy()
+    out["file"] = [name_under(f, given) for f in verdicts["file"]]
+    return out
 
 
 # ----------------------------------------------------------------------------- scoreability

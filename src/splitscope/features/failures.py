@@ -3,6 +3,7 @@ folder release, as tables to act on (``lists/failures.csv``, ``lists/excluded.cs
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -65,7 +66,8 @@ def failures_table(scan, rows: pd.DataFrame | None = None) -> pd.DataFrame:
     reason = status[failed.index]
     detail = failed["error"].astype("string") if "error" in failed.columns else \
         pd.Series(pd.NA, index=failed.index, dtype="string")
-    detail = detail.fillna(reason.map(_PATH_DETAIL).astype("string"))
+    detail = _by_released_path(detail.fillna(reason.map(_PATH_DETAIL).astype("string")),
+                               failed)
     out = pd.DataFrame({
         "row": failed["row"].astype("int64").to_numpy(),
         "path": failed["path"].astype("string").to_numpy(),
@@ -77,6 +79,27 @@ def failures_table(scan, rows: pd.DataFrame | None = None) -> pd.DataFrame:
     for column in FAILURE_COLUMNS[1:]:
         out[column] = out[column].astype("string")
     return out[FAILURE_COLUMNS]
+
+
+def _by_released_path(detail: pd.Series, failed: pd.DataFrame) -> pd.Series:
+    """``detail`` naming each row's file by its released ``path`` (a table or an archive by
+    its file name) where a reader's message named where it lay on this machine: the lists
+    are published (:mod:`splitscope.records.paths`)."""
+    if "file" not in failed.columns or not len(failed):
+        return detail
+    named = []
+    for text, file, path in zip(detail.to_numpy(dtype=object, na_value=None),
+                                failed["file"].astype("string").to_numpy(dtype=object,
+                                                                         na_value=None),
+                                failed["path"].astype("string").to_numpy(dtype=object,
+                                                                         na_value=None)):
+        if text is not None and file:
+            container = file.split("::", 1)[0]
+            text = text.replace(file, path or os.path.basename(container))
+            if container != file:  # an image in a table or an archive
+                text = text.replace(container, os.path.basename(container))
+        named.append(text)
+    return pd.Series(named, index=detail.index, dtype="string")
 
 
 def excluded_table(manifest: pd.DataFrame) -> pd.DataFrame:

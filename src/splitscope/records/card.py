@@ -6,7 +6,8 @@ rows carry labels, the size bucket of the row count, the ``splitscope-audit`` ta
 *Train/test contamination* section between :data:`BEGIN` and :data:`END`: the audit's verdict
 lines, per audited boundary the figures each with its numerator, denominator and record id
 (read through the layers' ``--fail-on`` metrics), the deduplicated split sizes and lists, the
-command that reproduces the audit and the splitscope version.
+command that reproduces the audit (its paths by their names,
+:func:`splitscope.records.paths.published_command`) and the splitscope version.
 
 :func:`merge_card` puts that section into an existing card: it replaces the text between the
 markers when they are there, appends the section otherwise, and adds only the front-matter
@@ -24,6 +25,7 @@ from splitscope.records import roles as R
 from splitscope.records.findings import Finding
 from splitscope.records.format import count, percent_of
 from splitscope.records.metrics import Metric
+from splitscope.records.paths import published_command
 from splitscope.records.roles import Roles, has_role
 
 __all__ = ["BEGIN", "CARD_FILE", "END", "card_metadata", "card_section", "card_text",
@@ -147,7 +149,8 @@ def card_section(doc: Mapping[str, Any], findings: Sequence[Finding],
                   "| Split | Rows kept | Of | Share | Removed by | Lists | Record |",
                   "|---|---:|---:|---:|---|---|---|", *dedup, ""]
     run = doc.get("run") or {}
-    command = run.get("reproduce") or run.get("command")
+    # paths as their names: the card names no folder of the machine that audited
+    command = published_command(run.get("reproduce") or run.get("command"))
     lines += ["### Reproduce", ""]
     if command:
         lines += ["```", str(command), "```", ""]

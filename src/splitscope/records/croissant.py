@@ -4,9 +4,12 @@
 ``report.html``) and describes the release as audited, so that a maintainer can publish the
 audited splits in the format dataset reviewers and loaders read:
 
-- ``distribution``: a ``cr:FileSet`` per released root and file format (``includes`` relative
-  to this file), a ``cr:FileObject`` per list input, and a ``cr:FileObject`` with its SHA-256
-  for ``audit.json``, ``report.html`` and every file under ``lists/``;
+- ``distribution``: a ``cr:FileSet`` per audited corpus and file format (``includes``
+  relative to the corpus's release root, which ``audit.json`` records in ``manifest.roots``),
+  a ``cr:FileObject`` per list input (named relative to that root, or by its name), and a
+  ``cr:FileObject`` with its SHA-256 for ``audit.json``, ``report.html`` and every file under
+  ``lists/`` (relative to this file). No path of the auditing machine is written
+  (:mod:`splitscope.records.paths`);
 - ``recordSet``: ``release`` (every manifest row: row, corpus, path, split, label, source,
   group and the file's SHA-256), ``deduplicated-<split>`` (the rows of each deduplicated split
   the audit kept), ``resplit`` and ``resplit-folds`` (the group-disjoint re-split),
@@ -79,8 +82,7 @@ _BIAS_LAYERS = {"provenance", "quality"}
 
 def croissant_record(out_dir: str | Path, *, roles: Roles | None = None,
                      license: str | None = None, cite_as: str | None = None,
-                     url: str | None = None,
-                     published_in: str | Path | None = None) -> dict[str, Any]:
+                     url: str | None = None) -> dict[str, Any]:
     """The Croissant JSON-LD document of a finished audit in ``out_dir``.
 
     ``roles``: what the layers declare their records to be (:mod:`splitscope.records.roles`;
@@ -90,8 +92,6 @@ def croissant_record(out_dir: str | Path, *, roles: Roles | None = None,
     ``cite_as`` and ``url`` are the release's own (its licence URL or SPDX name, its citation,
     its home page): the audit cannot know them, so they are written only when given
     (Croissant recommends the first two; ``mlcroissant`` warns when they are absent).
-    ``published_in``: the folder the record will be read from when it is made in another one
-    first (the audit's staging folder); paths to the release are relative to it.
 
     Raises
     ------
@@ -107,9 +107,7 @@ def croissant_record(out_dir: str | Path, *, roles: Roles | None = None,
     manifest = read_csv(out / "lists" / "manifest.csv", dtype="string",
                         keep_default_na=False, na_values=[""])
     objects = _file_objects(out, files)
-    # paths to the release are relative to where the record is read: a record written in a
-    # staging folder first (splitscope.records.publish) is read from the folder it moves to
-    distribution = _released_files(Path(published_in or out), doc, manifest) + objects
+    distribution = _released_files(doc, manifest) + objects
     record_sets = _record_sets(doc, files, roles)
     finished = str(doc["run"].get("finished") or doc["run"].get("started") or "")
     corpora = sorted(doc["manifest"].get("corpora", {}))
@@ -138,14 +136,13 @@ def croissant_record(out_dir: str | Path, *, roles: Roles | None = None,
 
 
 def write_croissant(out_dir: str | Path, *, roles: Roles | None = None,
-                    published_in: str | Path | None = None, **metadata: str | None) -> Path:
-    """Write ``out_dir/croissant.json`` (:func:`croissant_record`; ``roles``,
-    ``published_in`` and ``metadata``, its ``license``, ``cite_as``, ``url``, as there);
-    returns its path."""
+                    **metadata: str | None) -> Path:
+    """Write ``out_dir/croissant.json`` (:func:`croissant_record`; ``roles`` and
+    ``metadata``, its ``license``, ``cite_as``, ``url``, as there); returns its path."""
     from splitscope.records.exports import write_json
 
     out = Path(out_dir)
-    record = croissant_record(out, roles=roles, published_in=published_in, **metadata)
+    record = croissant_record(out, roles=roles, **metadata)
     record = {k: v for k, v in record.items() if v is not None}
     return write_json(record, out / CROISSANT_FILE)
 
@@ -233,10 +230,11 @@ def _list_description(rel: str) -> str | None:
     return None
 
 
-def _released_files(out: Path, doc: Mapping[str, Any], manifest: pd.DataFrame
-                    ) -> list[dict[str, Any]]:
-    """A FileSet per (release root, file format), ``includes`` relative to ``out``; a
-    FileObject per list input (its SHA-256 is of its bytes)."""
+def _released_files(doc: Mapping[str, Any], manifest: pd.DataFrame) -> list[dict[str, Any]]:
+    """A FileSet per (audited corpus, file format), ``includes`` relative to the corpus's
+    release root; a FileObject per list input (its SHA-256 is of its bytes), named relative to
+    that root when it lies there, else by its name."""
+    roots = (doc.get("manifest") or {}).get("roots") or {}
     entries: list[dict[str, Any]] = []
     for inp in doc.get("inputs") or []:
         path = Path(str(inp["path"]))
@@ -245,47 +243,49 @@ def _released_files(out: Path, doc: Mapping[str, Any], manifest: pd.DataFrame
         digest = sha256_file(path)  # a list, table or array file: the digest of its bytes
         if str(inp.get("sha256_of", "")).endswith("file's bytes") and digest != inp["sha256"]:
             raise InputError(f"{path} changed since the audit read it; run the audit again")
-        rel = _relative(path, out)
+        rel = _input_url(path, roots.values())
         entry = _file_object(rel, digest, path.stat().st_size,
                              _FORMATS.get(path.suffix.lower(), "application/octet-stream"),
                              f"released {inp.get('kind')} file of the audited corpus "
                              f"({inp.get('rows')} rows)")
         entry["@id"] = f"input:{rel}"
         entries.append(entry)
-    files = manifest.get("file")
-    paths = manifest.get("path")
-    if files is None or paths is None:
+    if not {"corpus", "file"} <= set(manifest.columns):
         return entries
-    file_list, path_list = files.tolist(), paths.tolist()
-    local = pd.Series([isinstance(f, str) and isinstance(q, str) and "://" not in f
-                       and f.endswith(q) for f, q in zip(file_list, path_list)],
-                      index=files.index, dtype=bool)
-    roots = pd.Series([f[: len(f) - len(q)].rstrip("/") for f, q, ok in
-                       zip(file_list, path_list, local) if ok], index=files.index[local],
-                      dtype="string")
-    suffixes = paths[local].str.extract(r"(\.[^./]+)$", expand=False).str.lower()
-    table = pd.DataFrame({"root": roots, "suffix": suffixes.fillna("")})
-    for (root, suffix), part in table.groupby(["root", "suffix"], sort=True):
-        rel_root = _relative(Path(root), out) if root else "."
+    files = manifest["file"].astype("string")
+    # files under their root: not a URL, not an image inside a table, not outside the root
+    local = (files.notna() & ~files.str.contains("://", regex=False)
+             & ~files.str.contains("::", regex=False) & ~files.str.startswith("../")
+             & ~files.str.startswith("/")).fillna(False).to_numpy(bool)
+    suffixes = files[local].str.extract(r"(\.[^./]+)$", expand=False).str.lower()
+    table = pd.DataFrame({"corpus": manifest["corpus"].astype("string")[local].fillna(""),
+                          "suffix": suffixes.fillna("")})
+    for (corpus, suffix), part in table.groupby(["corpus", "suffix"], sort=True):
         pattern = f"*{suffix}" if suffix else "*"
-        includes = f"{rel_root}/**/{pattern}" if rel_root != "." else f"**/{pattern}"
         fmt = _FORMATS.get(suffix, "application/octet-stream")
         entries.append({
-            "@type": "cr:FileSet", "@id": f"released-files:{rel_root}:{pattern}",
-            "name": f"released files {pattern} under {rel_root}",
+            "@type": "cr:FileSet", "@id": f"released-files:{corpus}:{pattern}",
+            "name": f"released files {pattern} of {corpus}",
             "description": (f"{len(part)} released rows with a {suffix or 'suffix-less'} file "
-                            f"under the release root {root} as audited ({rel_root} from this "
-                            f"file); record set 'release' gives each row's path relative to "
-                            f"that root and the file's SHA-256"),
-            "encodingFormat": fmt, "includes": includes})
+                            f"under the release root of {corpus} (includes is relative to "
+                            f"that root; audit.json's manifest.roots records where it was "
+                            f"audited); record set 'release' gives each row's path relative "
+                            f"to that root and the file's SHA-256"),
+            "encodingFormat": fmt, "includes": f"**/{pattern}"})
     return entries
 
 
-def _relative(path: Path, out: Path) -> str:
-    try:
-        return PurePosixPath(Path(os.path.relpath(path, out)).as_posix()).as_posix()
-    except ValueError:  # another drive
-        return path.as_posix()
+def _input_url(path: Path, roots) -> str:
+    """A released list file as the record names it: relative to the release root that holds
+    it, else by its name (:mod:`splitscope.records.paths`)."""
+    from splitscope.records.paths import input_name, release_relative
+
+    full = os.path.abspath(path)
+    for root in sorted(roots, key=len, reverse=True):
+        rel = release_relative(full, root)
+        if not rel.startswith("../") and not os.path.isabs(rel):
+            return rel
+    return input_name(path)
 
 
 def _field(record_set: str, name: str, file_id: str, column: str, data_type: str,
@@ -465,11 +465,13 @@ def _coverage_lines(doc: Mapping[str, Any]) -> list[str]:
 
 
 def _data_collection(doc: Mapping[str, Any]) -> str:
+    from splitscope.records.paths import input_name
+
     m = doc["manifest"]
     splits = ", ".join(f"{k} {v}" for k, v in m.get("splits", {}).items())
     labels = ", ".join(f"{k} {v}" for k, v in m.get("labels", {}).items())
-    inputs = "; ".join(f"{i.get('role')} {i.get('kind')} {i.get('path')} (SHA-256 of "
-                       f"{i.get('sha256_of')}: {i.get('sha256')})"
+    inputs = "; ".join(f"{i.get('role')} {i.get('kind')} {input_name(i.get('path'))} "
+                       f"(SHA-256 of {i.get('sha256_of')}: {i.get('sha256')})"
                        for i in doc.get("inputs") or [])
     return (f"The files and lists as released, read by splitscope "
             f"{doc['software'].get('splitscope', '')} on {doc['run'].get('started')}: "
@@ -488,14 +490,17 @@ def _sweep(doc: Mapping[str, Any]) -> list | None:
 
 
 def _list_options(given: Mapping[str, Any]) -> dict[str, Any]:
-    """How the list file was read (the columns by role, root, split, image column)."""
+    """How the list file was read (the columns by role, root (by its name), split, image
+    column)."""
+    from splitscope.records.paths import input_name
+
     columns = {role: given.get(f"{role}_column") for role in (
         "path", "label", "split", "source", "group") if given.get(f"{role}_column")}
     out = {"columns": columns} if columns else {}
     for key, name in (("list_root", "root"), ("constant_split", "split"),
                       ("image_column", "image_column")):
         if given.get(key):
-            out[name] = given[key]
+            out[name] = input_name(given[key]) if key == "list_root" else given[key]
     return out
 
 

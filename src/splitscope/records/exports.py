@@ -76,8 +76,11 @@ def artifact(path: Path, root: Path, description: str | None = None) -> dict[str
 
 def export_frame(table: pd.DataFrame) -> pd.DataFrame:
     """A copy that CSV and Parquet can both store: object columns holding dicts, lists or
-    tuples become JSON text, other object columns become strings."""
+    tuples become JSON text, other object columns become strings. The copy carries its rows
+    only: pandas would write a frame's ``attrs`` (a manifest's inputs, with the folders of the
+    machine that read them) into the Parquet file's metadata."""
     out = table.copy()
+    out.attrs = {}
     for col in out.columns:
         if out[col].dtype == object:
             out[col] = out[col].map(lambda v: json.dumps(v, default=str)

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from splitscope.records.model import file_fingerprint, sha256_file
+from splitscope.records.paths import input_name
 
 __all__ = ["fingerprint_input", "fingerprint_path", "release_inputs"]
 
@@ -65,19 +66,20 @@ def fingerprint_path(role: str, path: str | Path) -> dict[str, Any]:
 def release_inputs(manifest: pd.DataFrame) -> list[dict[str, str]]:
     """``{"path", "sha256"}`` of each input a manifest was built from: a list file's bytes, or
     for a folder the newline-joined released paths of its rows (a folder has no single file to
-    digest)."""
+    digest). ``path`` is the input's name (:func:`splitscope.records.paths.input_name`), as a
+    record publishes it."""
     out = []
     for item in manifest.attrs.get("inputs", []):
         path = item.get("path")
         if item.get("kind") == "list" and path:
             try:
-                out.append(file_fingerprint(path))
+                out.append({**file_fingerprint(path), "path": input_name(path)})
             except OSError:
-                out.append({"path": str(path), "sha256": "unreadable"})
+                out.append({"path": input_name(path), "sha256": "unreadable"})
         elif path:
             paths = manifest.loc[manifest["file"].astype("string").str.startswith(
                 str(Path(path).resolve())).fillna(False), "path"].astype(str)
             digest = hashlib.sha256("\n".join(paths).encode("utf-8")).hexdigest()
-            out.append({"path": str(path), "sha256": digest,
+            out.append({"path": input_name(path), "sha256": digest,
                         "sha256_of": "newline-joined released paths of the folder"})
     return out

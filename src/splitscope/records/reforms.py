@@ -28,6 +28,7 @@ from typing import Any
 
 from splitscope.errors import InputError
 from splitscope.records.metrics import Metric, above_chance, contrast_on, metric_records
+from splitscope.records.paths import published_command
 from splitscope.records.schema import SCHEMA_VERSION
 
 __all__ = ["CITATION", "CONCERN", "EVIDENCE", "ITEMS", "MODULES", "NOT_APPLICABLE",
@@ -292,7 +293,8 @@ def reforms_document(doc: Mapping[str, Any], metrics: Mapping[str, Metric],
                                                         "items": len(ITEMS),
                                                         "modules": len(MODULES)},
             "audit": {"schema_version": doc.get("schema_version"),
-                      "finished": run.get("finished"), "command": run.get("command")},
+                      "finished": run.get("finished"),
+                      "command": published_command(run.get("command"))},
             "statuses": {s: sum(i["status"] == s for i in items) for s in STATUSES},
             "items": items}
 

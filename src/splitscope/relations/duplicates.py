@@ -19,6 +19,7 @@ assessed (status ``partial``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -319,9 +320,12 @@ def _splits(rows: pd.DataFrame) -> list[str]:
 
 
 def audit_external(audited, external, external_root: str | Path, out_dir: Path,
-                   options: SearchOptions | None = None, **keywords):
+                   options: SearchOptions | None = None, *,
+                   roots: Mapping[str, str] | None = None, **keywords):
     """Identity and near-duplicate findings of the cross-corpus boundary only (``options``
-    and ``keywords`` as :func:`audit_duplicates`).
+    and ``keywords`` as :func:`audit_duplicates`). ``roots``: per corpus, the release root
+    the written manifest names files relative to (:mod:`splitscope.records.paths`; the
+    audit's); without it, files are named where they lie.
 
     Returns ``(result, combined, boundary)``. Copies inside each split are the within-corpus
     audit's, so only the cross-corpus boundary's completed records are kept (marked ``kind:
@@ -335,8 +339,9 @@ def audit_external(audited, external, external_root: str | Path, out_dir: Path,
     boundary = external_boundary(audited.manifest, combined, name)
     out_dir.mkdir(parents=True, exist_ok=True)
     from splitscope.records.exports import write_csv
+    from splitscope.records.paths import published_rows
 
-    write_csv(combined.manifest, out_dir / "manifest.csv")
+    write_csv(published_rows(combined.manifest, roots or {}), out_dir / "manifest.csv")
     found = audit_duplicates(combined, [boundary], options, control=None, out_dir=out_dir,
                              artifacts_manifest=False, **keywords)
     kept = [r for r in found.records

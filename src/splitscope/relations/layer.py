@@ -82,7 +82,7 @@ class ExternalLayer:
 
         result, combined, boundary = audit_external(
             context.scan, context.scans["external"], context.paths["external"],
-            context.lists_dir / "external", context.options.search,
+            context.lists_dir / "external", context.options.search, roots=context.roots,
             **_duplicates_options(context))
         result.boundaries = [(boundary, "cross-corpus")]
         result.rows = combined.rows()

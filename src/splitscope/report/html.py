@@ -3,9 +3,9 @@
 The page is rendered by Jinja2 with autoescaping on, so every name, label and path that came
 from the input is text, never markup. Figures are small PNG data URIs (see
 :mod:`splitscope.report.figures`); the gallery's thumbnails are read from the files named in
-the document, downscaled (longest side ``thumb_px``) and JPEG-encoded, at most
-``max_pairs`` pairs. Nothing is fetched from the network: no scripts, fonts or style sheets
-from outside the file.
+the document (relative to the release roots it records), downscaled (longest side
+``thumb_px``) and JPEG-encoded, at most ``max_pairs`` pairs. Nothing is fetched from the
+network: no scripts, fonts or style sheets from outside the file.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import jinja2
 
 from splitscope.records import roles as R
 from splitscope.records.format import percent
+from splitscope.records.paths import input_name
 from splitscope.records.roles import Roles, has_role, is_transform_sensitivity, with_role
 from splitscope.report import figures
 
@@ -209,7 +210,8 @@ def _boundary_view(boundary: Mapping[str, Any], records: list[dict], audit: Mapp
     view["per_class"] = per_class_table(census)
     view["conflicts"] = conflicts
     view["census"] = [r for r in census if r not in conflicts]
-    pairs = [g for g in (audit.get("gallery") or []) if g.get("boundary") == name][:max_pairs]
+    pairs = [_located(g, audit) for g in (audit.get("gallery") or [])
+             if g.get("boundary") == name][:max_pairs]
     given = (audit.get("options") or {}).get("inputs") or {}
     allowed = {"outside_root": bool(given.get("allow_outside_root")),
                "url": bool(given.get("allow_urls"))}
@@ -249,6 +251,19 @@ def _ranked_parts(view: Mapping[str, Any], measured, boundary: str) -> list[str]
             if m.get("record") in ids and part not in order:
                 order.append(part)
     return order + [p for p in PARTS if p not in order]
+
+
+def _located(pair: Mapping[str, Any], audit: Mapping[str, Any]) -> dict[str, Any]:
+    """A gallery pair whose sides' ``file`` (published relative to the release root) is where
+    the file is on this machine, through the roots the document records
+    (:func:`splitscope.records.paths.resolve_in`), for its thumbnails."""
+    from splitscope.records.paths import resolve_in
+
+    located = dict(pair)
+    for side in ("query", "reference"):
+        if isinstance(pair.get(side), Mapping):
+            located[side] = {**pair[side], "file": resolve_in(audit, pair[side])}
+    return located
 
 
 def control_text(record: Mapping[str, Any], roles: Roles | None = None) -> str:
@@ -389,7 +404,8 @@ def report_context(audit: Mapping[str, Any], *, roles: Roles | None = None,
         "audit": audit,
         "examples": examples,
         "title": "splitscope audit — " + ", ".join(
-            i["path"] for i in audit.get("inputs") or [] if i.get("role") == "audited"),
+            input_name(i["path"]) for i in audit.get("inputs") or []
+            if i.get("role") == "audited"),
         "boundaries": boundaries,
         "composition": composition,
         "panel": panel,
