@@ -17,7 +17,9 @@ pytestmark = [pytest.mark.realdata, pytest.mark.slow]
 def _audit(tmp_path, *args: str) -> dict:
     out = tmp_path / "audit"
     assert main(["audit", *args, "--out", str(out), "--workers", "2"]) == 0
-    return json.loads((out / "audit.json").read_text())
+    doc = json.loads((out / "audit.json").read_text())
+    doc["out"] = out
+    return doc
 
 
 def _ranked(doc: dict) -> list[dict]:
@@ -32,7 +34,7 @@ def _ranked(doc: dict) -> list[dict]:
 def kermany(shared_data, tmp_path_factory):
     """The default audit of the Kermany copy: no group flag, every layer that applies."""
     return _audit(tmp_path_factory.mktemp("kermany"),
-                  str(shared_data / "kermany-chest-xray-224"))
+                  str(shared_data / "kermany-chest-xray-224"), "--croissant")
 
 
 def test_kermany_opens_with_the_header_shortcut_and_the_proposed_person_key(kermany):
@@ -95,3 +97,17 @@ def test_nothing_readable_without_paths_only_stops(shared_data, tmp_path, capsys
                  "--out", str(tmp_path / "o")])
     assert code == 2
     assert "pass --paths-only" in capsys.readouterr().err
+
+
+def test_kermany_publishes_no_folder_of_this_machine(kermany, shared_data):
+    """croissant.json, the lists and the report's pairs name files relative to the release
+    root; audit.json records the root once, in manifest.roots."""
+    root = str((shared_data / "kermany-chest-xray-224").resolve())
+    out = kermany["out"]
+    published = [out / "croissant.json", *sorted((out / "lists").rglob("*.csv"))]
+    assert len(published) > 20
+    for path in published:
+        text = path.read_text(encoding="utf-8")
+        assert root not in text and "../" not in text, path
+    assert all(root not in json.dumps(g) for g in kermany["gallery"])
+    assert list(kermany["manifest"]["roots"].values()) == [root]
