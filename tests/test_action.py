@@ -108,10 +108,13 @@ def test_the_action_fails_on_a_planted_copy_and_names_the_figure(tmp_path):
     code, summary, ran = run_action(tmp_path, path="release", args=ARGS)
     assert code == 1
     assert ran[-1] == "Exit with the audit's code"  # the summary was written before it
-    assert "failed: a --fail-on condition held (exit code 1)" in summary
+    assert "a --fail-on condition held (exit code 1)" in summary
     assert "| `byte_identical_rate>0` | 0.1429 | **HELD** |" in summary
     assert "identity.sha256.test--train (1 of 7)" in summary
-    assert "| identity.sha256.test--train | test → train | 1 of 7 | 14.29% |" in summary
+    assert "- Do not trust a score on test as is: 14.3% of test (1 of 7 rows) is a byte copy" \
+        in summary
+    assert ("| byte copies | test → train | yes | 1 of 7 (14.29%) | 95% Wilson interval | "
+            "identity.sha256.test--train |") in summary
     assert "- groups: not assessed" in summary  # --layers duplicates left it out
     assert "splitscope-audit/report.html" in summary
     assert "artifact `splitscope-audit`" in summary
@@ -124,7 +127,7 @@ def test_the_action_passes_on_the_release_without_the_copy(tmp_path):
     code, summary, _ = run_action(tmp_path, path="release", args=ARGS, out="audit-out",
                                   **{"upload-report": "false"})
     assert code == 0
-    assert "passed: no --fail-on condition held (exit code 0)" in summary
+    assert "splitscope audit: passed (exit code 0)" in summary
     assert "| `byte_identical_rate>0` | 0 | not held | identity.sha256.test--train (0 of 6) |" \
         in summary
     assert "audit-out/report.html" in summary and "artifact" not in summary
@@ -134,7 +137,7 @@ def test_the_action_passes_on_the_release_without_the_copy(tmp_path):
 def test_an_input_error_still_writes_the_summary_and_exits_2(tmp_path):
     code, summary, ran = run_action(tmp_path, path="absent", args="--workers 1")
     assert code == 2 and ran[-1] == "Exit with the audit's code"
-    assert "usage or input error: no audit was written (exit code 2)" in summary
+    assert "usage or input error, nothing written (exit code 2)" in summary
 
 
 def test_an_unclosed_quote_in_args_is_an_input_error(tmp_path):
@@ -149,10 +152,10 @@ def test_the_action_fails_on_a_gate_the_audit_did_not_measure(tmp_path):
         tiny_release(tmp_path / run / "release")
     code, summary, ran = run_action(tmp_path / "gated", path="release", args=args)
     assert code == 5 and ran[-1] == "Exit with the audit's code"
-    assert "failed: a --fail-on metric was not measured (exit code 5)" in summary
+    assert "a --fail-on metric was not measured (exit code 5)" in summary
     assert ("| `byte_identical_rate>0` | not measured | NOT MEASURED, the gate fails (exit 5): "
             "layer duplicates not assessed: not requested (layers= option) |  |") in summary
     code, summary, _ = run_action(tmp_path / "allowed", path="release",
                                   args=args + " --allow-unmeasured")
-    assert code == 0 and "passed: no --fail-on condition held (exit code 0)" in summary
+    assert code == 0 and "splitscope audit: passed (exit code 0)" in summary
     assert "not measured, allowed (--allow-unmeasured)" in summary

@@ -28,8 +28,8 @@ from splitscope import __version__
 from splitscope.errors import InputError
 from splitscope.exit_codes import EXIT_INPUT_ERROR, EXIT_INTERNAL
 
-# verb → module whose ``COMMANDS`` list holds it. Modules are imported only when their verb
-# runs (or for --help), so a verb pays only for the libraries it uses.
+# verb → module whose ``COMMANDS`` list holds it. A module is imported only when its verb runs
+# (or shows its --help), so a verb pays only for the libraries it uses.
 VERBS = {
     "scan": "splitscope.features.commands",
     "duplicates": "splitscope.relations.commands",
@@ -52,6 +52,33 @@ VERBS = {
     "embed": "splitscope.experiments.commands",
     "explain": "splitscope.experiments.commands",
     "experiment": "splitscope.workflows.experiment",
+    "help": "splitscope.core.topics",
+}
+
+#: what ``splitscope --help`` says of each verb (listing the verbs imports none of them)
+SUMMARIES = {
+    "scan": "Read a release and cache its per-file features.",
+    "duplicates": "Byte, pixel, hash and NCC copies across a boundary.",
+    "groups": "Patients or videos on both sides of a boundary.",
+    "resplit": "Group-disjoint train/val/test parts and folds.",
+    "probe": "Header-only and image-statistics probes of the label.",
+    "shift": "Partition classifier: can images tell the splits apart?",
+    "metrics": "Metrics of one prediction file on every view.",
+    "rescore": "Re-score submissions on cleaner evaluation views.",
+    "effects": "Protocol effects and paired contrasts from a run table.",
+    "pools": "Training-pool controls from a manifest.",
+    "attribution": "Attribution mass outside anatomy: leaked vs clean rows.",
+    "audit": "Audit a release with every layer (the one command).",
+    "demo": "Make the demo benchmark with planted leaks and audit it.",
+    "croissant": "Add croissant.json to a finished audit.",
+    "card": "Add dataset-card.md to a finished audit.",
+    "reforms": "Add the REFORMS checklist to a finished audit.",
+    "summary": "Print the summary of a finished audit.",
+    "train": "Controlled re-training of backbones ([torch]).",
+    "embed": "Backbone embeddings per released path ([torch]).",
+    "explain": "Grad-CAM maps of a finished run ([torch]).",
+    "experiment": "Train, score, explain and audit in one run ([torch]).",
+    "help": "Help topics: --fail-on's metrics, the layers.",
 }
 
 
@@ -59,14 +86,28 @@ class _LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(VERBS)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The verbs with their :data:`SUMMARIES`, without importing their modules."""
+        with formatter.section("Commands"):
+            formatter.write_dl([(verb, SUMMARIES[verb]) for verb in self.list_commands(ctx)])
+
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in VERBS:
             return None
         module = importlib.import_module(VERBS[name])
         command = next(c for c in module.COMMANDS if c.name == name)
-        if command.callback is not None and not getattr(command.callback, "_guarded", False):
+        writes = any(param.name in OUTPUT_PARAMS for param in command.params)
+        if command.callback is not None and writes \
+                and not getattr(command.callback, "_guarded", False):
             command.callback = _guarded(command.callback)
         return command
+
+
+#: the parameters that name what a verb writes (the outputs that
+#: :func:`splitscope.manifest.roots.refuse_output_locations` checks and that
+#: :func:`splitscope.features.workspace.output_locks` locks); a verb with none of them (``help``)
+#: runs unguarded, without importing either module
+OUTPUT_PARAMS = frozenset({"out_dir", "out_file", "workspace", "directory"})
 
 
 def _guarded(callback):

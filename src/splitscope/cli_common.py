@@ -6,13 +6,16 @@ printing of records."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
-import pandas as pd
 
 from splitscope.errors import InputError
+
+if TYPE_CHECKING:  # pandas is imported where a verb reads tables, not with the command line
+    import pandas as pd
 
 __all__ = ["COMMON_OPTIONS", "FORCE_OPTION", "ReleaseInput", "emit", "fmt", "forced", "load_manifest",
            "out_folder", "records_payload", "resolve_boundaries", "rich_console",
@@ -136,7 +139,7 @@ def fmt(x, pct=False, digits=3) -> str:
     """A value for a verb's table: ``—`` when not measured; a share as
     :func:`splitscope.records.format.percent` (the one spelling of a percentage) with ``pct``,
     else fixed ``digits``."""
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "—"
     if pct:
         from splitscope.records.format import percent

@@ -1,7 +1,8 @@
 """Command-line options shared by several verbs, generated from the option fields that declare
 them (:func:`splitscope.options.option`): how list files are read, where the per-file stage
 runs, and the seed and resamples of every draw. The flags of what a scan reads and decodes are
-:mod:`splitscope.features.flags`."""
+:mod:`splitscope.features.flags`. :class:`SectionedCommand` is a verb whose ``--help`` lists
+its options by section (``splitscope audit --help``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,58 @@ import dataclasses
 
 import click
 
-from splitscope.options import DEFAULT_MAX_FILE_BYTES, InputOptions, RunOptions, flag_fields
+from splitscope.options import (
+    DEFAULT_MAX_FILE_BYTES,
+    SECTIONS,
+    InputOptions,
+    RunOptions,
+    flag_fields,
+)
 
 
-def click_option(f: dataclasses.Field):
+class SectionOption(click.Option):
+    """A ``click`` option that names the section of a :class:`SectionedCommand`'s ``--help``
+    it is listed in (a key of :data:`splitscope.options.SECTIONS`)."""
+
+    def __init__(self, *args, section: str | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.section = section
+
+    def get_help_extra(self, ctx: click.Context):
+        """The default, without a range annotation (a value out of range is refused with
+        the bound)."""
+        extra = super().get_help_extra(ctx)
+        extra.pop("range", None)
+        return extra
+
+
+class SectionedCommand(click.Command):
+    """A command whose ``--help`` lists its options by section, in the order of
+    :data:`splitscope.options.SECTIONS` (click has no option groups of its own); an option
+    that names no section (``--help``) is listed last, under "Other", and every section's
+    help texts start in one column."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        sections: dict[str | None, list[tuple[str, str]]] = {key: [] for key in SECTIONS}
+        sections[None] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
+            if record is not None:
+                sections.get(getattr(param, "section", None), sections[None]).append(record)
+        width = min(26, max((len(term) for rows in sections.values() for term, _ in rows),
+                            default=0))
+        titles = {**SECTIONS, None: "Other"}
+        for key, rows in sections.items():
+            if rows:
+                with formatter.section(titles[key]):
+                    formatter.write_dl([(term.ljust(width), text) for term, text in rows],
+                                       col_max=width)
+
+
+def click_option(f: dataclasses.Field, section: str | None = None):
     """The ``click`` option of an option field (:func:`splitscope.options.option`): its flag,
-    the field's name as destination, its default, help, type and bounds."""
+    the field's name as destination, its default, help, type and bounds, and the ``--help``
+    section it is listed in (``section``)."""
     meta = f.metadata
     flag = meta.get("flag") or "--" + f.name.replace("_", "-")
     default = f.default if f.default is not dataclasses.MISSING else None
@@ -30,9 +77,11 @@ def click_option(f: dataclasses.Field):
         extra["type"] = kind
     if "metavar" in meta:
         extra["metavar"] = meta["metavar"]
+    elif kind is int and "choices" not in meta:
+        extra["metavar"] = "N"
     show = meta.get("show_default", True) and default is not None and kind is not bool
     return click.option(flag, f.name, default=default, show_default=show, help=meta["help"],
-                        **extra)
+                        cls=SectionOption, section=section, **extra)
 
 
 def group_flags(group: type, names: tuple[str, ...] | None = None) -> list:

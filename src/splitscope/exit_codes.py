@@ -24,12 +24,12 @@ EXIT_NOT_MEASURED = 5
 
 #: what each exit code means, as the help text, the job summary and the README say it
 EXIT_CODES = {
-    EXIT_OK: "passed: no --fail-on condition held",
-    EXIT_FAIL_ON: "failed: a --fail-on condition held",
-    EXIT_INPUT_ERROR: "usage or input error: no audit was written",
-    EXIT_LAYER_FAILED: "a layer failed: the audit was written without it",
-    EXIT_INTERNAL: "internal error: see the splitscope-error-*.log file",
-    EXIT_NOT_MEASURED: "failed: a --fail-on metric was not measured",
+    EXIT_OK: "passed",
+    EXIT_FAIL_ON: "a --fail-on condition held",
+    EXIT_INPUT_ERROR: "usage or input error, nothing written",
+    EXIT_LAYER_FAILED: "a layer failed, written without it",
+    EXIT_INTERNAL: "internal error (splitscope-error-*.log)",
+    EXIT_NOT_MEASURED: "a --fail-on metric was not measured",
 }
 
 #: the exit codes with which an audit wrote its ``audit.json``
@@ -44,6 +44,4 @@ def exit_codes_help() -> str:
     """The exit codes in one paragraph, for ``splitscope audit --help``."""
     codes = "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
     order = ", then ".join(str(c) for c in PRECEDENCE)
-    return (f"Exit codes: {codes}. A --fail-on metric not measured (its layer did not run or "
-            "not applicable) fails the gate unless --allow-unmeasured; a release of which no "
-            f"file could be read is an input error (2). When several apply: {order}.")
+    return f"Exit codes: {codes}. When several apply: {order}."

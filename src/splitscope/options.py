@@ -15,21 +15,27 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from splitscope.errors import InputError
 
-__all__ = ["DEFAULT_MAX_FILE_BYTES", "InputOptions", "RunOptions", "flag_fields", "option",
-           "plain"]
+__all__ = ["DEFAULT_MAX_FILE_BYTES", "SECTIONS", "InputOptions", "RunOptions", "field_section",
+           "flag_fields", "option", "plain"]
 
 #: files larger than this are listed as too large and never read (2 GiB)
 DEFAULT_MAX_FILE_BYTES = 2 << 30
+
+#: The sections of ``splitscope audit --help``, in their order: a flag's ``section`` (its own,
+#: else its group's class attribute ``section``, else ``checks``) → the section's title.
+SECTIONS = {"inputs": "Inputs", "checks": "What to check", "gates": "Gates",
+            "performance": "Performance", "outputs": "Outputs"}
 
 
 def option(default: Any = None, help: str | None = None, *, flag: str | None = None,
            choices: tuple | None = None, metavar: str | None = None, kind: type | None = None,
            parse: Callable[[Any], Any] | None = None, minimum: int | None = None,
-           show_default: bool = True, factory: Callable[[], Any] | None = None):
+           show_default: bool = True, factory: Callable[[], Any] | None = None,
+           section: str | None = None):
     """A dataclass field that is an option: its default, and — when ``help`` is given — the
     command-line flag that sets it.
 
@@ -52,9 +58,15 @@ def option(default: Any = None, help: str | None = None, *, flag: str | None = N
         Turns the text given on the command line into the field's value (e.g. a comma list
         into a tuple); applied by :meth:`splitscope.core.options.AuditOptions.from_flags` to
         strings only.
+    section : str, optional
+        The section of ``splitscope audit --help`` the flag is listed in (a key of
+        :data:`SECTIONS`); default: its group's (:func:`field_section`).
     """
+    if section is not None and section not in SECTIONS:
+        raise ValueError(f"section {section!r} unknown; use one of {', '.join(SECTIONS)}")
     meta = {"help": help, "flag": flag, "choices": choices, "metavar": metavar, "kind": kind,
-            "parse": parse, "minimum": minimum, "show_default": show_default}
+            "parse": parse, "minimum": minimum, "show_default": show_default,
+            "section": section}
     meta = {k: v for k, v in meta.items() if v is not None}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
@@ -64,6 +76,12 @@ def option(default: Any = None, help: str | None = None, *, flag: str | None = N
 def flag_fields(group: type) -> list[dataclasses.Field]:
     """The fields of an option group that are command-line flags (those with a help)."""
     return [f for f in dataclasses.fields(group) if f.metadata.get("help")]
+
+
+def field_section(group: type, f: dataclasses.Field) -> str:
+    """The ``--help`` section of a flag field: its own ``section``, else its group's class
+    attribute ``section``, else ``checks`` (what a layer's options usually are)."""
+    return f.metadata.get("section") or getattr(group, "section", None) or "checks"
 
 
 def plain(value: Any) -> Any:
@@ -91,42 +109,36 @@ class InputOptions:
     lie, the image column of a table, and what a scan may read (paths outside the release
     root, linked folders, URLs)."""
 
+    section: ClassVar[str] = "inputs"  # of ``splitscope audit --help``
+
     group_regex: str | None = option(
-        None, "Named-group regex over the file name giving the group (and frame), e.g. "
+        None, "Regex whose named groups read the group (and frame) from a file name, e.g. "
               "'person(?P<group>\\d+)_'.")
     label_map: str | Mapping[str, str] | None = option(
-        None, "Map released labels to audited ones before anything is measured: "
-              "'glioma=tumor,meningioma=tumor,pituitary=tumor' or a two-column CSV file "
-              "(released label, audited label). Applies to every corpus whose labels it names "
-              "(audited, --external, --control). Recorded in every record.", metavar="MAP")
+        None, "Released → audited labels, in every corpus: 'glioma=tumor,…' or a CSV file.",
+        metavar="MAP")
     external_label_map: str | Mapping[str, str] | None = option(
-        None, "The external corpus's own label map, applied before --label-map (its labels "
-              "spelled differently: 'glioma_tumor=glioma,…' or a CSV file).", metavar="MAP")
+        None, "External corpus's own map, before --label-map.", metavar="MAP")
     control_label_map: str | Mapping[str, str] | None = option(
-        None, "The control corpus's own label map, applied before --label-map.", metavar="MAP")
+        None, "Control corpus's own map, before --label-map.", metavar="MAP")
     path_column: str | None = option(None, "List column holding the paths.")
     label_column: str | None = option(None, "List column holding the labels.")
     split_column: str | None = option(None, "List column holding the splits.")
     source_column: str | None = option(None, "List column holding the sources.")
     group_column: str | None = option(None, "List column holding group ids.")
     list_root: str | None = option(
-        None, "Folder the listed paths are relative to (default: the list's folder).",
-        flag="--root", metavar="DIRECTORY")
+        None, "Folder the list's paths are relative to.", flag="--root", metavar="DIRECTORY")
     constant_split: str | None = option(
-        None, "One split for every row of a list that is a single split.", flag="--split")
+        None, "The split of a list that is one split.", flag="--split")
     image_column: str | None = option(
-        None, "Table column holding the images (a Hugging Face Image struct {bytes, path}, or "
-              "binary) of a Parquet/Arrow input; detected when there is one.")
+        None, "Image column of a table input (detected).")
     allow_outside_root: bool = option(
-        False, "Read local files whose resolved path (.., an absolute path, a symbolic link) "
-               "lies outside the release root, and follow linked folders there; they stay "
-               "marked outside_root. URLs need --allow-urls.")
+        False, "Read files outside the release root (marked outside_root). URLs need "
+               "--allow-urls.")
     allow_urls: bool = option(
-        False, "Read listed URLs (s3://, gs://, https://, …) through fsspec; without it they "
-               "are listed as not read (url).")
+        False, "Read listed URLs (s3://, https://) via fsspec.")
     follow_links: bool = option(
-        False, "Follow symbolic links to directories in a folder release (loops, and links "
-               "out of the root without --allow-outside-root, are left out and listed).")
+        False, "Follow links to folders (loops are listed).")
 
     def list_options(self) -> dict[str, Any]:
         """Keywords of :func:`splitscope.manifest.read_list` (and of the other readers) for
@@ -157,53 +169,46 @@ class RunOptions:
     holding other files may be written into, and whether a ``--fail-on`` metric that was not
     measured may pass (by default it fails the run, exit 5)."""
 
-    seed: int = option(0, "Seed of every draw (bootstrap, group resamples, folds, samples).")
-    resamples: int = option(2000, "Bootstrap and group resamples of every layer.", minimum=1)
+    seed: int = option(0, "Seed of every draw.",
+                       section="checks")
+    resamples: int = option(2000, "Bootstrap and group resamples.", minimum=1,
+                            section="checks")
     layers: tuple[str, ...] | None = option(
-        None, "Run only these layers (comma-separated names of the registered layers); the "
-              "others are recorded 'not assessed'.", metavar="NAMES", kind=str,
-        parse=_comma_list)
+        None, "Run only these layers, the others 'not assessed' (`splitscope help layers`).",
+        metavar="NAMES", kind=str,
+        parse=_comma_list, section="checks")
     workers: int | None = option(
-        None, "Workers of every stage: scan processes, search threads, model-fit processes "
-              "and BLAS threads (default: all cores).", kind=int, minimum=1)
+        None, "Workers of every stage (default: all cores).", kind=int, minimum=1,
+        section="performance")
     engine: str = option(
-        "process", "Where the per-file stage runs: a process pool on this machine, or a Dask "
-                   "cluster (the [distributed] extra; --workers N starts a local one, "
-                   "--scheduler joins a running one). With dask the audit's NCC search is "
-                   "partitioned over the cluster too. Workers must see the files and the "
-                   "workspace under the same paths.", flag="--executor",
-        choices=("process", "dask"))
+        "process", "Processes here, or Dask (docs/distributed.md).", flag="--executor",
+        choices=("process", "dask"),
+        section="performance")
     scheduler: str | None = option(
-        None, "With --executor dask: address of a running Dask scheduler (tcp://host:8786); "
-              "--workers is then ignored.", metavar="ADDRESS")
+        None, "A running Dask scheduler (tcp://host:8786).",
+        metavar="ADDRESS", section="performance")
     workspace: str | None = option(
-        None, "Feature cache (default OUT/workspace); reused across runs.",
-        metavar="DIRECTORY")
-    max_pairs: int = option(60, "Flagged pairs per boundary shown in the report's gallery.")
-    progress: bool | None = None
+        None, "Feature cache, reused (default OUT/workspace).",
+        metavar="DIRECTORY", section="performance")
+    max_pairs: int = option(60, "Gallery pairs per boundary.",
+                            section="outputs")
+    progress: bool | None = None  # progress lines on stderr: None (default) and True print them
     croissant: bool = option(
-        False, "Also write OUT/croissant.json, a Croissant JSON-LD record (with RAI fields) of "
-               "the audited release; `splitscope croissant OUT` adds one later.")
+        False, "Also write OUT/croissant.json.", section="outputs")
     card: bool = option(
-        False, "Also write OUT/dataset-card.md, a Hugging Face dataset-card section (front "
-               "matter, contamination figures, deduplicated splits, reproduce command); "
-               "`splitscope card OUT` adds one later.")
+        False, "Also write OUT/dataset-card.md.", section="outputs")
     reforms: bool = option(
-        False, "Also write OUT/reforms.json and OUT/reforms.md: each item of the REFORMS "
-               "checklist with what the audit's records say of it; `splitscope reforms OUT` "
-               "adds them later.")
+        False, "Also write OUT/reforms.json and .md.", section="outputs")
     force: bool = option(
-        False, "Write into an --out folder holding files splitscope did not write there (they "
-               "are kept; one where the audit writes is still refused).")
+        False, "Write into an --out folder holding other files.",
+        section="outputs")
     allow_unmeasured: bool = option(
-        False, "Let a --fail-on condition whose metric was not measured (its layer did not run "
-               "or was not applicable) pass: it is still reported 'not measured', but the run "
-               "does not fail with exit 5.")
+        False, "Let a --fail-on gate whose metric was not measured pass (still reported 'not "
+               "measured'; no exit 5).", section="gates")
     paths_only: bool = option(
-        False, "Audit what the rows' paths, labels, sources and groups say when none of their "
-               "files is at hand (a published list without its images): the layers that read "
-               "files are then not assessed. Without it, an audit that can read no file stops "
-               "with exit 2.")
+        False, "Audit only what the paths, labels, sources and groups say when no file is at "
+               "hand (a list without its images); else reading no file stops with exit 2.",
+        section="inputs")
 
     def __post_init__(self) -> None:
         if int(self.resamples) < 1:

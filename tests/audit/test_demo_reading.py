@@ -99,10 +99,14 @@ def test_the_opening_ranks_every_layer_s_findings_by_one_rule(demo):
         else:
             assert m["kind"] == "score" and m["low"] > m["baseline"]
     s = doc["summary"]
-    also = next(m for m in found if m["tier"] != "conflict")["phrase"]
-    assert s["verdict"] == [f"Do not trust a score on test as is: {found[0]['phrase']}; also "
-                            + f"{also}."]
-    assert s["findings"] == [m["sentence"] for m in found[:5]]
+    test = [m for m in found if m["boundary"] == "test → train"]
+    also = next(m for m in test if m["tier"] != "conflict")["phrase"]
+    assert s["verdict"][0] == (f"Do not trust a score on test as is: {test[0]['phrase']}; "
+                               f"also {also}.")
+    assert len(s["verdict"]) == len(doc["boundaries"])  # a line per boundary, no warning
+    several = len({m["boundary"] for m in found}) > 1
+    assert s["findings"] == [f"{m['boundary']}: {m['sentence']}" if several else m["sentence"]
+                             for m in found[:5]]
     assert s["actions"][0].startswith("Resolve the conflicting labels")
     assert len(s["actions"]) == 3 == len(set(s["actions"]))
 

@@ -67,7 +67,7 @@ def test_the_cli_defaults_are_the_options_defaults():
         o.run.seed, o.run.resamples, o.run.max_pairs)
     # every flag but the audit's inputs and outputs is an option field, whatever its group
     inputs = {"inputs", "control", "external", "predictions", "attribution_maps",
-              "attribution_masks", "out_dir", "fail_on", "as_json"}
+              "attribution_masks", "out_dir", "fail_on", "as_json", "quiet"}
     flags = {p.name: p.default for p in audit_command().params if p.name not in inputs}
     assert AuditOptions.from_flags(**flags) == o
 

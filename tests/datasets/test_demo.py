@@ -103,9 +103,10 @@ def test_layout_counts_and_columns(demo, planted):
     files = image_files(demo)
     assert sum(f.startswith("train/") for f in files) == 240
     assert sum(f.startswith("test/") for f in files) == 80
+    assert sum(f.startswith("val/") for f in files) == 40
     for f in files:
         split, label, name = f.split("/")
-        assert split in ("train", "test") and label in CLASSES
+        assert split in ("train", "val", "test") and label in CLASSES
         assert re.match(DEMO_GROUP_REGEX, name), name
     assert tuple(planted.columns) == PLANTED_COLUMNS
     counts = planted["kind"].value_counts().to_dict()
@@ -113,7 +114,7 @@ def test_layout_counts_and_columns(demo, planted):
     meta = json.loads((demo / "planted.json").read_text())
     assert meta["seed"] == 0 and meta["group_regex"] == DEMO_GROUP_REGEX
     assert meta["counts"] == counts
-    assert meta["files"] == {"train": 240, "test": 80}
+    assert meta["files"] == {"train": 240, "val": 40, "test": 80}
 
 
 def test_planted_rows_reference_existing_files(demo, planted):
@@ -143,6 +144,8 @@ def test_invalid_arguments_and_existing_folders(tmp_path):
         make_demo(tmp_path / "a", n_test=20)
     with pytest.raises(InputError, match="n_train"):
         make_demo(tmp_path / "b", n_train=30)
+    with pytest.raises(InputError, match="n_val"):
+        make_demo(tmp_path / "b", n_val=5)
     with pytest.raises(InputError, match="seed"):
         make_demo(tmp_path / "c", seed=-1)
     (tmp_path / "d").mkdir()
@@ -160,7 +163,7 @@ def test_same_seed_same_bytes_and_overwrite(tmp_path):
     a = digests(make_demo(tmp_path / "a", seed=3, **SMALL))
     b_root = make_demo(tmp_path / "b", seed=3, **SMALL)
     assert digests(b_root) == a
-    assert len(a) == SMALL["n_train"] + SMALL["n_test"] + 2
+    assert len(a) == SMALL["n_train"] + SMALL["n_test"] + 40 + 2
     with pytest.raises(InputError, match="overwrite"):
         make_demo(b_root, seed=4, **SMALL)
     c = digests(make_demo(b_root, seed=4, overwrite=True, **SMALL))
@@ -277,6 +280,18 @@ def test_dihedral_copies_match_their_reference_exactly(demo, planted):
             assert np.array_equal(np.asarray(query), np.asarray(ref))
 
 
+@pytest.mark.slow
+def test_the_validation_split_leaves_train_and_test_as_they_are(tmp_path):
+    """val is drawn after train and test from streams of its own: the same train and test
+    bytes with or without it, and none of its images in either."""
+    with_val = digests(make_demo(tmp_path / "a", seed=3, **SMALL))
+    without = digests(make_demo(tmp_path / "b", seed=3, n_val=0, **SMALL))
+    assert {k: v for k, v in with_val.items() if not k.startswith(("val/", "planted"))} == {
+        k: v for k, v in without.items() if not k.startswith("planted")}
+    val = {v for k, v in with_val.items() if k.startswith("val/")}
+    assert len(val) == 40 and val.isdisjoint(without.values())
+
+
 # --- clean part -------------------------------------------------------------------------------
 
 
@@ -284,7 +299,7 @@ def test_unplanted_pairs_are_not_near_duplicates(demo, planted, features):
     derived = set(planted.loc[~planted["kind"].isin(["shared_group", "format_shortcut"]),
                               "query_path"])
     bases = [f for f in image_files(demo) if f not in derived]
-    assert len(bases) == 240 - 1 + 80 - (sum(PLANTED_COUNTS.values()) - 1 - 6)
+    assert len(bases) == 240 - 1 + 80 - (sum(PLANTED_COUNTS.values()) - 1 - 6) + 40
     index, every = features
     feats = every.take([index[f] for f in bases])
     ncc = feats.unit @ feats.unit.T
@@ -302,6 +317,9 @@ def test_group_overlap_is_exactly_the_planted_one(demo, planted):
     group = {f: re.match(DEMO_GROUP_REGEX, Path(f).name)["group"] for f in files}
     train_groups = {group[f] for f in files if f.startswith("train/")}
     overlapping = {f for f in files if f.startswith("test/") and group[f] in train_groups}
+    val_groups = {group[f] for f in files if f.startswith("val/")}
+    test_groups = {group[f] for f in files if f.startswith("test/")}
+    assert val_groups.isdisjoint(train_groups | test_groups)  # the validation split is clean
     shared = planted[planted["kind"] == "shared_group"]
     assert len(shared) == 6
     assert (shared["group"] != "").all()
@@ -314,7 +332,7 @@ def test_group_overlap_is_exactly_the_planted_one(demo, planted):
 
 def test_format_shortcut_in_headers(demo):
     meta = json.loads((demo / "planted.json").read_text())["format_shortcut"]
-    for split in ("train", "test"):
+    for split in ("train", "val", "test"):
         table = pd.crosstab(
             *zip(*[(f.split("/")[1], header_fields((demo / f).read_bytes(), f)["format"])
                    for f in image_files(demo) if f.startswith(split + "/")]),

@@ -25,13 +25,14 @@ def outputs(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_predictions_cover_every_test_file_and_memorise_the_leaked_ones(outputs):
+def test_predictions_cover_every_test_and_val_file_and_memorise_the_leaked_ones(outputs):
     root, paths = outputs
     with open(paths["predictions"], newline="") as fh:
         rows = list(csv.DictReader(fh))
-    test_files = sorted(p.relative_to(root).as_posix() for p in (root / "test").rglob("*")
-                        if p.is_file())
-    assert [r["path"] for r in rows] == test_files
+    test_files, val_files = (sorted(p.relative_to(root).as_posix()
+                                    for p in (root / split).rglob("*") if p.is_file())
+                             for split in ("test", "val"))
+    assert [r["path"] for r in rows] == test_files + val_files  # val: thresholds are fitted there
     for r in rows:
         assert float(r["normal"]) + float(r["lesion"]) == pytest.approx(1.0, abs=2e-6)
     with open(root / "planted.csv", newline="") as fh:

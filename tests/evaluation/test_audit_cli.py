@@ -50,7 +50,9 @@ def test_audit_predictions_records(split_manifest):
     met = next(r for r in res.records if r.id == "evaluation.metrics.run.official")
     assert met.uncertainty.kind.startswith("percentile bootstrap over cases, 200 resamples")
     assert met.uncertainty.low <= met.estimate <= met.uncertainty.high
-    assert met.denominator == 120 and sum(met.class_support.values()) == 120
+    # val fits the thresholds and the temperature: every view scores the 60 test rows only
+    assert met.denominator == 60 and sum(met.class_support.values()) == 60
+    assert met.predicate["params"]["view"]["params"]["population"] == "test"
     tt = next(r for r in res.records if r.id == "evaluation.threshold_transfer.run")
     assert tt.boundary["query"]["name"] == "test" and tt.boundary["reference"]["name"] == "val"
     views = res.tables["evaluation_views"]

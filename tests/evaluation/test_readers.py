@@ -13,8 +13,9 @@ from eval_helpers import CLASSES, make_predictions, make_truth
 
 from splitscope.cli import main
 from splitscope.errors import InputError
+from splitscope.evaluation.options import ReadOptions
 from splitscope.evaluation.predictions import read_predictions, read_truth
-from splitscope.evaluation.readers import ReadOptions, find_header, read_any_table
+from splitscope.evaluation.readers import find_header, read_any_table
 from splitscope.evaluation.rescore import rescore
 from splitscope.evaluation.scoreability import COUNT_KEYS, check_scoreability
 

@@ -341,7 +341,8 @@ def test_rescore_aggregates_match_an_independent_recomputation(cli_rescore):
 
 
 def test_calamine_reads_the_workbooks_as_openpyxl_does(cv):
-    from splitscope.evaluation.readers import ReadOptions, read_any_table
+    from splitscope.evaluation.options import ReadOptions
+    from splitscope.evaluation.readers import read_any_table
 
     for path in sorted((cv["root"] / "submissions").glob("*/*.xlsx"))[::9]:  # 6 of 54
         a, _ = read_any_table(path, ReadOptions(engine="calamine"))

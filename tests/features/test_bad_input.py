@@ -14,7 +14,8 @@ import pytest
 from PIL import Image, ImageOps
 
 from splitscope.features import extract as extract_mod
-from splitscope.features.extract import FeatureParams, extract_files
+from splitscope.features.extract import extract_files
+from splitscope.features.options import FeatureParams
 
 imagehash = pytest.importorskip("imagehash")
 

@@ -139,7 +139,7 @@ def test_fork_server_preloads_the_extraction_code_for_its_workers(tmp_path):
 
 
 def test_fork_server_is_started_only_for_a_cold_pool_scan(tmp_path):
-    from splitscope.features.extract import FeatureParams
+    from splitscope.features.options import FeatureParams
     from splitscope.features.scanning import _cold_pool_scan
     from splitscope.features.workspace import FeatureStore, write_json
 

@@ -10,8 +10,9 @@ import pytest
 from PIL import Image
 
 from splitscope.features import extract as extract_mod
-from splitscope.features.extract import FeatureParams, extract_files
+from splitscope.features.extract import extract_files
 from splitscope.features.jpeg_chroma import chroma_provably_zero
+from splitscope.features.options import FeatureParams
 
 
 def _grey(rng, w=96, h=80):

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from splitscope.features import extract
+from splitscope.features.options import FeatureParams
 from splitscope.features.scanning import _batch_table, _shard_schema, _shard_table
 from splitscope.features.workspace import (
     FeatureStore,
@@ -22,7 +23,7 @@ from splitscope.features.workspace import (
     shard_positions,
 )
 
-PARAMS = extract.FeatureParams(thumb_size=16)
+PARAMS = FeatureParams(thumb_size=16)
 
 
 def _pandas_shard(batch: dict, files: list[str], size: np.ndarray, mtime: np.ndarray):

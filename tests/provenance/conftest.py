@@ -7,7 +7,8 @@ import pytest
 
 @pytest.fixture(scope="session")
 def demo_scan(tmp_path_factory):
-    """The demo release (seed 0) scanned once, with its planted-relations table."""
+    """The demo release (seed 0, train and test: the provenance records pinned in these tests
+    are those of that release) scanned once, with its planted-relations table."""
     import pandas as pd
 
     from splitscope.datasets import make_demo
@@ -15,7 +16,7 @@ def demo_scan(tmp_path_factory):
     from splitscope.features.scanning import scan
 
     base = tmp_path_factory.mktemp("demo")
-    root = make_demo(base / "demo", seed=0)
+    root = make_demo(base / "demo", seed=0, n_val=0)
     sc = scan(root, base / "ws", group_regex=DEMO_GROUP_REGEX, progress=False, workers=1)
     planted = pd.read_csv(root / "planted.csv", dtype=str, keep_default_na=False)
     return sc, planted, root

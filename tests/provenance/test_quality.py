@@ -14,9 +14,9 @@ from quality_helpers import PLANTED, class_release, planted_release
 from splitscope.errors import InputError
 from splitscope.features.scanning import scan
 from splitscope.provenance.checks import audit_provenance
+from splitscope.provenance.options import QualityParams
 from splitscope.provenance.quality import (
     FLAGS,
-    QualityParams,
     flag_label_association,
     quality_flags,
     quality_rates,

@@ -130,7 +130,7 @@ def test_cli_fail_on_exit_code(release, tmp_path, workspace, condition, code):
                 "--workspace", str(workspace),
                 "--layers", "duplicates", "--fail-on", condition, "--json"])
     assert res.exit_code == code, res.output
-    payload = json.loads(res.output)
+    payload = json.loads(res.stdout)
     assert payload["fail_on"][0]["held"] is bool(code)
     assert payload["exit_code"] == code
     assert {l["layer"] for l in payload["layers"]} == LAYER_NAMES

@@ -75,12 +75,18 @@ def test_demo_audit_document(demo):
     doc = json.loads(result.audit_json.read_text())
     validate(doc)
     statuses = {l["layer"]: l["status"] for l in doc["layers"]}
-    # evaluation is partial: threshold transfer and temperature scaling need a second
-    # population (the demo's predictions cover the test split only)
     assert statuses == {"duplicates": "completed", "groups": "completed",
                         "provenance": "completed", "quality": "completed",
-                        "evaluation": "partial", "attribution": "completed",
+                        "evaluation": "completed", "attribution": "completed",
                         "external": "not applicable", "experiments": "not applicable"}
+    # the predictions cover val and test: thresholds and the temperature are fitted on val
+    # and scored on test, and every view scores test rows only
+    records = {r["id"]: r for r in doc["records"] if r["layer"] == "evaluation"}
+    assert all(r["status"] == "completed" for r in records.values())
+    transfer = records["evaluation.threshold_transfer.predictions"]
+    assert (transfer["boundary"]["query"]["name"], transfer["boundary"]["reference"]["name"]) \
+        == ("test", "val")
+    assert records["evaluation.metrics.predictions.official"]["denominator"] == 50
     quality = [r for r in doc["records"] if r["layer"] == "quality"]
     assert len(quality) == 10 and all(r["status"] == "completed" for r in quality)
     assert any(a["path"] == "lists/quality.csv" for a in doc["artifacts"])
@@ -103,7 +109,9 @@ def test_demo_cli_prints_planted_and_found(tmp_path):
     res = CliRunner().invoke(app, ["demo", str(tmp_path / "d"), "--workers", "1", "--json"],
                              catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    payload = json.loads(res.output)
+    payload = json.loads(res.stdout)  # stdout is the JSON alone; progress goes to stderr
+    assert "splitscope demo [" in res.stderr
+    assert re.search(r"layer 1/\d+ duplicates: completed, \d+ records in [0-9.]+ s", res.stderr)
     assert payload["demo"]["ok"] and payload["demo"]["unplanted"] == []
     assert re.match(r"[0-9.]+% of the test split \(\d+ of 80 rows\) has a near-twin in train",
                     next(v for v in payload["verdicts"] if "near-twin in train" in v))

@@ -1,10 +1,13 @@
 """The ``audit`` verb: every layer, one command. Registered by :mod:`splitscope.cli`.
 
 Its option flags are generated from the audit's options groups — the core's
-(:class:`~splitscope.options.InputOptions`, :class:`~splitscope.features.extract.FeatureParams`,
-:class:`~splitscope.options.RunOptions`) and each registered layer's (a layer's ``options``) —
-and passed through unchanged to :meth:`~splitscope.core.options.AuditOptions.from_flags`, so a
-layer's new option field is a flag, an option and a line of ``audit.json`` at once.
+(:class:`~splitscope.options.InputOptions`, :class:`~splitscope.features.options.FeatureParams`,
+:class:`~splitscope.options.RunOptions`) and each layer's (:func:`splitscope.core.protocol.
+flag_groups`) — and passed through unchanged to
+:meth:`~splitscope.core.options.AuditOptions.from_flags`, so a layer's new option field is a
+flag, an option and a line of ``audit.json`` at once. Its ``--help`` lists them by section
+(:data:`splitscope.options.SECTIONS`). Building the command imports no numerical library:
+``splitscope audit --help`` is quick.
 """
 
 from __future__ import annotations
@@ -17,44 +20,49 @@ from pathlib import Path
 import click
 
 from splitscope.cli_common import ReleaseInput
-from splitscope.cli_options import click_option
+from splitscope.cli_options import SectionedCommand, SectionOption, click_option
 from splitscope.core.options import core_groups
-from splitscope.core.protocol import layer_names, option_groups
+from splitscope.core.protocol import flag_groups, option_groups
+from splitscope.errors import InputError
 from splitscope.exit_codes import EXIT_LAYER_FAILED, EXIT_NOT_MEASURED, exit_codes_help
-from splitscope.options import flag_fields
+from splitscope.options import field_section, flag_fields
 
+#: ``--fail-on``'s help; ``splitscope help fail-on`` is the grammar and every metric
+FAIL_ON_HELP = ("Exit 1 if METRIC OP VALUE holds, e.g. 'ncc_rate>0.01' (repeatable; "
+                "`splitscope help fail-on`).")
 
-def _fail_on_help() -> str:
-    from splitscope.core.conditions import all_metrics
-
-    return (
-        "Exit with code 1 when METRIC OP VALUE holds (repeatable), e.g. "
-        "'byte_identical_rate>0', 'ncc_rate>0.01', 'header_probe_ba>0.7'; ops > >= < <= == !=; "
-        "a value may end in %. The metric is its largest value over the audited boundaries; a "
-        "metric the run did not measure (its layer not run or not applicable) fails the gate "
-        "with exit code 5 unless --allow-unmeasured. Metrics: "
-        + "; ".join(m.help_line() for m in all_metrics().values()) + "."
-    )
-
-
-FAIL_ON_HELP = _fail_on_help()
+#: ``--quiet``'s help (``audit`` and ``demo``)
+QUIET_HELP = "No progress lines on stderr."
 
 
 def option_flags() -> list:
-    """The ``click`` options of every options group's flag fields: the core's inputs and
-    features, each registered layer's group (in the layers' order), then the run."""
+    """The ``click`` options of every options group's flag fields, each in its ``--help``
+    section: the core's inputs and features, each layer's group (:func:`~splitscope.core.
+    protocol.flag_groups`), then the run."""
     groups = core_groups()
-    ordered = [groups["inputs"], groups["features"], *option_groups().values(), groups["run"]]
-    flags = []
-    for group in ordered:
-        for f in flag_fields(group):
-            if f.name == "layers":  # name the layers registered now
-                meta = {**f.metadata, "help": f"{f.metadata['help'].rstrip('.')}; layers: "
-                                              f"{', '.join(layer_names())}."}
-                f = dataclasses.field(default=f.default, metadata=meta)
-                f.name = "layers"
-            flags.append(click_option(f))
-    return flags
+    ordered = [groups["inputs"], groups["features"], *flag_groups().values(), groups["run"]]
+    return [click_option(f, field_section(group, f))
+            for group in ordered for f in flag_fields(group)]
+
+
+def _registered(flags: dict) -> dict:
+    """The flag values of the option groups the audit has (:func:`~splitscope.core.protocol.
+    option_groups`): a flag of a layer whose module did not import (its layer is recorded
+    ``not assessed``) is left out at its default, and refused when given."""
+
+    known = {f.name: f for group in [*core_groups().values(), *option_groups().values()]
+             for f in dataclasses.fields(group)}
+    declared = {f.name: (name, f) for name, group in flag_groups().items()
+                for f in dataclasses.fields(group)}
+    out = {}
+    for key, value in flags.items():
+        if key in known or key not in declared:
+            out[key] = value
+        elif value != declared[key][1].default:
+            raise InputError(f"option {key} belongs to the options group "
+                             f"{declared[key][0]!r}, whose layer is not available here "
+                             f"(`splitscope help layers` says why)")
+    return out
 
 
 def _size(path: Path) -> str:
@@ -176,17 +184,12 @@ def finish(result, as_json: bool, extra: dict | None = None, extra_lines=None) -
 
 
 def _audit_command(inputs, control, external, predictions, attribution_maps,
-                   attribution_masks, out_dir, fail_on, as_json, **flags) -> None:
+                   attribution_masks, out_dir, fail_on, as_json, quiet, **flags) -> None:
     """Audit a release (folder ROOT/<split>/<class>/…, a list file, a table of embedded
     images, a save_to_disk folder or a MedMNIST .npz) with every layer.
 
-    Writes OUT/audit.json (the source of truth), OUT/report.html (self-contained),
-    OUT/lists/ (contaminated-file lists, pair tables, group mappings, deduplicated splits)
-    and OUT/artifacts.json (every output with its SHA-256). A rerun replaces the files the
-    previous run listed there; anything else in OUT is refused (exit 2, named) unless --force.
-    The outputs appear at once, when the audit is done. A release of which no file could be
-    read is an input error (exit 2, nothing written); one of which more than half could not
-    be read says so in its first line. Exit codes: below.
+    Writes OUT/audit.json, OUT/report.html, OUT/lists/ and OUT/artifacts.json (a rerun
+    replaces what the last one listed there). More: splitscope help.
     """
     from splitscope.core.conditions import parse_condition
     from splitscope.core.options import AuditOptions
@@ -194,8 +197,8 @@ def _audit_command(inputs, control, external, predictions, attribution_maps,
 
     conditions = [parse_condition(c) for c in fail_on]  # bad conditions fail before any work
     command = _command_line("audit", list(inputs), click.get_current_context())
-    options = AuditOptions.from_flags(**flags)
-    if as_json:
+    options = AuditOptions.from_flags(**_registered(flags))
+    if quiet:
         options = options.replace(run=dataclasses.replace(options.run, progress=False))
     result = audit(list(inputs), options, control=control, external=external,
                    predictions=predictions, attribution_maps=attribution_maps,
@@ -206,34 +209,30 @@ def _audit_command(inputs, control, external, predictions, attribution_maps,
 
 def _path_option(flag: str, help: str, param_type: click.ParamType | None = None):
     return click.option(flag, type=param_type or click.Path(exists=True), default=None,
-                        help=help)
+                        help=help, cls=SectionOption, section="inputs")
 
 
 def audit_command() -> click.Command:
-    """The ``audit`` verb with one flag per option field of the groups registered now."""
+    """The ``audit`` verb with one flag per option field of the groups declared now."""
     params = [
         click.argument("inputs", nargs=-1, required=True, type=ReleaseInput()),
-        _path_option("--control", "A release known to be clean (negative control): the same "
-                     "predicates on its own test → train boundary, reported beside the "
-                     "audited rates.", ReleaseInput()),
-        _path_option("--external", "Another corpus: audit external → audited training rows "
-                     "(containment).", ReleaseInput()),
-        _path_option("--predictions", "Saved predictions (file or folder) for the evaluation "
-                     "layer."),
-        _path_option("--attribution-maps", "Supplied attribution maps (.npz keyed by released "
-                     "path, or a folder of <path>.npy): the attribution layer compares leaked "
-                     "and clean test rows."),
-        _path_option("--attribution-masks", "Body/organ masks (1 inside anatomy), same layout "
-                     "as --attribution-maps."),
+        _path_option("--control", "A release known to be clean (negative control).",
+                     ReleaseInput()),
+        _path_option("--external", "Another corpus, checked against training rows.",
+                     ReleaseInput()),
+        _path_option("--predictions", "Saved predictions to evaluate (file or folder)."),
+        _path_option("--attribution-maps", "Attribution maps (.npz, or <path>.npy files)."),
+        _path_option("--attribution-masks", "Anatomy masks (1 inside), laid out as the maps."),
         click.option("--out", "out_dir", default="splitscope-audit", show_default=True,
-                     type=click.Path(file_okay=False),
-                     help="Output folder: absent, empty, or one an earlier run wrote (its "
-                          "files, as its artifacts.json lists them, are replaced)."),
+                     type=click.Path(file_okay=False), cls=SectionOption, section="outputs",
+                     help="Output folder."),
         *option_flags(),
         click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION",
-                     help=FAIL_ON_HELP),
-        click.option("--json", "as_json", is_flag=True,
+                     help=FAIL_ON_HELP, cls=SectionOption, section="gates"),
+        click.option("--json", "as_json", is_flag=True, cls=SectionOption, section="outputs",
                      help="Print the summary as JSON on stdout."),
+        click.option("--quiet", "-q", "quiet", is_flag=True, cls=SectionOption,
+                     section="outputs", help=QUIET_HELP),
     ]
     def command(**kwargs) -> None:
         _audit_command(**kwargs)
@@ -241,7 +240,7 @@ def audit_command() -> click.Command:
     command.__doc__ = _audit_command.__doc__
     for param in reversed(params):
         command = param(command)
-    return click.command("audit", epilog=exit_codes_help())(command)
+    return click.command("audit", cls=SectionedCommand, epilog=exit_codes_help())(command)
 
 
 def __getattr__(name: str):
@@ -249,5 +248,5 @@ def __getattr__(name: str):
         return [audit_command()]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["FAIL_ON_HELP", "audit_command", "option_flags", "print_summary",
+__all__ = ["FAIL_ON_HELP", "QUIET_HELP", "audit_command", "option_flags", "print_summary",
            "summary_payload"]

@@ -5,10 +5,12 @@ A condition is ``metric op value`` (ops ``> >= < <= == !=``; a value may end in 
 :class:`Metric` names the records it reads (layer, predicate or words of the record id, the
 field read, the counting unit) and how it aggregates over boundaries: the largest value over
 the audited boundaries (the worst boundary). The metrics are those of the registered layers (a
-layer's ``metrics``, in the layers' order) and the core's own ``layers_not_assessed``; the
-``--help`` text of ``audit`` is built from them (:func:`metric_table`), so it cannot drift
-from what is evaluated. A gate never passes on nothing: a condition whose metric the run did
-not measure fails the audit (exit 5) unless ``--allow-unmeasured`` (METHODS §6.5).
+layer's ``metrics``, in the layers' order) and the core's own ``layers_not_assessed``;
+``splitscope help fail-on`` (:mod:`splitscope.core.topics`) and the error message of an
+unknown metric (:func:`metric_table`) are built from them, so they cannot drift from what is
+evaluated. A gate never passes on
+nothing: a condition whose metric the run did not measure fails the audit (exit 5) unless
+``--allow-unmeasured`` (METHODS §6.5).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 recorded whole in ``audit.json`` (``options``, :meth:`AuditOptions.to_dict`).
 
 It holds the core's groups — how the release is read (:class:`~splitscope.options.InputOptions`),
-the feature geometry and read caps (:class:`~splitscope.features.extract.FeatureParams`), the
+the feature geometry and read caps (:class:`~splitscope.features.options.FeatureParams`), the
 run (:class:`~splitscope.options.RunOptions`) — and one object per options group the registered
 layers declare (a layer's ``options``, :mod:`splitscope.core.protocol`), reached by its name
 (``options.search.tau``). The core names no layer: a layer's option reaches its rule from the
@@ -18,8 +18,8 @@ from typing import Any
 
 from splitscope.core.protocol import CORE_GROUPS, option_groups
 from splitscope.errors import InputError
-from splitscope.features.extract import DEFAULT_MAX_FILE_BYTES, FeatureParams
-from splitscope.options import InputOptions, RunOptions, plain
+from splitscope.features.options import FeatureParams
+from splitscope.options import DEFAULT_MAX_FILE_BYTES, InputOptions, RunOptions, plain
 
 __all__ = ["AuditOptions", "core_groups"]
 

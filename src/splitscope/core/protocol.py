@@ -42,6 +42,7 @@ __all__ = [
     "LayerOutcome",
     "NotRun",
     "declared",
+    "flag_groups",
     "layer_names",
     "option_groups",
     "record_roles",
@@ -282,6 +283,35 @@ def option_groups() -> dict[str, type]:
             raise ValueError(f"layer {layer.name!r} declares the options group {name!r}, "
                              f"already that of {owners.get(name, 'the core')}")
         out[name], owners[name] = group, layer.name
+    return out
+
+
+def flag_groups() -> dict[str, type]:
+    """The layers' option groups that ``splitscope audit`` makes flags of, by group name,
+    found without importing a layer: the dataclasses with a class attribute ``group`` that
+    each package's ``splitscope.<package>.options`` module defines (in the packages' order),
+    then the groups of layers registered so far (:func:`register`). A layer's options module
+    imports no numerical library, so ``splitscope audit --help`` loads none; the audit itself
+    reads :func:`option_groups`, whose groups are these (``tests/audit/test_help.py``)."""
+    out: dict[str, type] = {}
+    package = Path(__file__).resolve().parents[1]  # splitscope/
+    for info in sorted(pkgutil.iter_modules([str(package)]), key=lambda i: i.name):
+        if not info.ispkg or not (package / info.name / "options.py").is_file():
+            continue
+        module = f"splitscope.{info.name}.options"
+        try:
+            found = importlib.import_module(module)
+        except Exception:  # noqa: BLE001, S112 - its layer is recorded not assessed when run
+            continue
+        for value in vars(found).values():
+            if (isinstance(value, type) and dataclasses.is_dataclass(value)
+                    and value.__module__ == module
+                    and isinstance(getattr(value, "group", None), str)):
+                out.setdefault(value.group, value)
+    for layer in _REGISTERED:
+        group = getattr(layer, "options", None)
+        if group is not None:
+            out.setdefault(getattr(group, "group", None) or layer.name, group)
     return out
 
 

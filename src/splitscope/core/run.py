@@ -47,6 +47,7 @@ import pandas as pd
 from splitscope.boundary import release_boundaries
 from splitscope.core.conditions import evaluate_conditions, parse_condition
 from splitscope.core.options import AuditOptions
+from splitscope.core.progress import ProgressLines
 from splitscope.core.protocol import (
     AuditContext,
     LayerOutcome,
@@ -304,14 +305,15 @@ def _audit_into(folder: Path, inputs_list, given, options: AuditOptions, executo
     """Scan, run the layers and write every output under ``folder`` (the staging folder of
     the publish into the output folder); returns the audit document."""
     started_wall, started = _now(), time.perf_counter()
+    show = ProgressLines(options.run.progress, "splitscope audit")
     context, scan_seconds, input_fps = _context(inputs_list, given, folder / "lists", options,
-                                                executor)
+                                                executor, show)
     if not options.run.paths_only:
         _refuse_nothing_read(context.scan)
 
-    _run_layers(registry, wanted, context, sys.stderr.isatty() if options.run.progress is None
-                else bool(options.run.progress))
+    _run_layers(registry, wanted, context, show)
     outcomes = list(context.outcomes.values())
+    show("writing audit.json, report.html and the lists …")
 
     max_pairs = options.run.max_pairs
     ran = [layer for layer in registry if layer.name in context.outcomes
@@ -363,10 +365,12 @@ def _refuse_nothing_read(scan) -> None:
         raise InputError(message)
 
 
-def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: bool) -> None:
+def _run_layers(registry, wanted: set[str] | None, context: AuditContext,
+                show=lambda text: None) -> None:
     """Every registered layer in order through the one guarded call (a layer left out by
     ``layers=`` is recorded ``not assessed``), each outcome kept in ``context.outcomes`` in
-    the registry's order; with ``show``, one progress line per layer on stderr.
+    the registry's order; ``show(text)`` writes a progress line as each layer starts (on how
+    many manifest rows) and ends (its status, records and seconds).
 
     A layer whose ``background`` holds (its work is mostly in worker processes of its own)
     and that reads no other layer starts first, in a thread, so that the layers before it in the
@@ -374,15 +378,16 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
     waits for it. A run that bounds its ``workers`` runs every layer in its turn: each layer
     keeps at most that many threads or processes busy, and two side by side would keep
     twice as many. Each layer's records do not depend on which layers ran beside it."""
-    steps = {layer.name: f"splitscope audit: layer {i}/{len(registry)} {layer.name}"
+    steps = {layer.name: f"layer {i}/{len(registry)} {layer.name}"
              for i, layer in enumerate(registry, 1)}
+    rows = f"{len(context.manifest):,} rows"
     started: dict[str, _Background] = {}
 
     def finish(name: str, outcome) -> None:
         context.outcomes[name] = outcome
-        if show:
-            print(f"{steps[name]}: {outcome.status} ({outcome.duration_s:.1f} s)",
-                  file=sys.stderr, flush=True)
+        n = len(outcome.result.records)
+        show(f"{steps[name]}: {outcome.status}, {n} record{'s' * (n != 1)} in "
+             f"{outcome.duration_s:.1f} s")
 
     def join(names) -> None:
         for name in names:
@@ -392,9 +397,7 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
     for layer in registry:
         if (wanted is None or layer.name in wanted) and not _reads(layer) \
                 and context.options.run.workers is None and _background(layer, context):
-            if show:
-                print(f"{steps[layer.name]} … (beside the next layers)", file=sys.stderr,
-                      flush=True)
+            show(f"{steps[layer.name]}: started on {rows} (beside the next layers)")
             started[layer.name] = _Background(layer, context)
     for layer in registry:
         if layer.name in started:
@@ -405,8 +408,7 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext, show: 
                                        status="not assessed"))
             continue
         join(_reads(layer))
-        if show:
-            print(f"{steps[layer.name]} …", file=sys.stderr, flush=True)
+        show(f"{steps[layer.name]}: started on {rows}")
         finish(layer.name, run_layer(layer, context))
     # an interrupt above is not held up by a background layer: its thread is a daemon, and
     # its workers end with this process
@@ -455,10 +457,10 @@ class _Background:
         return self._outcome
 
 
-def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
-             executor: Any) -> tuple[AuditContext, float, list[dict]]:
+def _context(inputs_list, given, lists_dir: Path, options: AuditOptions, executor: Any,
+             show=lambda text: None) -> tuple[AuditContext, float, list[dict]]:
     """Scan the audited release (and the control and external corpora) and fingerprint every
-    input."""
+    input; ``show(text)`` writes a progress line as each scan starts and ends."""
     from splitscope.features.scanning import scan as run_scan
 
     workspace = Path(options.run.workspace)
@@ -468,10 +470,12 @@ def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
     own_maps = {"control": options.inputs.control_label_map,
                 "external": options.inputs.external_label_map}
     several = any(given[role] is not None for role in own_maps)
+    show("scan: reading the release …")
     audited = run_scan(inputs_list, workspace, group_regex=options.inputs.group_regex,
                        label_map=None if several else label_map,
                        **options.inputs.list_options(), **scan_opts)
     scan_seconds = time.perf_counter() - t
+    show(_scanned("scan", audited, scan_seconds))
     manifest = audited.manifest
     boundaries = release_boundaries(manifest)
     input_fps = [_fingerprint(p, "audited", manifest if len(inputs_list) == 1 else
@@ -480,7 +484,11 @@ def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
     scans = {}
     for role in ("control", "external"):
         if given[role] is not None:
+            began = time.perf_counter()
+            show(f"scan of the {role} corpus …")
             scans[role] = run_scan(given[role], Path(f"{workspace}-{role}"), **scan_opts)
+            show(_scanned(f"scan of the {role} corpus", scans[role],
+                          time.perf_counter() - began))
             input_fps.append(_fingerprint(given[role], role, scans[role].manifest))
     if several:  # every corpus has its own vocabulary (METHODS §6.4)
         from splitscope.manifest.labels import apply_label_maps
@@ -511,6 +519,16 @@ def _context(inputs_list, given, lists_dir: Path, options: AuditOptions,
                            record_inputs=record_inputs, lists_dir=lists_dir, scans=scans,
                            paths=paths, executor=executor, roots=roots)
     return context, scan_seconds, input_fps
+
+
+def _scanned(what: str, scan, seconds: float) -> str:
+    """A scan's progress line: its rows and files, how many files were read now and how many
+    came from the feature cache, and its seconds."""
+    meta = getattr(scan, "meta", None) or {}
+    files = int(scan.manifest["file"].dropna().nunique())
+    read, cached = int(meta.get("extracted", 0)), int(meta.get("reused", 0))
+    return (f"{what}: {len(scan.manifest):,} rows, {files:,} files ({read:,} read, {cached:,} "
+            f"from the cache) in {seconds:.1f} s")
 
 
 def _methods(layers, member: str) -> list:

@@ -1,9 +1,9 @@
 """A small synthetic benchmark with planted leakage of every kind splitscope measures.
 
 :func:`make_demo` writes a two-class (``normal`` / ``lesion``) brain-MRI-like image set in the
-layout ``ROOT/train/<class>/…``, ``ROOT/test/<class>/…`` and lists every planted relation in
-``ROOT/planted.csv`` (with the generator parameters in ``ROOT/planted.json``), so an audit of
-the demo can be scored against a known answer:
+layout ``ROOT/train/<class>/…``, ``ROOT/val/<class>/…``, ``ROOT/test/<class>/…`` and lists every
+planted relation in ``ROOT/planted.csv`` (with the generator parameters in
+``ROOT/planted.json``), so an audit of the demo can be scored against a known answer:
 
 - identity (METHODS §1): byte copies test → train under the same name, renamed byte copies,
   a byte copy filed under the other class (label conflict), a byte copy inside train;
@@ -19,7 +19,11 @@ the demo can be scored against a known answer:
 
 Everything else is clean: every base image is distinct from every other (checked while
 generating: thumbnail NCC, pHash and dHash distances with margins, see
-:data:`DISTINCTNESS`), and test patients not listed as shared never occur in train.
+:data:`DISTINCTNESS`), and test patients not listed as shared never occur in train. The
+validation split is clean too (its own patients and images, no planted relation): it is the
+population the evaluation layer fits thresholds and a temperature on before it scores them on
+test (METHODS §5.3–5.4). It is drawn after train and test from streams of its own, so train
+and test are the same files with or without it.
 
 The output depends only on the arguments: the same seed gives byte-identical files (PNG and
 JPEG encoding in Pillow is deterministic and no timestamps are written).
@@ -234,35 +238,45 @@ class _Bases:
     min_phash: int
     min_dhash: int
     candidates: int
+    thumbs: np.ndarray  # every accepted image's centred unit thumbnail, earlier draws first
+    phash: np.ndarray
+    dhash: np.ndarray
 
 
-def _draw_bases(seed: int, needed: dict[str, int]) -> _Bases:
+def _draw_bases(seed: int, needed: dict[str, int], stream: int | None = None,
+                against: _Bases | None = None) -> _Bases:
     """Draw base images per class, keeping only candidates far from all kept ones.
 
-    Candidates come from per-class seeded streams (``default_rng([seed, class, k])``),
-    examined in a fixed interleaved order (normal 0, lesion 0, normal 1, …; a class stops
-    once it has enough). A candidate is kept when, against every image kept before it, its
-    thumbnail NCC is below ``DISTINCTNESS["max_ncc"]`` and its pHash and dHash distances are
-    at least ``DISTINCTNESS["min_hash_distance"]``.
+    Candidates come from per-class seeded streams (``default_rng([seed, class, k])``, or
+    ``[seed, class, k, stream]`` for a later draw), examined in a fixed interleaved order
+    (normal 0, lesion 0, normal 1, …; a class stops once it has enough). A candidate is kept
+    when, against every image kept before it (those of ``against`` too), its thumbnail NCC is
+    below ``DISTINCTNESS["max_ncc"]`` and its pHash and dHash distances are at least
+    ``DISTINCTNESS["min_hash_distance"]``.
     """
     from splitscope.features.imaging import image_features
 
-    total = sum(needed.values())
+    start = 0 if against is None else len(against.thumbs)
+    total = start + sum(needed.values())
     thumbs = np.zeros((total, 96 * 96), dtype=np.float32)
     phash = np.zeros(total, dtype=np.uint64)
     dhash = np.zeros(total, dtype=np.uint64)
+    if against is not None:
+        thumbs[:start], phash[:start], dhash[:start] = (against.thumbs, against.phash,
+                                                        against.dhash)
     images: dict[str, list[np.ndarray]] = {c: [] for c in CLASSES}
     drawn = dict.fromkeys(CLASSES, 0)
-    n = 0
+    n = start
     max_ncc, min_dp, min_dd = -1.0, 64, 64
-    limit = 50 * total + 100
+    limit = 50 * (total - start) + 100
+    tail = [] if stream is None else [stream]
     while n < total:
         for ci, label in enumerate(CLASSES):
             if len(images[label]) >= needed[label]:
                 continue
             if sum(drawn.values()) > limit:  # pragma: no cover - content generator broken
                 raise RuntimeError("could not draw enough distinct demo images")
-            rng = np.random.default_rng([seed, ci, drawn[label]])
+            rng = np.random.default_rng([seed, ci, drawn[label], *tail])
             drawn[label] += 1
             h, w = (int(v) for v in rng.choice(_SIDES, 2))
             arr = _brain_slice(rng, h, w, label == "lesion")
@@ -281,7 +295,31 @@ def _draw_bases(seed: int, needed: dict[str, int]) -> _Bases:
             thumbs[n], phash[n], dhash[n] = t, f["phash"], f["dhash"]
             n += 1
             images[label].append(arr)
-    return _Bases(images, max_ncc, min_dp, min_dd, sum(drawn.values()))
+    return _Bases(images, max_ncc, min_dp, min_dd, sum(drawn.values()), thumbs, phash, dhash)
+
+
+def _validation(seed: int, n_val: int, patient_ids, bases: _Bases
+                ) -> tuple[list[_File], _Bases | None]:
+    """The clean validation split: ``n_val`` files of new patients (one or two images each),
+    formats under the same shortcut, base images distinct from every train and test base.
+    Drawn from generators of their own (``[seed, 1]`` and stream 1 of :func:`_draw_bases`), so
+    that train and test do not depend on it."""
+    if not n_val:
+        return [], None
+    rng = np.random.default_rng([seed, 1])
+    val: list[_File] = []
+    _add_patients(val, "val", n_val, 2, rng, patient_ids)
+    for f in val:
+        typical = "jpg" if f.label == "lesion" else "png"
+        f.fmt = typical if rng.random() < _SHORTCUT_P else ("png" if typical == "jpg" else "jpg")
+    with _single_threaded_blas():
+        drawn = _draw_bases(seed, {c: sum(f.label == c for f in val) for c in CLASSES},
+                            stream=1, against=bases)
+    next_image = {c: iter(drawn.images[c]) for c in CLASSES}
+    for f in val:
+        f.data = _encode_like(Image.fromarray(next(next_image[f.label])), f.fmt)
+        f.name = _name(f.patient, f.session, f.fmt)
+    return val, drawn
 
 
 def _popcount(x: np.ndarray) -> np.ndarray:
@@ -361,6 +399,7 @@ def make_demo(
     seed: int = 0,
     n_train: int = 240,
     n_test: int = 80,
+    n_val: int = 40,
     *,
     overwrite: bool = False,
 ) -> Path:
@@ -377,11 +416,14 @@ def make_demo(
         Number of files in ``train`` and ``test`` (planted files included). ``n_test`` must
         leave room for the planted test files (:data:`PLANTED_COUNTS`) plus at least 10 clean
         ones; ``n_train`` must provide distinct references for every planted relation.
+    n_val : int
+        Number of files in ``val`` (clean; at least 10; 0 for none).
 
     Returns
     -------
     Path
-        The root folder, holding ``train/``, ``test/``, ``planted.csv`` and ``planted.json``.
+        The root folder, holding ``train/``, ``val/``, ``test/``, ``planted.csv`` and
+        ``planted.json``.
 
     Notes
     -----
@@ -408,6 +450,10 @@ def make_demo(
     seed = _check_int("seed", seed, 0)
     n_train = _check_int("n_train", n_train, 1)
     n_test = _check_int("n_test", n_test, 1)
+    n_val = _check_int("n_val", n_val, 0)
+    if 0 < n_val < 10:
+        raise InputError(f"n_val={n_val} is too small: use 0 (no validation split) or at "
+                         f"least 10, so that both classes are likely in it")
     counts = dict(PLANTED_COUNTS)
     n_test_planted = sum(v for k, v in counts.items() if k != "within_split")
     n_refs = sum(v for k, v in counts.items() if k != "within_split") + counts["within_split"]
@@ -431,7 +477,8 @@ def make_demo(
     n_test_bases = n_test - n_derived
 
     # -- patients and labels ------------------------------------------------------------------
-    patient_ids = iter(rng.permutation(np.arange(1, 10000))[: n_train + n_test + 50].tolist())
+    patient_pool = rng.permutation(np.arange(1, 10000))
+    patient_ids = iter(patient_pool[: n_train + n_test + 50].tolist())
     train: list[_File] = []
     _add_patients(train, "train", n_train_bases, 3, rng, patient_ids)
     train_patients = list(dict.fromkeys(f.patient for f in train))
@@ -582,8 +629,17 @@ def make_demo(
             ref = next(f for f in train if f.patient == q.patient)
             record("shared_group", q, ref, "other_image_same_patient")
 
+    # -- the validation split: clean, drawn after the rest from streams of its own ------------
+    val, val_bases = _validation(seed, n_val, iter(patient_pool[n_train + n_test + 50:].tolist()),
+                                 bases)
+    if val_bases is not None:  # the realized distinctness of every base image, val's too
+        bases.max_ncc = max(bases.max_ncc, val_bases.max_ncc)
+        bases.min_phash = min(bases.min_phash, val_bases.min_phash)
+        bases.min_dhash = min(bases.min_dhash, val_bases.min_dhash)
+        bases.candidates += val_bases.candidates
+
     # -- write --------------------------------------------------------------------------------
-    files = train + extra_train + test + derived
+    files = train + extra_train + test + derived + val
     paths = [f.path for f in files]
     if len(set(paths)) != len(paths):  # pragma: no cover - names are unique by construction
         raise RuntimeError("demo file names collide")
@@ -600,7 +656,7 @@ def make_demo(
             }
             for label in CLASSES
         }
-        for split in ("train", "test")
+        for split in ("train", "val", "test") if split != "val" or val
     }
     rule_ba = {split: _rule_balanced_accuracy(tab) for split, tab in contingency.items()}
     rows.append({
@@ -618,7 +674,9 @@ def make_demo(
         "seed": seed,
         "n_train": n_train,
         "n_test": n_test,
+        "n_val": n_val,
         "files": {"train": sum(f.split == "train" for f in files),
+                  "val": sum(f.split == "val" for f in files),
                   "test": sum(f.split == "test" for f in files)},
         "classes": list(CLASSES),
         "image_sides_px": list(_SIDES),
@@ -644,7 +702,7 @@ def make_demo(
         "pair_margins": PAIR_MARGINS,
         **skipped,
         "base_images": {
-            "count": len(train) + len(test),
+            "count": len(train) + len(test) + len(val),
             "distinctness_rule": DISTINCTNESS,
             "max_pairwise_ncc": round(bases.max_ncc, 4),
             "min_pairwise_phash_distance": bases.min_phash,
@@ -686,7 +744,7 @@ def _prepare_root(root: Path, overwrite: bool) -> None:
             raise InputError(f"{root} is not empty; choose a new folder for the demo")
         if not overwrite:
             raise InputError(f"{root} already holds a demo; pass overwrite=True to replace it")
-        for sub in ("train", "test"):
+        for sub in ("train", "val", "test"):
             if (root / sub).is_dir():
                 shutil.rmtree(root / sub)
         for name in ("planted.csv", "planted.json"):

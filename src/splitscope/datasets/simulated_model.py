@@ -5,12 +5,14 @@ which memorised the training images, so that the audit's evaluation and attribut
 have something to measure on the demo:
 
 - **Predictions** (``predictions.csv``: ``path``, then one probability column per class
-  of :data:`~splitscope.datasets.demo.CLASSES`) for every test file. A test file that is a copy
-  or near-copy of a training image (a planted test → train relation found by a pixel predicate,
-  see :data:`LEAKED_KINDS`) gets probability ``MEMORISED_P`` for its training counterpart's
-  label, which is wrong for the label-conflict copy. Every other test file gets
+  of :data:`~splitscope.datasets.demo.CLASSES`) for every test file and every validation
+  file. A test file that is a copy or near-copy of a training image (a planted test → train
+  relation found by a pixel predicate, see :data:`LEAKED_KINDS`) gets probability
+  ``MEMORISED_P`` for its training counterpart's label, which is wrong for the label-conflict
+  copy. Every other file (every validation file: that split is clean) gets
   ``sigmoid(±SIGNAL + N(0, NOISE²))`` for ``lesion`` (+ for lesion files, − for normal ones),
-  a balanced accuracy of about Φ(SIGNAL / NOISE) ≈ 0.77.
+  a balanced accuracy of about Φ(SIGNAL / NOISE) ≈ 0.77. With both splits predicted, the
+  evaluation layer fits thresholds and a temperature on validation and scores them on test.
 - **Attribution maps and masks** (``attribution_maps.npz``, ``attribution_masks.npz``, keyed by released path, ``MAP_SIDE``² arrays). The mask is
   the head: the image's area-mean downsample thresholded at ``HEAD_LEVEL``. A clean file's map
   is a Gaussian blob at the head's centre of mass, so it lies inside the mask. A leaked file's
@@ -99,14 +101,17 @@ def simulate_model_outputs(root: str | Path, out_dir: str | Path,
     memorised = {r["query_path"]: r["reference_label"] for r in planted
                  if r["kind"] in LEAKED_KINDS and r["query_split"] == "test"}
     files = sorted(p for p in (root / "test").rglob("*") if p.is_file())
+    val_files = sorted(p for p in (root / "val").rglob("*") if p.is_file()) \
+        if (root / "val").is_dir() else []
     rng = np.random.default_rng(seed)
-    noise = rng.normal(0.0, NOISE, len(files))
+    noise = rng.normal(0.0, NOISE, len(files))  # test first: its draws do not depend on val
+    val_noise = rng.normal(0.0, NOISE, len(val_files))
     out = Path(out_dir)
     if out.resolve().is_relative_to(root.resolve()):
         raise InputError(f"{out} lies inside the demo release {root}; write it elsewhere")
     out.mkdir(parents=True, exist_ok=True)
     rows, maps, masks = [], {}, {}
-    for f, e in zip(files, noise, strict=True):
+    for f, e in zip(files + val_files, [*noise, *val_noise], strict=True):
         rel = f.relative_to(root).as_posix()
         label = f.parent.name
         if rel in memorised:
@@ -114,9 +119,10 @@ def simulate_model_outputs(root: str | Path, out_dir: str | Path,
         else:
             p_lesion = float(_sigmoid(np.array(SIGNAL * (1 if label == "lesion" else -1) + e)))
         rows.append({"path": rel, CLASSES[0]: 1 - p_lesion, CLASSES[1]: p_lesion})
-        mask = _head_mask(f)
-        masks[rel] = mask
-        maps[rel] = _attribution(mask, rel in memorised)
+        if f.parent.parent.name == "test":  # maps for the audited test rows
+            mask = _head_mask(f)
+            masks[rel] = mask
+            maps[rel] = _attribution(mask, rel in memorised)
     paths = {"predictions": out / "predictions.csv", "attribution_maps": out / "attribution_maps.npz",
              "attribution_masks": out / "attribution_masks.npz",
              "description": out / "simulated.json"}
@@ -136,6 +142,7 @@ def simulate_model_outputs(root: str | Path, out_dir: str | Path,
                                                                       / math.sqrt(2))), 4),
         "memorised_probability": MEMORISED_P, "map_side": MAP_SIDE, "head_level": HEAD_LEVEL,
         "shortcut_share": SHORTCUT_SHARE, "test_files": len(files),
+        "val_files": len(val_files),
         "memorised_test_files": sorted(memorised),
     }, indent=1) + "\n")
     return paths

@@ -9,36 +9,47 @@ protocol effects (:mod:`.effects`), paired contrasts (:mod:`.contrasts`), traini
 controls (:mod:`.pools`),
 attribution outside anatomy on supplied maps (:mod:`.attribution`) and the layer's audit entry
 point (:mod:`.audit`).
+
+Every name is imported on first use, so that the command line stays quick to start.
 """
 
-from splitscope.evaluation.aggregates import view_aggregates
-from splitscope.evaluation.attribution import (
-    attribution_contrast,
-    attribution_record,
-    load_maps,
-    outside_mask_share,
-)
-from splitscope.evaluation.contrasts import paired_contrast
-from splitscope.evaluation.effects import (
-    delta_arch,
-    did_true_class_probability,
-    protocol_effects,
-)
-from splitscope.evaluation.layer import audit_predictions
-from splitscope.evaluation.metrics import score_predictions
-from splitscope.evaluation.pools import training_pools
-from splitscope.evaluation.predictions import (
-    Predictions,
-    Truth,
-    read_predictions,
-    read_truth,
-)
-from splitscope.evaluation.readers import ReadOptions
-from splitscope.evaluation.rescore import RescoreResult, final_ranking, rescore
-from splitscope.evaluation.runs import RunTable, read_run_table
-from splitscope.evaluation.scoreability import Verdict, check_scoreability
-from splitscope.evaluation.uncertainty import bootstrap_metrics, delong_test
-from splitscope.evaluation.views import View, official_view, view_from_list, view_where
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Predictions": "splitscope.evaluation.predictions",
+    "ReadOptions": "splitscope.evaluation.options",
+    "RescoreResult": "splitscope.evaluation.rescore",
+    "RunTable": "splitscope.evaluation.runs",
+    "Truth": "splitscope.evaluation.predictions",
+    "Verdict": "splitscope.evaluation.scoreability",
+    "View": "splitscope.evaluation.views",
+    "attribution_contrast": "splitscope.evaluation.attribution",
+    "attribution_record": "splitscope.evaluation.attribution",
+    "audit_predictions": "splitscope.evaluation.layer",
+    "bootstrap_metrics": "splitscope.evaluation.uncertainty",
+    "check_scoreability": "splitscope.evaluation.scoreability",
+    "delong_test": "splitscope.evaluation.uncertainty",
+    "delta_arch": "splitscope.evaluation.effects",
+    "did_true_class_probability": "splitscope.evaluation.effects",
+    "final_ranking": "splitscope.evaluation.rescore",
+    "load_maps": "splitscope.evaluation.attribution",
+    "official_view": "splitscope.evaluation.views",
+    "outside_mask_share": "splitscope.evaluation.attribution",
+    "paired_contrast": "splitscope.evaluation.contrasts",
+    "protocol_effects": "splitscope.evaluation.effects",
+    "read_predictions": "splitscope.evaluation.predictions",
+    "read_run_table": "splitscope.evaluation.runs",
+    "read_truth": "splitscope.evaluation.predictions",
+    "rescore": "splitscope.evaluation.rescore",
+    "score_predictions": "splitscope.evaluation.metrics",
+    "training_pools": "splitscope.evaluation.pools",
+    "view_aggregates": "splitscope.evaluation.aggregates",
+    "view_from_list": "splitscope.evaluation.views",
+    "view_where": "splitscope.evaluation.views",
+}
 
 __all__ = [
     "Predictions",
@@ -72,3 +83,16 @@ __all__ = [
     "view_from_list",
     "view_where",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'splitscope.evaluation' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

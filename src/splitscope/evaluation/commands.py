@@ -76,7 +76,7 @@ def _truth(path: str, classes: str | None, query: str | None, sheet, read=None):
 
 def _read_options(sheet, header_row, sep, decimal, workspace):
     """Reader options of the prediction files (and, without their sheet, of the truth)."""
-    from splitscope.evaluation.readers import ReadOptions, sheet_arg
+    from splitscope.evaluation.options import ReadOptions, sheet_arg
 
     cache = Path(workspace) / "parsed-tables" if workspace else None
     return ReadOptions(sheet=sheet_arg(sheet), header_row=header_row, sep=_escape(sep),

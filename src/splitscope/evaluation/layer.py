@@ -158,12 +158,15 @@ def audit_predictions(
     fit, evaluate : str, optional
         Selectors (over the truth's ``split``/``source``/... columns) of the populations
         thresholds and temperature are fitted on and evaluated on; default ``val`` → ``test``
-        when the truth holds both splits, else these records are "not assessed".
+        when the truth holds both splits, else these records are "not assessed". With two
+        populations every view (the official one too) is restricted to the evaluated one:
+        the scores are those of the population the fitted thresholds are tested on, never of
+        the one they were fitted on (METHODS §5.3–5.4).
     reported, final, exclude
         Passed to :func:`splitscope.evaluation.rescore.rescore`.
     read : ReadOptions, optional
         How the prediction files are read (sheet, header row, CSV dialect, parsed-workbook
-        cache; :class:`splitscope.evaluation.readers.ReadOptions`); default: detected.
+        cache; :class:`splitscope.evaluation.options.ReadOptions`); default: detected.
     workers : int, optional
         BLAS/OpenMP threads at most for the bootstrap's matrix products (the run's
         ``workers``; default: the pools as they are).
@@ -176,7 +179,8 @@ def audit_predictions(
     """
     preds, unreadable = _read_entries(predictions, score_kind, read)
     truth, query_note = _read_truth(manifest_or_truth, preds, classes, query, path_mode)
-    view_list = _views(truth, views, path_mode)
+    pop = _populations(truth, fit, evaluate)
+    view_list = _views(truth, views, path_mode, pop)
     res = rescore(preds, truth, view_list, score_kind=score_kind, path_mode=path_mode,
                   reported=reported, final=final, exclude=exclude, unreadable=unreadable)
     inputs = _fingerprints(manifest_or_truth, preds, predictions)
@@ -187,7 +191,7 @@ def audit_predictions(
     records += _metric_records(truth, aligned, view_list, path_mode, n_boot=n_boot, seed=seed,
                                cluster=cluster)
     records += _rescoring_records(res)
-    records += _transfer_records(truth, aligned, fit, evaluate)
+    records += _transfer_records(truth, aligned, pop)
     return LayerResult(records, _tables(truth, view_list, res))
 
 
@@ -213,13 +217,19 @@ def _read_truth(manifest_or_truth, preds, classes, query, path_mode) -> tuple[Tr
     return _truth_from(manifest_or_truth, classes, query), note
 
 
-def _views(truth: Truth, views, path_mode: str) -> list[View]:
-    """The official view first, then those asked for: views, functions of the truth or specs."""
+def _views(truth: Truth, views, path_mode: str, pop: _Populations | None = None) -> list[View]:
+    """The official view first, then those asked for: views, functions of the truth or specs;
+    each restricted to the evaluated population when there are two (``pop``)."""
     out = [official_view(truth)]
     for v in views or []:
         out.append(v if isinstance(v, View) else v(truth) if callable(v)
                    else parse_view(truth, v, path_mode=path_mode))
-    return out
+    if pop is None:
+        return out
+    return [View(v.name, v.mask & pop.evaluated,
+                 f"{v.definition}, {pop.evaluate} rows only ({pop.fit} rows fit the thresholds "
+                 f"and the temperature)", {**v.params, "population": pop.evaluate})
+            for v in out]
 
 
 def _fingerprints(manifest_or_truth, preds: list[Predictions], given=None) -> list[dict]:
@@ -420,11 +430,10 @@ def _populations(truth: Truth, fit: str | None, evaluate: str | None) -> _Popula
     return _Populations(fit, evaluate, fm, em)
 
 
-def _transfer_records(truth: Truth, aligned: dict, fit: str | None,
-                      evaluate: str | None) -> list[AuditRecord]:
+def _transfer_records(truth: Truth, aligned: dict,
+                      pop: _Populations | None) -> list[AuditRecord]:
     """Per entry, the threshold transfer gap; then the temperature-scaling summary over the
     entries with probabilities or logits. Both "not assessed" without two populations."""
-    pop = _populations(truth, fit, evaluate)
     if pop is None:
         reason = ("needs two populations (fit and evaluate selectors, or a truth holding both "
                   "val and test rows)")

@@ -38,7 +38,8 @@ import numpy as np
 import pandas as pd
 
 from splitscope.errors import InputError
-from splitscope.evaluation.readers import ReadOptions, read_any_table
+from splitscope.evaluation.options import ReadOptions
+from splitscope.evaluation.readers import read_any_table
 
 SCORE_KINDS = ("probability", "logit", "score")
 PATH_MODES = ("exact", "basename")

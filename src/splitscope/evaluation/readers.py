@@ -32,12 +32,12 @@ import hashlib
 import io
 import json
 import re
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from splitscope.errors import InputError
+from splitscope.evaluation.options import ReadOptions, sheet_arg
 from splitscope.manifest.workbook import filled as _filled
 from splitscope.manifest.workbook import read_sheet, rows_to_frame, sheet_rows
 from splitscope.records.exports import restore_formulas
@@ -51,45 +51,6 @@ _DELIMITERS = (",", ";", "\t", "|")
 _DECIMAL_COMMA = re.compile(r"^\s*[+-]?\d+,\d+([eE][+-]?\d+)?\s*$")
 _BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 CACHE_VERSION = 1
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    """How a table is read; ``None`` means detect (and record what was found).
-
-    Attributes
-    ----------
-    sheet : str or int, optional
-        Workbook sheet by name or 0-based index (a digit string is an index).
-    header_row : int, optional
-        1-based row number of the header (rows above it are skipped).
-    sep, decimal : str, optional
-        CSV delimiter and decimal mark.
-    engine : {"auto", "calamine", "openpyxl"}
-        Workbook parser; ``auto`` is calamine with openpyxl as the fallback.
-    cache : path, optional
-        Folder of the parsed-workbook cache (in the workspace); ``None`` for no cache.
-    """
-
-    sheet: str | int | None = None
-    header_row: int | None = None
-    sep: str | None = None
-    decimal: str | None = None
-    engine: str = "auto"
-    cache: str | Path | None = None
-
-    def key(self) -> dict:
-        """The options that change the parsed table (the cache folder does not)."""
-        d = asdict(self)
-        d.pop("cache")
-        return d
-
-
-def sheet_arg(value: str | int | None) -> str | int | None:
-    """``--sheet`` value: a digit string is a 0-based index, anything else a name."""
-    if value is None or isinstance(value, int):
-        return value
-    return int(value) if str(value).strip().isdigit() else str(value)
 
 
 def read_any_table(path: str | Path, options: ReadOptions | None = None, *,
@@ -351,4 +312,4 @@ def _sniff_sep(lines: list[str], keys: set[str]) -> str:
         return ","
 
 
-__all__ = ["ReadOptions", "find_header", "parquet_metadata", "read_any_table", "sheet_arg"]
+__all__ = ["find_header", "parquet_metadata", "read_any_table"]

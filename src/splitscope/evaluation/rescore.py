@@ -20,6 +20,7 @@ from scipy.stats import spearmanr
 
 from splitscope.errors import InputError
 from splitscope.evaluation.aggregates import view_aggregates
+from splitscope.evaluation.options import ReadOptions
 from splitscope.evaluation.predictions import (
     Predictions,
     Truth,
@@ -28,7 +29,6 @@ from splitscope.evaluation.predictions import (
     list_prediction_files,
     read_predictions,
 )
-from splitscope.evaluation.readers import ReadOptions
 from splitscope.evaluation.scoreability import Verdict, check_scoreability
 from splitscope.evaluation.uncertainty import bootstrap_metrics
 from splitscope.evaluation.views import View, official_view, score_view

@@ -3,7 +3,8 @@ cached feature table and a memory-mapped thumbnail array.
 
 - :func:`scan` / :func:`load_scan` / :class:`Scan` — manifest + features through the workspace
   cache (:mod:`splitscope.features.scanning`, :mod:`splitscope.features.workspace`);
-- :class:`FeatureParams`, :func:`extract_files` — per-file extraction
+- :class:`FeatureParams` — the feature geometry and read caps
+  (:mod:`splitscope.features.options`); :func:`extract_files` — per-file extraction
   (:mod:`splitscope.features.extract`);
 - :func:`image_features`, :func:`to_gray8`, :func:`phash64`, :func:`dhash64`,
   :func:`thumbnail` — pixel features of one image (:mod:`splitscope.features.imaging`);
@@ -30,7 +31,7 @@ _EXPORTS = {
     "scan": "splitscope.features.scanning",
     "load_scan": "splitscope.features.scanning",
     "Scan": "splitscope.features.scanning",
-    "FeatureParams": "splitscope.features.extract",
+    "FeatureParams": "splitscope.features.options",
     "extract_files": "splitscope.features.extract",
     "image_features": "splitscope.features.imaging",
     "to_gray8": "splitscope.features.imaging",

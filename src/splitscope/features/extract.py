@@ -97,14 +97,12 @@ Multi-frame files (GIF, TIFF, multi-frame DICOM) are featurized by their first f
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
 import os
 import stat
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -114,27 +112,17 @@ from PIL import Image, ImageFile, UnidentifiedImageError
 from splitscope.errors import InputError
 from splitscope.features import header as header_mod
 from splitscope.features import imaging, jpeg_chroma, sources, stats
-from splitscope.options import DEFAULT_MAX_FILE_BYTES, option
+from splitscope.features.options import FeatureParams
+from splitscope.options import DEFAULT_MAX_FILE_BYTES
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "EXTRACT_VERSION",
     "FEATURE_COLUMNS",
     "REASONS",
-    "FeatureParams",
     "extract_files",
 ]
-
-EXTRACT_VERSION = "5"
-"""Version of the extraction code; part of every cache key. Bump when any feature changes."""
-
-DEFAULT_MAX_PIXELS = 2**27
-"""Default decompression-bomb bound: 134,217,728 pixels (e.g. 11,585 × 11,585). Decoding an RGB
-image of that size takes ~400 MB plus ~130 MB for its grayscale copy, per worker; larger files
-are listed as ``decompression_bomb``, not decoded (Pillow's own default warns at 89.5 M pixels
-and refuses at twice that; here the one bound replaces both)."""
 
 REASONS = (
     "missing",
@@ -154,78 +142,7 @@ REASONS = (
 
 """Default read cap: files larger than 2 GiB are listed as ``too_large`` and never read."""
 
-MODES = ("exact", "fast")
-
 _DICOM_EXTRA = "install the [dicom] extra (pip install 'splitscope[dicom]') to decode DICOM"
-
-
-@dataclass(frozen=True)
-class FeatureParams:
-    """Extraction parameters; every value that changes a feature is part of :meth:`key`.
-
-    Parameters
-    ----------
-    thumb_size : int
-        Side S of the NCC thumbnail (default 96, METHODS §2.2).
-    interpolation : str
-        Thumbnail filter: ``bicubic`` (default), ``bilinear``, ``lanczos``, ``box``,
-        ``hamming`` or ``nearest``.
-    mode : str
-        ``exact`` (default) or ``fast`` (reduced-scale JPEG decode; see the module notes).
-    max_pixels : int
-        Decompression-bomb bound: files with more than this many pixels (width × height) are
-        recorded as ``decompression_bomb`` and not decoded. Default 2**27.
-    max_file_bytes : int
-        Read cap: a larger file is recorded as ``too_large`` and never read (default 2 GiB).
-        It decides what is read, not what a feature is, so it is not part of :meth:`key`;
-        ``too_large`` entries are re-examined on every scan.
-    """
-
-    thumb_size: int = option(96, "Thumbnail side S (part of every pixel predicate).")
-    interpolation: str = option("bicubic", "Thumbnail filter (part of every pixel predicate).",
-                                choices=tuple(imaging.INTERPOLATIONS))
-    mode: str = option(
-        "exact", "Feature extraction: 'exact' decodes every pixel; 'fast' decodes a JPEG whose "
-                 "shorter side is at least 4 × max(S, 32) at reduced scale (another geometry, "
-                 "cached apart; those files get no decoded-pixel digest).", choices=MODES)
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    max_file_bytes: int = option(
-        DEFAULT_MAX_FILE_BYTES, "Files larger than this are listed as too_large and never read "
-                                "(default 2 GiB).", flag="--max-file-size", metavar="BYTES",
-        show_default=False)
-
-    def __post_init__(self) -> None:
-        size = self.thumb_size
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 8:
-            raise InputError(f"thumb_size must be an integer >= 8, got {size!r}")
-        if self.interpolation not in imaging.INTERPOLATIONS:
-            raise InputError(
-                f"interpolation {self.interpolation!r} unknown; use one of "
-                f"{', '.join(imaging.INTERPOLATIONS)}"
-            )
-        if self.mode not in MODES:
-            raise InputError(f"mode {self.mode!r} unknown; use 'exact' or 'fast'")
-        mp = self.max_pixels
-        if isinstance(mp, bool) or not isinstance(mp, (int, np.integer)) or mp < 1:
-            raise InputError(f"max_pixels must be a positive integer, got {mp!r}")
-        cap = self.max_file_bytes
-        if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
-            raise InputError(f"max_file_bytes must be a positive integer, got {cap!r}")
-        object.__setattr__(self, "thumb_size", int(size))
-        object.__setattr__(self, "max_pixels", int(mp))
-        object.__setattr__(self, "max_file_bytes", int(cap))
-
-    def key(self) -> str:
-        """Stable short string naming this geometry and code version (cache key), e.g.
-        ``exact-s96-bicubic-p134217728-v2``."""
-        return (
-            f"{self.mode}-s{self.thumb_size}-{self.interpolation}"
-            f"-p{self.max_pixels}-v{EXTRACT_VERSION}"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict of the parameters (``FeatureParams(**d)`` rebuilds them)."""
-        return dataclasses.asdict(self)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
 """Command-line flags of what a scan reads and how it decodes, generated from the option
 fields of :class:`~splitscope.options.InputOptions` and
-:class:`~splitscope.features.extract.FeatureParams` (every verb that scans a release takes
+:class:`~splitscope.features.options.FeatureParams` (every verb that scans a release takes
 them)."""
 
 from __future__ import annotations
 
 from splitscope.cli_options import group_flags
-from splitscope.features.extract import FeatureParams
+from splitscope.features.options import FeatureParams
 from splitscope.options import InputOptions
 
 __all__ = ["MODE_OPTION", "SAFETY_OPTIONS"]

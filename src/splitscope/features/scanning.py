@@ -31,6 +31,7 @@ from splitscope.features import extract
 from splitscope.features.batch import run_batch
 from splitscope.features.executor import SerialExecutor, make_executor, start_fork_server
 from splitscope.features.executors import ChunkFailed, Executor, default_workers
+from splitscope.features.options import FeatureParams
 from splitscope.features.workspace import (
     SIGNATURE_COLUMNS,
     FeatureStore,
@@ -296,7 +297,7 @@ def _count(values: pd.Series) -> dict[str, int]:
 def make_params(thumb_size: int = 96, mode: str = "exact", interpolation: str = "bicubic",
                 **extra: Any):
     """``FeatureParams`` from the scan options (validated there, with InputError)."""
-    return extract.FeatureParams(thumb_size=thumb_size, interpolation=interpolation, mode=mode,
+    return FeatureParams(thumb_size=thumb_size, interpolation=interpolation, mode=mode,
                                  **extra)
 
 
@@ -945,5 +946,5 @@ def _load_scan(workspace: str | Path | None, params: Any, *, verify: bool,
 
 
 def _params_from_dict(values: dict) -> Any:
-    names = {f.name for f in fields(extract.FeatureParams)}
-    return extract.FeatureParams(**{k: v for k, v in values.items() if k in names})
+    names = {f.name for f in fields(FeatureParams)}
+    return FeatureParams(**{k: v for k, v in values.items() if k in names})

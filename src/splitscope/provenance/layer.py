@@ -6,12 +6,11 @@
 from __future__ import annotations
 
 from splitscope.provenance.checks import audit_provenance
-from splitscope.provenance.options import ProvenanceOptions
+from splitscope.provenance.options import ProvenanceOptions, QualityParams
 from splitscope.provenance.predicates import METRICS as PROVENANCE_METRICS
 from splitscope.provenance.predicates import QUALITY_METRICS
 from splitscope.provenance.predicates import ROLES as PROVENANCE_ROLES
 from splitscope.provenance.predicates import SCORECARD as PROVENANCE_SCORECARD
-from splitscope.provenance.quality import QualityParams
 from splitscope.provenance.quality_records import audit_quality
 from splitscope.provenance.reading import FINDINGS as PROVENANCE_FINDINGS
 from splitscope.provenance.reading import RULES as PROVENANCE_RULES

@@ -26,13 +26,13 @@ def audit_quality(scan: Any, params: Any = None, *, workers: int | None = None) 
     scan : Scan or DataFrame
         A finished scan, or its row table (``Scan.rows()``).
     params : QualityParams, optional
-        Thresholds (default :class:`splitscope.provenance.quality.QualityParams`).
+        Thresholds (default :class:`splitscope.provenance.options.QualityParams`).
     workers : int, optional
         BLAS/OpenMP threads at most (the run's ``workers``; default: the pools as they are).
     """
+    from splitscope.provenance.options import QualityParams
     from splitscope.provenance.quality import (
         FLAGS,
-        QualityParams,
         flag_label_association,
         quality_rates,
         quality_table,

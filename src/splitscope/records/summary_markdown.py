@@ -1,7 +1,7 @@
 """A short summary of a finished audit for a CI job page (GitHub's ``$GITHUB_STEP_SUMMARY``) or
-a terminal: the outcome, the verdict lines, the ``--fail-on`` outcomes, every record with
-affected rows as its numerator and denominator, the layers not completed, and where the report
-is. It reads only ``audit.json`` (the document), so a gate and its summary cannot disagree."""
+a terminal: the outcome, the audit's opening (verdict, findings, actions, notes), the
+``--fail-on`` outcomes, every measured finding with its numerator and denominator or interval,
+the layers not completed, and where the report is. It reads only ``audit.json`` (the document), so a gate and its summary cannot disagree."""
 
 from __future__ import annotations
 
@@ -11,18 +11,12 @@ from splitscope.exit_codes import EXIT_CODES, EXIT_NOT_MEASURED, WRITTEN
 
 #: what each exit code of ``splitscope audit`` means (:data:`splitscope.exit_codes.EXIT_CODES`)
 EXIT_MEANINGS = EXIT_CODES
-MAX_FINDINGS = 40
 
 
 def _escape(text: object) -> str:
     """``text`` safe inside a Markdown paragraph or table cell (no HTML, no cell breaks)."""
     return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             .replace("|", "\\|").replace("\n", " "))
-
-
-def _boundary(record: dict) -> str:
-    b = record.get("boundary")
-    return str(b.get("name", "")) if isinstance(b, dict) else str(b or "")
 
 
 def _fraction(record: dict) -> str:
@@ -49,13 +43,13 @@ def _outcome(cond: dict, doc: dict) -> str:
     return f"{gate}: {cond['reason']}" if cond.get("reason") else gate
 
 
-def findings(doc: dict) -> list[dict]:
-    """The completed records that count affected rows with at least one, largest rate first."""
-    found = [r for r in doc.get("records", [])
-             if r.get("status") == "completed" and str(r.get("unit") or "").startswith("affected")
-             and isinstance(r.get("numerator"), int) and r["numerator"] > 0
-             and r.get("denominator")]
-    return sorted(found, key=lambda r: (-(r.get("estimate") or 0), r["id"]))
+def _figure(m: dict) -> str:
+    """A measured finding's figure: numerator of denominator for a share, else the estimate
+    with its interval and baseline."""
+    if m.get("kind") == "share":
+        return f"{m['numerator']:,} of {m['denominator']:,} ({m['estimate']:.2%})"
+    return (f"{m['estimate']:.3f} [{m['low']:.3f}, {m['high']:.3f}], chance "
+            f"{m['baseline']:.3g}")
 
 
 def summary_sections(doc: dict | None, *, exit_code: int | None, out_dir: str | Path,
@@ -74,8 +68,10 @@ def summary_sections(doc: dict | None, *, exit_code: int | None, out_dir: str | 
                                        f"report; its message is in the job log.")])]
     sections: list[tuple[str, list]] = []
     summary = doc.get("summary", {})
-    verdicts = list(summary.get("verdicts", [])) + list(summary.get("meaning", []))
-    sections.append(("Verdicts", verdicts or ["No finding on any boundary."]))
+    for head, key in (("Verdict", "verdict"), ("Findings, largest first", "findings"),
+                      ("What to do", "actions"), ("Notes (not findings)", "notes")):
+        if summary.get(key):
+            sections.append((head, list(summary[key])))
 
     by_id = {r["id"]: r for r in doc.get("records", [])}
     if doc.get("fail_on"):
@@ -88,14 +84,12 @@ def summary_sections(doc: dict | None, *, exit_code: int | None, out_dir: str | 
                          _outcome(cond, doc), records))
         sections.append(("--fail-on", rows))
 
-    found = findings(doc)
-    if found:
-        rows = [("record", "boundary", "affected", "rate", "unit")]
-        rows += [(r["id"], _boundary(r), _fraction(r), f"{r.get('estimate') or 0:.2%}",
-                  r.get("unit") or "") for r in found[:MAX_FINDINGS]]
-        if len(found) > MAX_FINDINGS:
-            rows.append(f"… and {len(found) - MAX_FINDINGS} more in audit.json.")
-        sections.append(("Findings (numerator of denominator, as audit.json gives them)", rows))
+    measured = doc.get("findings") or []
+    if measured:
+        rows = [("finding", "boundary", "found", "figure", "interval", "record")]
+        rows += [(m["finding"], m["boundary"], "yes" if m["found"] else "no", _figure(m),
+                  m["interval"], m.get("record") or "") for m in measured]
+        sections.append(("Every finding measured, ranked (audit.json findings)", rows))
 
     pending = [f"{layer['layer']}: {layer['status']}"
                + (f" — {layer['reason']}" if layer.get("reason") else "")
@@ -147,4 +141,4 @@ def audit_summary(out_dir: str | Path, *, exit_code: int | None = None,
     return render(headline, sections, markdown=markdown)
 
 
-__all__ = ["EXIT_MEANINGS", "audit_summary", "findings", "render", "summary_sections"]
+__all__ = ["EXIT_MEANINGS", "audit_summary", "render", "summary_sections"]

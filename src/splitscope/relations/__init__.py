@@ -7,34 +7,18 @@ functions over arrays and tables in :mod:`~splitscope.relations.identity`,
 :mod:`~splitscope.relations.ssim`, :mod:`~splitscope.relations.dihedral`,
 :mod:`~splitscope.relations.controls`, :mod:`~splitscope.relations.transforms` and
 :mod:`~splitscope.relations.containment`.
+
+Every name is imported on first use, so that the command line stays quick to start.
 """
 
-from splitscope.relations.boundary_relations import boundary_relations, resolve_boundaries
-from splitscope.relations.controls import comparison_pairs, control_rate, median_difference
-from splitscope.relations.duplicates import audit_duplicates
-from splitscope.relations.hashes import (
-    hamming_distance,
-    hamming_search,
-    hash_search,
-    pack_hashes,
-)
-from splitscope.relations.identity import (
-    basename_matches,
-    identity_census,
-    pixel_identity,
-    within_copies,
-)
-from splitscope.relations.ncc import (
-    any_candidate,
-    embedding_search,
-    first_candidate,
-    ncc_search,
-    ncc_sweep,
-    pair_rho,
-)
-from splitscope.relations.ncc_core import centred_unit_vectors
-from splitscope.relations.ssim import ssim_pairs
-from splitscope.relations.transforms import transform_sensitivity
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: the submodules that define the names of ``__all__``, searched in this order on first use
+_SUBMODULES = ("boundary_relations", "controls", "duplicates", "hashes", "identity", "ncc",
+               "ncc_core", "ssim", "transforms")
 
 __all__ = [
     "any_candidate",
@@ -61,3 +45,18 @@ __all__ = [
     "transform_sensitivity",
     "within_copies",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        for sub in _SUBMODULES:
+            module = importlib.import_module(f"splitscope.relations.{sub}")
+            if hasattr(module, name):
+                value = getattr(module, name)
+                globals()[name] = value
+                return value
+    raise AttributeError(f"module 'splitscope.relations' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

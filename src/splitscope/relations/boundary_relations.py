@@ -14,8 +14,8 @@ import pandas as pd
 from splitscope.boundary import Boundary, release_boundaries
 from splitscope.boundary import boundary as make_boundary
 from splitscope.errors import InputError
-from splitscope.features.extract import FeatureParams
 from splitscope.features.failures import identity_rows
+from splitscope.features.options import FeatureParams
 from splitscope.relations.embedding import embedding_relations
 from splitscope.relations.identity import (
     IdentityCensus,

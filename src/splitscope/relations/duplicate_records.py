@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from splitscope.boundary import Boundary, Population
-from splitscope.features.extract import FeatureParams
+from splitscope.features.options import FeatureParams
 from splitscope.records import AuditRecord
 from splitscope.records.ids import boundary_slug
 from splitscope.relations.boundary_relations import BoundaryRelations

@@ -26,16 +26,13 @@ class SearchOptions:
     group: ClassVar[str] = "search"
 
     tau: float = option(0.98, "NCC threshold τ.")
-    radius: int = option(6, "Hamming radius k of the hash rules.")
+    radius: int = option(6, "Hamming radius of the hash rules.")
     dihedral: bool = option(False, "Also match rotated and flipped copies.")
-    transforms: int = option(50, "Reference images in the seeded transform-sensitivity sample "
-                                 "(0: skip).")
+    transforms: int = option(50, "Transform-sensitivity sample size (0: skip).")
     max_pairs_per_query: int = option(
-        5, "Pairs per query row listed in the pair table and measured there (ρ, SSIM, hash "
-           "distances); the pair and row counts stay exact.", minimum=1)
+        5, "Pairs listed per query row.", minimum=1)
     control_bound: float = option(
-        0.01, "A predicate flagging more than this share of the negative control (--control) "
-              "is marked unreliable on this modality.")
+        0.01, "Share of --control a reliable predicate flags at most.")
     ssim: bool = True
     search: str = "pruned"
 

@@ -353,7 +353,8 @@ EXTERNAL_VERDICTS: tuple[Verdict, ...] = (Verdict("containment", _containment_li
 _DEDUP = ("Score on the deduplicated {query} split (lists/dedup/) and report it "
           "beside the official score.")
 #: the duplicates layer's findings (ranked with every layer's in splitscope.core.verdicts),
-#: each a share of the evaluated rows read through its --fail-on metric
+#: each a share of the evaluated rows read through its --fail-on metric; at equal shares the
+#: stronger evidence first (bytes, then pixels, then NCC)
 FINDINGS: tuple[Finding, ...] = (
     Finding("label conflicts", metric="label_conflict_rate", tier=CONFLICT, panel=True,
             phrase="{percent} of {query} ({numerator} of {denominator} rows) is a copy of a "
@@ -368,17 +369,17 @@ FINDINGS: tuple[Finding, ...] = (
             says="Near twins: {share} {query} rows have a near twin in {reference} (NCC ≥ "
                  "{search[tau]:g}, nearest counterpart), so a model is partly tested on what it "
                  "trained on.",
-            action=_DEDUP, rank=20),
+            action=_DEDUP, rank=40),
     Finding("byte copies", metric="byte_identical_rate",
             phrase="{percent} of {query} ({numerator} of {denominator} rows) is a byte copy "
                    "of a {reference} file",
             says="Byte copies: {share} {query} rows are byte-identical to a {reference} file "
-                 "(SHA-256, confirmed byte for byte).", action=_DEDUP, rank=30),
+                 "(SHA-256, confirmed byte for byte).", action=_DEDUP, rank=20),
     Finding("pixel-identical copies", metric="pixel_identical_rate",
             phrase="{percent} of {query} ({numerator} of {denominator} rows) has the pixels "
                    "of a {reference} image",
             says="Pixel-identical copies: {share} {query} rows decode to the pixels of a "
-                 "{reference} image (byte copies and re-encodes).", action=_DEDUP, rank=40),
+                 "{reference} image (byte copies and re-encodes).", action=_DEDUP, rank=30),
     Finding("copies inside the split", metric="within_split_copy_rate",
             phrase="{percent} of {query} ({numerator} of {denominator} rows) is a copy of "
                    "another {query} row",

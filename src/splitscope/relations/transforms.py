@@ -19,7 +19,7 @@ import pandas as pd
 from PIL import Image
 
 from splitscope.errors import InputError
-from splitscope.features.extract import FeatureParams
+from splitscope.features.options import FeatureParams
 from splitscope.options import RunOptions
 from splitscope.relations.hashes import DEFAULT_RADIUS
 from splitscope.relations.ncc import DEFAULT_TAU, pair_rho

@@ -17,7 +17,7 @@ from typing import Any
 import click
 import pandas as pd
 
-from splitscope.core.commands import FAIL_ON_HELP, finish
+from splitscope.core.commands import FAIL_ON_HELP, QUIET_HELP, finish
 from splitscope.errors import InputError
 from splitscope.evaluation.predicates import (
     ATTRIBUTION_LAYER,
@@ -283,6 +283,8 @@ def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
     ``DIRECTORY/model-trained``, its logits and Grad-CAM maps), audit it into ``DIRECTORY/audit`` (workspace
     ``DIRECTORY/workspace``) with the demo's group regex, the dihedral option, the saved
     predictions and the attribution maps, and check the audit against ``planted.csv``.
+    ``progress`` is that of :class:`~splitscope.core.progress.ProgressLines` (a line per
+    stage on stderr unless ``False``).
 
     Returns
     -------
@@ -290,21 +292,27 @@ def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
         The audit and :func:`check_demo`'s result.
     """
     from splitscope.core.options import AuditOptions
+    from splitscope.core.progress import ProgressLines
     from splitscope.core.run import audit
     from splitscope.datasets import DEMO_GROUP_REGEX, make_demo
     from splitscope.datasets.simulated_model import simulate_model_outputs
 
+    show = ProgressLines(progress, "splitscope demo")
     directory = Path(directory)
     data = directory / "data"
     sizes = {k: v for k, v in (("n_train", n_train), ("n_test", n_test)) if v is not None}
+    show(f"making the demo benchmark in {data} …")
     root = make_demo(data, seed=seed, overwrite=(data / "planted.json").is_file(), **sizes)
+    show(f"demo benchmark made: {_files(root)} images")
     if trained_model:  # a real small-cnn ([torch] extra) instead of the simulated outputs
         from splitscope.workflows.experiment import trained_model_outputs
 
+        show(f"training a small-cnn on the demo into {directory / 'model-trained'} …")
         model = trained_model_outputs(root, directory / "model-trained", seed=seed,
                                       group_regex=DEMO_GROUP_REGEX, workers=workers)
     else:
         model = simulate_model_outputs(root, directory / "model", seed=seed)
+        show(f"simulated model outputs written to {directory / 'model'}")
     given = {"group_regex": DEMO_GROUP_REGEX, "dihedral": True,
              "out_dir": directory / "audit", "workspace": directory / "workspace",
              "predictions": model["predictions"],
@@ -320,6 +328,10 @@ def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
     return result, check_demo(root, result.out_dir, result.document)
 
 
+def _files(root: Path) -> int:
+    return sum(1 for p in root.rglob("*") if p.is_file() and p.suffix in (".png", ".jpg"))
+
+
 @click.command("demo")
 @click.argument("directory", required=False, default="splitscope-demo",
                 type=click.Path(file_okay=False))
@@ -328,10 +340,11 @@ def run_demo(directory: str | Path = "splitscope-demo", *, seed: int = 0,
               help="Workers of every stage (default: all cores).")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="CONDITION", help=FAIL_ON_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@click.option("--quiet", "-q", "quiet", is_flag=True, help=QUIET_HELP)
 @click.option("--trained-model", is_flag=True,
               help="Train a real small-cnn on the demo ([torch] extra; a few minutes on a CPU) "
                    "instead of the simulated model outputs.")
-def demo_command(directory, seed, workers, fail_on, as_json, trained_model) -> None:
+def demo_command(directory, seed, workers, fail_on, as_json, quiet, trained_model) -> None:
     """Make the demo benchmark in DIRECTORY (planted leaks listed in planted.csv) and audit it.
 
     Prints what was planted and what the audit found; the report is DIRECTORY/audit/report.html.
@@ -340,7 +353,7 @@ def demo_command(directory, seed, workers, fail_on, as_json, trained_model) -> N
 
     conditions = [parse_condition(c) for c in fail_on]
     result, check = run_demo(Path(directory), seed=seed, workers=workers, fail_on=conditions,
-                             progress=None if not as_json else False,
+                             progress=False if quiet else None,
                              trained_model=trained_model)
     finish(result, as_json, extra={"demo": check}, extra_lines=check.get("lines"))
 
