@@ -160,6 +160,9 @@ def findings_panel(measured: Sequence[Mapping[str, Any]]) -> str:
     return _data_uri(plt, fig)
 
 
+#: how the figure names a category where its name says more than it measured: a row in none of
+#: the categories is free of copies and shared groups, not of every finding (see the panel)
+COMPOSITION_LABELS = {"clean": "none of these"}
 #: colours of the composition categories, strongest evidence darkest
 _COMPOSITION_COLOURS = {"byte copy": "#7f0000", "pixel-identical": "#c0392b",
                         "near twin": "#e67e22", "shared group": "#f1c40f",
@@ -182,7 +185,8 @@ def composition_bars(compositions: Sequence[Mapping[str, Any]]) -> str:
             width = n / total
             name = cat["category"]
             ax.barh(k, width, left=start, color=_COMPOSITION_COLOURS.get(name, "#999999"),
-                    edgecolor="white", label=None if name in seen else name)
+                    edgecolor="white",
+                    label=None if name in seen else COMPOSITION_LABELS.get(name, name))
             seen.add(name)
             if width > 0.06:
                 ax.text(start + width / 2, k, f"{n:,}", ha="center", va="center", fontsize=8,
