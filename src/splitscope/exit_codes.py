@@ -43,5 +43,4 @@ PRECEDENCE = (EXIT_FAIL_ON, EXIT_LAYER_FAILED, EXIT_NOT_MEASURED, EXIT_OK)
 def exit_codes_help() -> str:
     """The exit codes in one paragraph, for ``splitscope audit --help``."""
     codes = "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
-    order = ", then ".join(str(c) for c in PRECEDENCE)
-    return f"Exit codes: {codes}. When several apply: {order}."
+    return f"Exit codes: {codes} (several: the first of {', '.join(map(str, PRECEDENCE))})."

@@ -203,11 +203,9 @@ class RunOptions:
         False, "Write into an --out folder holding other files.",
         section="outputs")
     allow_unmeasured: bool = option(
-        False, "Let a --fail-on gate whose metric was not measured pass (still reported 'not "
-               "measured'; no exit 5).", section="gates")
+        False, "A gate on a metric not measured passes (no exit 5).", section="gates")
     paths_only: bool = option(
-        False, "Audit only what the paths, labels, sources and groups say when no file is at "
-               "hand (a list without its images); else reading no file stops with exit 2.",
+        False, "A list without its files: audit what its paths and labels say.",
         section="inputs")
 
     def __post_init__(self) -> None:

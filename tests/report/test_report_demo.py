@@ -93,7 +93,8 @@ def test_demo_audit_document(demo):
     assert 'data-section="quality-table"' in result.report.read_text()
     assert doc["options"]["search"]["dihedral"] is True
     verdicts = doc["summary"]["verdicts"]
-    (line,) = doc["summary"]["verdict"]
+    line = doc["summary"]["verdict"][0]  # test → train, then the clean val → train
+    assert len(doc["summary"]["verdict"]) == len(doc["boundaries"]) == 2
     assert line.startswith("Do not trust a score on test as is: ")
     assert "under another label" in line  # the planted twins under two labels, first
     assert verdicts[0].startswith("LABEL CONFLICT: ")
