@@ -15,8 +15,7 @@ Every name is imported on first use, so that the command line stays quick to sta
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from splitscope.lazy import lazy_names
 
 _EXPORTS = {
     "Predictions": "splitscope.evaluation.predictions",
@@ -85,14 +84,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'splitscope.evaluation' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

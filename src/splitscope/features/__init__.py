@@ -24,8 +24,7 @@ loads pandas.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from splitscope.lazy import lazy_names
 
 _EXPORTS = {
     "scan": "splitscope.features.scanning",
@@ -53,14 +52,4 @@ __all__ = [  # noqa: RUF022 - grouped by module, like _EXPORTS
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'splitscope.features' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

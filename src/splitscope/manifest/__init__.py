@@ -13,8 +13,7 @@ Names are imported on first use, so that a module below (such as
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from splitscope.lazy import lazy_names
 
 _EXPORTS = {
     "Arrays": "splitscope.manifest.arrays",
@@ -57,14 +56,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'splitscope.manifest' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)
