@@ -5,7 +5,8 @@ A sampler thread reads, every :data:`INTERVAL` seconds, the CPU time of each thr
 process and of each child process; between two readings (a window) a thread or process that
 gained more than :data:`BUSY_MS` milliseconds, and more than :data:`BUSY_SHARE` of the window,
 was burning CPU. The sampler leaves itself out; the interpreter's idle helper threads gain
-nothing. A window with two of them busy is a run that used more than its one worker."""
+nothing. Windows with two of them busy, beyond the odd hand-over (:data:`HAND_OVER`), are a
+run that used more than its one worker."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ psutil = pytest.importorskip("psutil")
 
 #: seconds between two readings
 INTERVAL = 0.02
+#: share of windows in which a hand-over may show two busy (a caller and the worker it starts)
+HAND_OVER = 0.02
 #: CPU milliseconds a thread or process must gain in a window to count as busy ...
 BUSY_MS = 5.0
 #: ... and the share of the window they must make up (a long window, when the sampler waited
@@ -126,7 +129,7 @@ def test_the_sampler_sees_two_threads_busy_at_once():
             t.start()
         for t in threads:
             t.join()
-    assert sampler.crowded(1), sampler.windows
+    assert len(sampler.crowded(1)) > HAND_OVER * len(sampler.windows), sampler.windows
 
 
 @pytest.mark.slow
@@ -150,8 +153,11 @@ def test_one_worker_keeps_one_thread_busy_through_the_audit(tmp_path: Path):
               if str(layer.get("reason") or "").startswith("layer error")]
     assert not failed
     crowded = sampler.crowded(1)
-    assert not crowded, (f"{len(crowded)} of {len(sampler.windows)} windows had more than "
-                         f"one thread or process busy: {crowded[:10]}")
+    # a hand-over (the caller pickling work while its one worker process starts) may overlap
+    # for a window; a second pool would fill many (the sampler's own test: every window)
+    assert len(crowded) <= HAND_OVER * len(sampler.windows), (
+        f"{len(crowded)} of {len(sampler.windows)} windows had more than one thread or process "
+        f"busy: {crowded[:10]}")
     assert sampler.busy() >= 20  # the sampler watched the audit's work
 
 
