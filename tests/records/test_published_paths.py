@@ -189,6 +189,7 @@ def _croissant_current(out: Path) -> None:
         assert sha256_file(out / entry["contentUrl"]) == entry["sha256"], entry["contentUrl"]
 
 
+@pytest.mark.slow
 def test_a_rerun_leaves_no_file_of_the_previous_run(release, tmp_path):
     out = tmp_path / "again"
 
