@@ -64,7 +64,6 @@ from splitscope.core.verdicts import opening
 from splitscope.errors import InputError
 from splitscope.exit_codes import (
     EXIT_FAIL_ON,
-    EXIT_INPUT_ERROR,
     EXIT_LAYER_FAILED,
     EXIT_NOT_MEASURED,
     EXIT_OK,
@@ -87,8 +86,7 @@ from splitscope.records.schema import SCHEMA_VERSION, validation_errors
 from splitscope.records.scorecard import score_card
 from splitscope.report.gallery import gallery
 
-__all__ = ["EXIT_FAIL_ON", "EXIT_INPUT_ERROR", "EXIT_LAYER_FAILED", "EXIT_NOT_MEASURED",
-           "EXIT_OK", "AuditResult", "audit", "exit_code"]
+__all__ = ["AuditResult", "audit", "exit_code"]
 
 #: inputs a layer may name in its ``needs`` that are files or folders, not scans
 _PATH_INPUTS = ("predictions", "attribution_maps", "attribution_masks", "external")
