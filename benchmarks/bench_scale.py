@@ -11,18 +11,18 @@ store, exactly the parts ``audit_duplicates`` reads. Two kinds of population:
 ``varied``   random smooth content per image (a 6×6 grid of levels, bilinearly upsampled,
              plus grain) with 1% planted copies (small noise on an earlier image), random
              hashes with the planted copies' hashes one bit away. Smooth content is what makes
-             the pruned search pay (most energy in few directions); on white noise it falls
+             the bound pay (most energy in few directions); on white noise the search falls
              back to the brute force.
 
 What runs, each in a fresh interpreter (so peak memory is the call's own):
 
 - ``duplicates``: ``audit_duplicates(scan, ["test->train"])`` on a ``smooth`` set of
   ``--smooth`` rows (default 20,000; 20% test): wall seconds, pairs, pairs measured.
-- ``search``: NCC search (pruned, and brute force on the smaller sizes) and the hash search
+- ``search``: NCC search (indexed, and brute force on the smaller sizes) and the hash search
   of test (20%) against train (80%) on ``varied`` sets of ``--sizes`` rows (default
   100,000 and 400,000): seconds and peak resident memory (``VmHWM``) and peak anonymous
   memory (sampled), and a projection to 1,000,000 rows (200k × 800k) from the measured growth
-  (time ∝ Q·R for brute force; the pruned search is projected with the exponent fitted
+  (time ∝ Q·R for brute force; the indexed search is projected with the exponent fitted
   between the two measured sizes).
 
 Usage::
@@ -233,13 +233,13 @@ def child(task: str, kind: str, n: int, cache: str, extra: str) -> None:
         rec = next(r for r in res.records if r.predicate["name"] == "ncc_nearest")
         out.update(ncc_rows=rec.numerator, pairs_listed=len(res.tables["pairs"]),
                    pair_counts=rec.details.get("notes", {}).get("pairs"))
-    elif task in ("ncc_pruned", "ncc_brute"):
+    elif task in ("ncc_indexed", "ncc_brute"):
         from splitscope.relations.ncc import ncc_search
         from splitscope.relations.ncc_core import ThumbnailRows
 
         q = ThumbnailRows(s.thumbs, b.query.rows, 96)
         r = ThumbnailRows(s.thumbs, b.reference.rows, 96)
-        res = ncc_search(q, r, method="pruned" if task == "ncc_pruned" else "brute")
+        res = ncc_search(q, r, method="indexed" if task == "ncc_indexed" else "brute")
         out.update(pairs=int(res.params["pairs_total"]),
                    flops=res.params.get("flops"), brute_flops=res.params.get("brute_flops"))
     elif task == "hash":
@@ -296,7 +296,7 @@ def main(argv=None) -> dict:
         print(json.dumps(report["duplicates_smooth"]), flush=True)
     runs = []
     for n in [int(v) for v in args.sizes.split(",") if v]:
-        tasks = ["ncc_pruned", "hash"] + (["ncc_brute"] if n <= args.brute_max else [])
+        tasks = ["ncc_indexed", "hash"] + (["ncc_brute"] if n <= args.brute_max else [])
         for task in tasks:
             res = run_child(task, "varied", n, args.cache)
             print(json.dumps(res), flush=True)
@@ -304,7 +304,7 @@ def main(argv=None) -> dict:
     report["search"] = runs
     target = 200_000 * 800_000
     proj = {}
-    for task in ("ncc_pruned", "ncc_brute", "hash"):
+    for task in ("ncc_indexed", "ncc_brute", "hash"):
         pts = [r for r in runs if r["task"] == task]
         if len(pts) >= 2:
             proj[task] = {"seconds": project(pts, "seconds", target),

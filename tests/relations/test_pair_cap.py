@@ -127,7 +127,7 @@ print(json.dumps({"extra_kib": max(peak[0], anon()) - before, "pairs": len(res.p
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["brute", "pruned"])
+@pytest.mark.parametrize("method", ["brute", "indexed"])
 def test_search_memory_is_flat_in_the_reference_count(tmp_path, method):
     """Peak anonymous memory of the search (above what the process held before it) at R and
     4R references: it grows far less than holding the extra references would cost."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from splitscope.relations import pruned
+from splitscope.relations import ncc_index, pruned
 from splitscope.relations.ncc import _blocked_search, _flat, ncc_search
 from splitscope.relations.ncc_core import ThumbnailRows, centred_unit_vectors
 
@@ -138,7 +138,7 @@ def test_ncc_search_methods_agree_on_lazy_thumbnails():
     lazy_q = ThumbnailRows(read, np.arange(300), 32)
     lazy_r = ThumbnailRows(read, np.arange(300, 1000), 32)
     a = ncc_search(lazy_q, lazy_r, method="brute", block=128, query_chunk=100)
-    b = ncc_search(lazy_q, lazy_r, method="pruned", block=128, query_chunk=100)
+    b = ncc_search(lazy_q, lazy_r, method="indexed", block=128, query_chunk=100)
     assert b.params["search"] == "brute"  # 210,000 pairs: below pruned.MIN_PAIRS
     np.testing.assert_array_equal(a.best_index, b.best_index)
     assert a.pairs[["query", "reference"]].equals(b.pairs[["query", "reference"]])
@@ -196,7 +196,10 @@ def test_the_chosen_bound_has_the_lowest_estimated_cost():
     best = (centred_unit_vectors(q[:100])[0] @ centred_unit_vectors(r)[0].T).max(axis=1)
     options = pruned.bound_options(32, r[:100], 700)
     assert [b.side for b in options if b.basis is None] == pruned.cell_options(32)
-    assert [b.dims(32) for b in options if b.basis is not None] == [pruned.PRINCIPAL_RANK]
+    # every rank of PRINCIPAL_RANKS below the 256 cells of 2 px; 128 is cut to the 100
+    # directions that the 100 sample references span
+    assert pruned.PRINCIPAL_RANKS == (32, 64, 128)
+    assert [b.dims(32) for b in options if b.basis is not None] == [32, 64, 100]
     chosen, share, shares = pruned.choose_bound(q[:100], r[:100], best, 0.98, True, options)
     costs = [pruned.estimated_cost(b.dims(32), 32, v) for b, v in shares]
     assert any(b is chosen and v == share for b, v in shares)
@@ -275,7 +278,8 @@ def test_recorded_flatness_replaces_a_pass_over_the_thumbnails():
 
 def test_ncc_search_products_run_on_its_workers_with_the_same_result(monkeypatch):
     """``workers`` bounds the BLAS threads while the search runs (read from the pools each
-    time it reads thumbnails); brute or pruned, the result does not depend on it."""
+    time it reads thumbnails); brute or indexed (its pruned passes, or its index), the
+    result does not depend on it."""
     import pandas as pd
     from threadpoolctl import threadpool_info
 
@@ -290,15 +294,20 @@ def test_ncc_search_products_run_on_its_workers_with_the_same_result(monkeypatch
     # flatness given, so that every read happens inside the search
     lazy_q = ThumbnailRows(read, np.arange(300), 32, _flat(q))
     lazy_r = ThumbnailRows(read, np.arange(300, 1000), 32, _flat(r))
-    monkeypatch.setattr(pruned, "MIN_PAIRS", 1)  # the pruned search runs at this size
+    monkeypatch.setattr(pruned, "MIN_PAIRS", 1)  # the bounded search runs at this size
     results = {}
-    for method in ("brute", "pruned"):
+    # the indexed search runs its pruned passes at this size, and its index when told to
+    for label, method, index_from in (("brute", "brute", None), ("indexed", "indexed", None),
+                                      ("index", "indexed", 0)):
+        if index_from is not None:
+            monkeypatch.setattr(ncc_index, "INDEX_MIN_PAIRS", index_from)
         for workers in (1, 2, None):
             seen.clear()
-            results[method, workers] = ncc_search(lazy_q, lazy_r, method=method, block=128,
-                                                  query_chunk=100, workers=workers)
+            results[label, workers] = ncc_search(lazy_q, lazy_r, method=method, block=128,
+                                                 query_chunk=100, workers=workers)
             assert seen and (workers is None or max(seen) <= workers)
-    assert results["pruned", 1].params["search"] == "pruned"
+    assert results["indexed", 1].params["search"].startswith("pruned (fewer than")
+    assert results["index", 2].params["search"] == "indexed"
     base = results["brute", None]
     for res in results.values():
         np.testing.assert_array_equal(res.best_index, base.best_index)

@@ -11,9 +11,10 @@ The search is exact: every query is compared with every reference by blocked mat
 (BLAS sgemm) ``Q_chunk @ R_block.T``. A running maximum gives each query's best reference, and
 every pair with rho >= tau is collected block by block; near-ties of the best and pairs at τ
 are settled on a value that does not depend on the blocking (:func:`canonical_values`), so
-copies tie and the lowest reference position wins. The pruned search
-(:mod:`splitscope.relations.pruned`) discards pairs by a cell-mean bound first and gives the
-same result.
+copies tie and the lowest reference position wins. The indexed search
+(:mod:`splitscope.relations.ncc_index`, the default) bounds ρ on a low-dimensional projection
+(:mod:`splitscope.relations.pruned`), skips the clusters of references whose bound cannot reach
+what a query must beat, scores only the pairs whose own bound can, and gives the same result.
 Memory is bounded by the query chunk and the reference block (``query_chunk × S²`` floats,
 ``block × S²`` floats and a ``query_chunk × block`` product), never by the full
 query × reference matrix and never by the reference count.
@@ -43,11 +44,13 @@ from splitscope.relations.ncc_core import (
     _check_thumbs,
     centred_unit_vectors,
 )
-from splitscope.relations.options import SearchOptions
+from splitscope.relations.options import SEARCH_METHODS, SearchOptions
 from splitscope.threads import blas_threads
 
 DEFAULT_TAU = SearchOptions.tau  # METHODS §2.2
 SWEEP = (0.90, 0.95, 0.98, 0.99, 0.995, 0.999)
+#: The exact search methods (:func:`ncc_search`'s ``method``): the same result by each.
+METHODS = SEARCH_METHODS
 COUNTERPART_RULES = ("nearest", "first_candidate", "any_candidate")
 
 
@@ -81,7 +84,7 @@ class NCCResult:
 def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
                exclude_self: bool = False, exclude=None, query_chunk: int = 8192,
                collect_pairs: bool = True, max_pairs: int = 5_000_000,
-               method: str = "pruned", workers: int | None = None) -> NCCResult:
+               method: str = "indexed", workers: int | None = None) -> NCCResult:
     """Exact NCC search: best reference per query and every pair with rho >= tau.
 
     Parameters
@@ -104,15 +107,17 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
     max_pairs : int
         Bound on the stored pairs; beyond it pairs are counted (``params["pairs_total"]``)
         but not stored and ``params["pairs_truncated"]`` is True. Best references stay exact.
-    method : {"pruned", "brute"}
-        ``"brute"`` scores every pair; ``"pruned"`` (default) discards pairs by a cell-mean
-        bound first and scores only the survivors (:mod:`splitscope.relations.pruned`), with
-        the same result. Below :data:`splitscope.relations.pruned.MIN_PAIRS` query–reference
-        pairs the brute force runs (the bound would cost more than it saves).
-        ``params["search"]`` says which ran, with its FLOP count.
+    method : {"indexed", "brute"}
+        ``"brute"`` scores every pair; ``"indexed"`` (default) discards clusters of
+        references and then pairs by a bound on a projection first and scores only the
+        survivors (:mod:`splitscope.relations.ncc_index`), with the same result. Below
+        :data:`splitscope.relations.pruned.MIN_PAIRS` query–reference pairs the brute force
+        runs (the bound would cost more than it saves). ``params["search"]`` says which ran,
+        with its FLOP count.
     workers : int, optional
-        BLAS threads of the matrix products (default: the BLAS pool as it is); the result
-        does not depend on it.
+        Threads of the search: the BLAS threads of the brute force's products, the threads
+        over query chunks of the indexed search (one BLAS thread each); default: the BLAS
+        pool as it is, every core. The result does not depend on it.
 
     Returns
     -------
@@ -150,14 +155,14 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
 
 
 def search_thumbnails(query_thumbs, reference_thumbs, query_undefined: np.ndarray,
-                      reference_undefined: np.ndarray, *, method: str = "pruned", **kwargs
+                      reference_undefined: np.ndarray, *, method: str = "indexed", **kwargs
                       ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame, int, dict]:
-    """The exact search by ``method`` (``"pruned"`` or ``"brute"``) of the centred unit
+    """The exact search by ``method`` (one of :data:`METHODS`) of the centred unit
     vectors of thumbnails: ``query_thumbs(positions)`` / ``reference_thumbs(positions)``
     return uint8 ``(n, S, S)`` thumbnails for ascending positions (other arguments as
     :func:`_blocked_search`, and ``workers``: the BLAS threads of the products); also
     returns what ran: ``search``, ``flops`` and ``brute_flops`` (2·d per scored pair), and
-    the pruned search's statistics."""
+    the indexed search's statistics."""
     merge = SearchMerge(query_undefined.size, max_pairs=kwargs["max_pairs"])
     info = collect_thumbnails(merge, query_thumbs, reference_thumbs, query_undefined,
                               reference_undefined, method=method, **kwargs)
@@ -166,20 +171,22 @@ def search_thumbnails(query_thumbs, reference_thumbs, query_undefined: np.ndarra
 
 def collect_thumbnails(merge: SearchMerge, query_thumbs, reference_thumbs,
                        query_undefined: np.ndarray, reference_undefined: np.ndarray, *,
-                       method: str = "pruned", workers: int | None = None, **kwargs) -> dict:
+                       method: str = "indexed", workers: int | None = None, **kwargs
+                       ) -> dict:
     """Run the search of :func:`search_thumbnails` into ``merge`` (unresolved, so that the
-    parts of a partitioned search can be merged by the same rule); returns what ran. Its
-    matrix products run on at most ``workers`` BLAS threads (``None``: the pool as it is)."""
-    from splitscope.relations import pruned
+    parts of a partitioned search can be merged by the same rule); returns what ran. It runs
+    on at most ``workers`` threads (``None``: the BLAS pool as it is, every core)."""
+    from splitscope.relations import ncc_index, pruned
 
-    if method not in ("pruned", "brute"):
-        raise InputError(f"method must be 'pruned' or 'brute'; got {method!r}")
+    if method not in METHODS:
+        raise InputError(f"method must be one of {', '.join(map(repr, METHODS))}; "
+                         f"got {method!r}")
     n_pairs = int((~query_undefined).sum()) * int((~reference_undefined).sum())
     with blas_threads(workers):
-        if method == "pruned" and n_pairs >= pruned.MIN_PAIRS:
-            return {"search": "pruned", **pruned.collect_pruned(
+        if method == "indexed" and n_pairs >= pruned.MIN_PAIRS:
+            return {"search": "indexed", **ncc_index.collect_indexed(
                 merge, query_thumbs, reference_thumbs, query_undefined, reference_undefined,
-                **kwargs)}
+                workers=workers, **kwargs)}
         _blocked_collect(merge, lambda pos: centred_unit_vectors(query_thumbs(pos))[0],
                          lambda pos: centred_unit_vectors(reference_thumbs(pos))[0],
                          query_undefined, reference_undefined,

@@ -1,5 +1,6 @@
-"""The blocked exact search that the NCC search (:mod:`splitscope.relations.ncc`) and the
-pruned search (:mod:`splitscope.relations.pruned`) share: centred unit vectors, the merge of
+"""The blocked exact search that the NCC search (:mod:`splitscope.relations.ncc`), the
+pruned passes (:mod:`splitscope.relations.pruned`) and the indexed search
+(:mod:`splitscope.relations.ncc_index`) share: centred unit vectors, the merge of
 best counterparts and pairs at τ across blocks (:class:`SearchMerge`), and the settling of
 near-ties on values that do not depend on the blocking."""
 
@@ -143,7 +144,8 @@ def _blocked_collect(merge: SearchMerge, query_vectors, reference_vectors,
 class SearchMerge:
     """What an exact search collects, part by part, and the one rule that makes its result.
 
-    Every search fills one: the blocked and the pruned search block by block, a search
+    Every search fills one: the blocked and the pruned search block by block, the indexed
+    search one part per query chunk (merged in chunk order), a search
     partitioned over a cluster one (query block × reference block) task at a time
     (:mod:`splitscope.relations.partitioned`, which ships :meth:`part` and merges it with
     :meth:`merge`). The result does not depend on how the work was cut: a query's best is
@@ -232,7 +234,7 @@ def canonical_values(qv: np.ndarray, qi: np.ndarray, rv: np.ndarray, ri: np.ndar
     outcome hangs on such rounding — which of nearly equal references is a query's best, and
     whether a pair within :data:`SETTLE` of τ reaches it — the searches decide on this value
     instead, which depends only on the two vectors; so ties between copies go to the lowest
-    position, and every search (blocked, pruned) gives the same answer. ``chunk`` pairs are
+    position, and every search (blocked, pruned, indexed) gives the same answer. ``chunk`` pairs are
     gathered at a time (64: the rows stay in cache, twice as fast as 1,024 at d = 9,216); each
     value does not depend on it.
     """

@@ -28,8 +28,8 @@ THUMBNAIL = "thumbnail"
 #: the features of the hash rules
 HASHES = ("phash", "dhash")
 #: what the NCC search reports about its own work (kept in the notes)
-_SEARCH_NOTES = ("search", "cell_side", "rank", "coordinates", "margin", "scored_pairs",
-                 "flops", "brute_flops", "partitions")
+_SEARCH_NOTES = ("search", "cell_side", "rank", "coordinates", "margin", "clusters",
+                 "visited_share", "scored_pairs", "flops", "brute_flops", "partitions")
 
 
 def valid_rows(df: pd.DataFrame, needs: Sequence[str]) -> np.ndarray:
@@ -130,7 +130,7 @@ class BoundaryContext:
 
     def __init__(self, rows: pd.DataFrame, thumbs, boundary: Boundary, *, tau: float,
                  radius: int, geometry: dict, workers: int | None = None, block: int = 2048,
-                 search: str = "pruned", searcher=None):
+                 search: str = "indexed", searcher=None):
         self.rows, self.read, self.boundary = rows, thumbs, boundary
         self.tau, self.radius, self.geometry = tau, radius, geometry
         self.workers, self.block, self.search, self.searcher = workers, block, search, searcher

@@ -13,7 +13,11 @@ from typing import ClassVar
 from splitscope.errors import InputError
 from splitscope.options import option
 
-__all__ = ["SearchOptions"]
+__all__ = ["SEARCH_METHODS", "SearchOptions"]
+
+#: The exact NCC search methods, the same result by each (the first is the default):
+#: ``indexed`` (:mod:`splitscope.relations.ncc_index`) and ``brute`` (every pair scored).
+SEARCH_METHODS = ("indexed", "brute")
 
 
 @dataclass(frozen=True)
@@ -21,7 +25,7 @@ class SearchOptions:
     """The identity and near-duplicate search: NCC threshold τ, Hamming radius k of the hash
     rules, dihedral matching, the size of the seeded transform-sensitivity sample (0 skips
     it), the pairs listed per query row, the negative control's bound, SSIM on the listed
-    pairs, and the NCC search method (``pruned`` or ``brute``: the same result)."""
+    pairs, and the NCC search method (one of :data:`SEARCH_METHODS`: the same result)."""
 
     group: ClassVar[str] = "search"
 
@@ -34,7 +38,7 @@ class SearchOptions:
     control_bound: float = option(
         0.01, "Share of --control a reliable predicate flags at most.")
     ssim: bool = True
-    search: str = "pruned"
+    search: str = SEARCH_METHODS[0]
 
     def __post_init__(self) -> None:
         if not 0 < float(self.tau) <= 1:
@@ -50,5 +54,6 @@ class SearchOptions:
         if not 0 <= float(self.control_bound) <= 1:
             raise InputError(f"control_bound must be in [0, 1]; got {self.control_bound}")
         object.__setattr__(self, "control_bound", float(self.control_bound))
-        if self.search not in ("pruned", "brute"):
-            raise InputError(f"search {self.search!r} unknown; use 'pruned' or 'brute'")
+        if self.search not in SEARCH_METHODS:
+            raise InputError(f"search {self.search!r} unknown; use one of "
+                             f"{', '.join(map(repr, SEARCH_METHODS))}")

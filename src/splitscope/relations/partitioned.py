@@ -4,7 +4,7 @@ The query × reference comparison is cut into tasks of ``query_block`` queries �
 references. Each task reads its own thumbnails — from the workspace's memory-mapped thumbnail
 file when the search runs over a scan (:class:`StoredThumbnails`; every worker must see the
 workspace under the same path), or from an array scattered to the cluster — runs the local exact
-search over its part (:func:`~splitscope.relations.ncc.collect_thumbnails`: pruned or brute force,
+search over its part (:func:`~splitscope.relations.ncc.collect_thumbnails`: indexed or brute force,
 block by block, in bounded memory) and returns what it found unresolved: each query's best
 candidate with its float64 :func:`~splitscope.relations.ncc_core.canonical_values` value, and its
 pairs that reached τ. The parent merges the parts in task order with
@@ -25,6 +25,7 @@ import numpy as np
 from splitscope.errors import InputError
 from splitscope.relations.ncc import (
     DEFAULT_TAU,
+    METHODS,
     NCCResult,
     _check_exclude,
     _check_tau,
@@ -75,7 +76,8 @@ def search_part(query, reference, exclude, options: dict) -> dict:
     """One task: the exact search of query positions ``[q0, q1)`` against references
     ``[r0, r1)`` into a :class:`~splitscope.relations.ncc_core.SearchMerge`, returned as its
     :meth:`~splitscope.relations.ncc_core.SearchMerge.part` (global positions) with the two flat
-    masks and what ran."""
+    masks and what ran. A task searches on one thread: the cluster's workers are the
+    parallelism."""
     q = _thumbs(*query)
     r = _thumbs(*reference)
     q_flat, r_flat = _flat(q), _flat(r)
@@ -84,7 +86,7 @@ def search_part(query, reference, exclude, options: dict) -> dict:
         merge, lambda pos: q[pos], lambda pos: r[pos], q_flat, r_flat, tau=options["tau"],
         block=options["block"], exclude=exclude, query_chunk=options["query_chunk"],
         collect_pairs=options["collect_pairs"], max_pairs=options["max_pairs"], value="rho",
-        method=options["method"])
+        method=options["method"], workers=1)
     return {**merge.part(query[1], reference[1]), "query_flat": q_flat,
             "reference_flat": r_flat, "info": info}
 
@@ -106,7 +108,7 @@ def _local_exclude(exclude: np.ndarray | None, q0: int, q1: int, r0: int, r1: in
 def partitioned_ncc_search(client, query, reference, *, tau: float = DEFAULT_TAU,
                            block: int = 2048, exclude_self: bool = False, exclude=None,
                            query_chunk: int = 8192, collect_pairs: bool = True,
-                           max_pairs: int = 5_000_000, method: str = "pruned",
+                           max_pairs: int = 5_000_000, method: str = "indexed",
                            query_block: int = QUERY_BLOCK,
                            reference_block: int = REFERENCE_BLOCK) -> NCCResult:
     """:func:`~splitscope.relations.ncc.ncc_search` as Dask tasks, with the same result.
@@ -134,8 +136,9 @@ def partitioned_ncc_search(client, query, reference, *, tau: float = DEFAULT_TAU
     if query_block < 1 or reference_block < 1:
         raise InputError(f"query_block and reference_block must be at least 1; got "
                          f"{query_block}, {reference_block}")
-    if method not in ("pruned", "brute"):
-        raise InputError(f"method must be 'pruned' or 'brute'; got {method!r}")
+    if method not in METHODS:
+        raise InputError(f"method must be one of {', '.join(map(repr, METHODS))}; "
+                         f"got {method!r}")
     tau = _check_tau(tau)
     same = query is reference
     if not isinstance(query, StoredThumbnails):

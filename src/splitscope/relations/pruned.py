@@ -1,5 +1,9 @@
 """Exact similarity search pruned by a cell-mean bound (METHODS §2.2: same result as scoring
-every pair).
+every pair): the bound, its choice on a sample (:func:`plan_search`) and the two passes that
+bound every query × reference pair (:func:`pruned_passes`). The NCC search
+(:mod:`splitscope.relations.ncc_index`) uses this bound over a cluster index of the references,
+and these passes where the pairs are few (there the bounds of a chunk are kept between its two
+passes, and clusters would cost more than they save).
 
 Cut the S×S thumbnail grid into square cells of c×c pixels (c divides S). The indicator vectors of the cells, each divided by
 the square root of its pixel count, are orthonormal; let P be the projection onto their span
@@ -81,10 +85,13 @@ BOUND_CACHE_BYTES = 256 << 20
 #: The cell coordinates of every reference are held during the search; cell sides whose
 #: coordinates would take more than this many bytes are not tried (finer cells hold more).
 COORDINATE_BYTES = 1 << 30
-#: Directions of the principal form of the bound (:class:`CellBound`), taken from the cell
-#: coordinates of the finest cells with at most :data:`PRINCIPAL_CELLS` of them.
-PRINCIPAL_RANK = 32
+#: Directions of the principal forms of the bound (:class:`CellBound`), taken from the cell
+#: coordinates of the finest cells with at most :data:`PRINCIPAL_CELLS` of them (each rank
+#: below their count is one form), fitted on :data:`PRINCIPAL_SAMPLE` references other than
+#: those the forms are compared on (so that a form is not judged on the references it fits).
+PRINCIPAL_RANKS = (32, 64, 128)
 PRINCIPAL_CELLS = 576
+PRINCIPAL_SAMPLE = 512
 #: Thumbnails turned into cell sums or coordinates at a time (keeps the work in cache).
 STEP = 64
 
@@ -247,36 +254,49 @@ def _cells(thumbs) -> CellSums:
 def principal_bound(side: int, r_thumbs, rank: int) -> CellBound | None:
     """The bound on the leading ``rank`` principal directions (second moments, not centred:
     what keeps most of ‖Pu‖²) of sample references' cell coordinates at ``side``
-    (``r_thumbs``: thumbnails or their :class:`CellSums`). The directions come from the
+    (``r_thumbs``: thumbnails or their :class:`CellSums`); ``None`` when the sample spans
+    no direction."""
+    forms = principal_bounds(side, r_thumbs, (rank,))
+    return forms[0] if forms else None
+
+
+def principal_bounds(side: int, r_thumbs, ranks) -> list[CellBound]:
+    """:func:`principal_bound` at each of ``ranks`` from one decomposition (the leading
+    directions of a higher rank include those of a lower one); ranks beyond the directions
+    the sample spans are cut to them, and a form is given once. The directions come from the
     sample's Gram matrix (n × n, cheaper than the cells' when n is smaller) and are
     orthonormalised."""
     coords = _cells(r_thumbs).coordinates(CellBound(side))[0].astype(np.float64)
     gram = coords @ coords.T if len(coords) < coords.shape[1] else None
     w, vecs = np.linalg.eigh(gram if gram is not None else coords.T @ coords)
-    k = int(min(rank, int((w > 1e-9 * max(w[-1], 1e-300)).sum())))
-    if k < 1:
-        return None
-    top = vecs[:, ::-1][:, :k]
+    spanned = int((w > 1e-9 * max(w[-1], 1e-300)).sum())
+    top_rank = int(min(max(ranks), spanned))
+    if top_rank < 1:
+        return []
+    top = vecs[:, ::-1][:, :top_rank]
     if gram is not None:  # right singular vectors from the left ones
         top = np.linalg.qr(coords.T @ top)[0]
-    return CellBound(side, np.ascontiguousarray(top))
+    out = []
+    for k in sorted({int(min(r, top_rank)) for r in ranks}):
+        out.append(CellBound(side, np.ascontiguousarray(top[:, :k])))
+    return out
 
 
 def bound_options(size: int, r_thumbs, n_references: int) -> list[CellBound]:
     """The bounds to choose from: cell means at every side of :func:`cell_options` whose
     coordinates for ``n_references`` references fit in :data:`COORDINATE_BYTES`, and the
-    :data:`PRINCIPAL_RANK` principal directions of the finest cells with at most
-    :data:`PRINCIPAL_CELLS` coordinates (from sample references ``r_thumbs``: thumbnails or
-    their :class:`CellSums`)."""
+    principal directions (:data:`PRINCIPAL_RANKS`, each below the cell count) of the finest
+    cells with at most :data:`PRINCIPAL_CELLS` coordinates (fitted on sample references
+    ``r_thumbs``: thumbnails or their :class:`CellSums`)."""
     sides = cell_options(size)
     out = [CellBound(c) for c in sides
            if 4 * n_references * ((size // c) ** 2 + 1) <= COORDINATE_BYTES]
     fine = [c for c in sides if (size // c) ** 2 <= PRINCIPAL_CELLS]
     cells = _cells(r_thumbs)
-    if fine and (size // fine[-1]) ** 2 > PRINCIPAL_RANK and len(cells.thumbs):
-        pca = principal_bound(fine[-1], cells, PRINCIPAL_RANK)
-        if pca is not None:
-            out.append(pca)
+    if fine and len(cells.thumbs):
+        ranks = [r for r in PRINCIPAL_RANKS if r < (size // fine[-1]) ** 2]
+        if ranks:
+            out.extend(principal_bounds(fine[-1], cells, ranks))
     return out
 
 
@@ -340,7 +360,12 @@ def pruned_search(query_thumbs, reference_thumbs, query_undefined: np.ndarray,
                   max_pairs: int, value: str, options: list[CellBound] | None = None,
                   seed: int = 0, fall_back: bool = True, workers: int | None = None
                   ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame, int, dict]:
-    """The search of :func:`splitscope.relations.ncc._blocked_search` on the centred unit
+    """The pruned search on its own: :func:`plan_search` and :func:`pruned_passes`, every
+    query × reference pair bounded (the NCC search, :mod:`splitscope.relations.ncc_index`,
+    runs these passes below its ``INDEX_MIN_PAIRS`` and clusters above; this is the kernel
+    the bound is tested and measured with).
+
+    The search of :func:`splitscope.relations.ncc._blocked_search` on the centred unit
     vectors of the thumbnails (same arguments, except that ``query_thumbs`` and
     ``reference_thumbs`` return uint8 ``(n, S, S)`` thumbnails for ascending positions; same
     result), pruned by the cell-mean bound; also returns its statistics: ``cell_side`` (and
@@ -392,13 +417,90 @@ def collect_pruned(merge: SearchMerge, query_thumbs, reference_thumbs,
     return out
 
 
-def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_undefined, *,
-            tau, block, exclude, query_chunk, collect_pairs, max_pairs, options, seed,
-            fall_back) -> dict:
-    """The pruned search into ``merge`` (its statistics returned), or, when the bound would
-    not pay (``fall_back``) or no cell side divides S, what was estimated with a ``search``
-    entry saying the brute force runs (``merge`` untouched)."""
-    nq = query_undefined.size
+class ReferenceVectors:
+    """Unit vectors of references at ascending positions, normalised on demand into one
+    buffer of ``rows`` vectors (each call's vectors are valid until the next call: memory
+    used again is not faulted in afresh); counts the references normalised. One per thread."""
+
+    def __init__(self, reference_thumbs, rows: int):
+        self.read = reference_thumbs
+        self.rows = max(1, int(rows))
+        self.buffer: np.ndarray | None = None
+        self.normalised = 0
+
+    def __call__(self, pos: np.ndarray) -> np.ndarray:
+        self.normalised += pos.size
+        thumbs = np.asarray(self.read(pos))
+        if pos.size > self.rows:
+            return centred_unit_vectors(thumbs)[0]
+        if self.buffer is None:
+            self.buffer = np.empty((self.rows, thumbs[0].size), np.float32)
+        return centred_unit_vectors(thumbs, out=self.buffer[:pos.size])[0]
+
+
+@dataclass
+class Plan:
+    """What a bounded search (pruned, or indexed: :mod:`splitscope.relations.ncc_index`)
+    settles before its passes: the form of the bound chosen on a seeded sample, the defined
+    references ``r_keep`` with their coordinates and residual norm ``ref_p`` (``(nr, k + 1)``
+    float32: one product with a query's gives the bound), and what the choice cost."""
+
+    bound: CellBound
+    share: float
+    shares: list[tuple[CellBound, float]]
+    size: int
+    r_keep: np.ndarray
+    ref_p: np.ndarray
+    sample: dict
+    seed: int
+    sample_flops: float
+
+    @property
+    def dims(self) -> int:
+        """Coordinates per thumbnail (k; the residual is one more)."""
+        return self.bound.dims(self.size)
+
+    def query_coordinates(self, thumbs: np.ndarray) -> np.ndarray:
+        """``(n, k + 1)`` float32: the bound's coordinates and residual norm of thumbnails."""
+        k = self.dims
+        out = np.empty((len(thumbs), k + 1), np.float32)
+        out[:, :k], out[:, k] = self.bound.coordinates(thumbs)
+        return out
+
+    def per_thumb_flops(self) -> int:
+        """Work of one thumbnail's coordinates (cell sums, squares and coordinates)."""
+        return _per_thumb(self.bound, self.size)
+
+    def stats(self, *, n_defined_q: int, bound_pairs: int, scored: int, normalised: int,
+              extra_flops: float = 0.0) -> dict:
+        """The statistics of a search that used this plan."""
+        d = self.size * self.size
+        nr = self.r_keep.size
+        k = self.dims
+        flops = (self.sample_flops + (nr + n_defined_q) * self.per_thumb_flops()
+                 + 2 * (k + 1) * bound_pairs + 2 * d * scored + extra_flops)
+        return {**self.bound.describe(), "coordinates": int(k), "margin": MARGIN,
+                "estimated_surviving_share": self.share, "sample": self.sample,
+                "seed": self.seed, "scored_pairs": int(scored),
+                "normalised_references": int(normalised), "flops": float(flops),
+                "brute_flops": float(2 * n_defined_q * nr * d)}
+
+
+def _per_thumb(b: CellBound, size: int) -> int:
+    cells = (size // b.side) ** 2
+    return 3 * size * size + 4 * cells + (2 * b.dims(size) * cells if b.basis is not None
+                                          else 0)
+
+
+def plan_search(query_thumbs, reference_thumbs, query_undefined: np.ndarray,
+                reference_undefined: np.ndarray, *, tau: float, block: int,
+                collect_pairs: bool, options: list[CellBound] | None, seed: int,
+                fall_back: bool, ref_vectors: ReferenceVectors | None = None
+                ) -> Plan | dict:
+    """The :class:`Plan` of a bounded search: the bound of lowest estimated cost on a seeded
+    sample (:func:`choose_bound`) and every defined reference's coordinates; or, when the
+    bound would not pay (``fall_back``) or no cell side divides S, what was estimated with a
+    ``search`` entry saying the brute force runs."""
     r_keep = np.flatnonzero(~reference_undefined)
     q_keep = np.flatnonzero(~query_undefined)
     rng = np.random.default_rng(seed)
@@ -409,6 +511,8 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
         BEST_SAMPLE_MIN, SAMPLE_WORK * q_keep.size * r_keep.size / max(1, q_sample.size))))
     r_best = rng.permutation(r_keep)[:n_best]
     r_sample = np.sort(r_best[:SAMPLE])
+    # the principal forms are fitted on other references where there are enough
+    r_fit = np.sort(r_best[SAMPLE:SAMPLE + PRINCIPAL_SAMPLE]) if n_best > SAMPLE else r_sample
     q_sample_thumbs = np.asarray(query_thumbs(q_sample))
     size = int(q_sample_thumbs.shape[1])
     d = size * size
@@ -416,22 +520,10 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
     brute = {"flops": float(n_dense * d), "brute_flops": float(n_dense * d)}
     r_sample_cells = CellSums(reference_thumbs(r_sample))
     if options is None:
-        options = bound_options(size, r_sample_cells, int(r_keep.size))
-    normalised = 0
-
-    # one buffer of a block's rows for every call: each call's vectors are used before the
-    # next call, and memory used again is not faulted in afresh
-    buffer = np.empty((min(max(1, int(block)), r_keep.size), d), np.float32)
-
-    def ref_vectors(pos: np.ndarray) -> np.ndarray:
-        """Unit vectors of the references at ``pos``, valid until the next call."""
-        nonlocal normalised
-        normalised += pos.size
-        thumbs = np.asarray(reference_thumbs(pos))
-        if pos.size > len(buffer):
-            return centred_unit_vectors(thumbs)[0]
-        return centred_unit_vectors(thumbs, out=buffer[:pos.size])[0]
-
+        fit = r_sample_cells if r_fit is r_sample else CellSums(reference_thumbs(r_fit))
+        options = bound_options(size, fit, int(r_keep.size))
+    if ref_vectors is None:
+        ref_vectors = ReferenceVectors(reference_thumbs, min(int(block), r_keep.size))
     best = sample_best(centred_unit_vectors(q_sample_thumbs)[0], ref_vectors,
                        np.sort(r_best), block) if options else np.empty(0)
     bound, share, shares = choose_bound(CellSums(q_sample_thumbs), r_sample_cells, best, tau,
@@ -451,6 +543,103 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
     for b0 in range(0, nr, block):
         ref_p[b0:b0 + block, :k], ref_p[b0:b0 + block, k] = bound.coordinates(
             np.asarray(reference_thumbs(r_keep[b0:b0 + block])))
+    n_sample = len(q_sample) * len(r_sample)
+    sample_flops = (2 * len(q_sample) * n_best * d  # the sample queries' best
+                    + sum(2 * n_sample * b.dims(size) + (len(q_sample) + len(r_sample))
+                          * _per_thumb(b, size) for b, _ in shares))  # choosing the bound
+    return Plan(bound, share, shares, size, r_keep, ref_p,
+                {"queries": len(q_sample), "references": len(r_sample),
+                 "references_for_best": n_best}, seed, float(sample_flops))
+
+
+def score_survivors(merge: SearchMerge, qv: np.ndarray, qi: np.ndarray, rj: np.ndarray,
+                    rpos: np.ndarray, ref_vectors, c_best: np.ndarray, qpos: np.ndarray,
+                    tau: float, collect_pairs: bool) -> int:
+    """Score exactly the surviving pairs (rows ``qi`` of ``qv`` × references ``rpos[rj]``,
+    in row-major order) and add them to ``merge``: those near the running best ``c_best``
+    (updated) as candidates, those reaching τ as pairs. A dense product over the surviving
+    queries × references when they are dense enough (:data:`GATHER_COST`), else pair by
+    pair. Returns the pairs scored at full dimension."""
+    uq, ur = np.unique(qi), np.unique(rj)
+    rv = ref_vectors(rpos[ur])
+    if qi.size * GATHER_COST >= uq.size * ur.size:
+        # dense enough: one product over the surviving queries × references
+        prod = qv[uq] @ rv.T
+        scored = prod.size
+        keep = np.zeros(prod.shape, bool)
+        keep[np.searchsorted(uq, qi), np.searchsorted(ur, rj)] = True
+        prod[~keep] = -np.inf
+        qi, ir = np.nonzero(prod > -np.inf)
+        vals = prod[qi, ir]
+        qi = uq[qi]
+    else:
+        ir = np.searchsorted(ur, rj)
+        vals = _pair_dots(qv, qi, rv, ir)
+        scored = qi.size
+    np.maximum.at(c_best, qi, vals)
+    sel = vals >= c_best[qi] - SETTLE
+    _add(merge, qv, qi, rv, ir, vals, qpos, rpos[ur], tau, collect_pairs, near=sel)
+    return scored
+
+
+def add_top_pairs(merge: SearchMerge, qv: np.ndarray, has: np.ndarray, top_pos: np.ndarray,
+                  ref_vectors, qpos: np.ndarray, tau: float, collect_pairs: bool
+                  ) -> np.ndarray:
+    """Score each query ``has[i]``'s top reference (position ``top_pos[i]``) exactly and
+    return the values; as pairs they are added at once, as candidates they wait for the
+    chunk's end (:func:`add_top_candidates`)."""
+    uniq, inv = np.unique(top_pos, return_inverse=True)
+    rv = ref_vectors(uniq)
+    vals = _pair_dots(qv, has, rv, inv)
+    if collect_pairs:
+        _add(merge, qv, has, rv, inv, vals, qpos, uniq, tau, True,
+             near=np.zeros(has.size, bool))
+    return vals
+
+
+def add_top_candidates(merge: SearchMerge, qv: np.ndarray, has: np.ndarray,
+                       top_pos: np.ndarray, t: np.ndarray, c_best: np.ndarray,
+                       ref_vectors, qpos: np.ndarray) -> None:
+    """The top pairs of :func:`add_top_pairs` as candidates, those that nothing beat by
+    more than SETTLE (``t``: their values, ``c_best``: each query's best at the chunk's
+    end)."""
+    near = t[has] >= c_best[has] - SETTLE
+    if near.any():
+        uniq, inv = np.unique(top_pos[near], return_inverse=True)
+        rv = ref_vectors(uniq)
+        merge.add_candidates(qpos[has[near]], uniq[inv],
+                             canonical_values(qv, has[near], rv, inv))
+
+
+def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_undefined, *,
+            tau, block, exclude, query_chunk, collect_pairs, max_pairs, options, seed,
+            fall_back) -> dict:
+    """The pruned search into ``merge`` (its statistics returned), or, when the bound would
+    not pay (``fall_back``) or no cell side divides S, what was estimated with a ``search``
+    entry saying the brute force runs (``merge`` untouched)."""
+    ref_vectors = ReferenceVectors(reference_thumbs,
+                                   min(int(block), int((~reference_undefined).sum())))
+    plan = plan_search(query_thumbs, reference_thumbs, query_undefined, reference_undefined,
+                       tau=tau, block=block, collect_pairs=collect_pairs, options=options,
+                       seed=seed, fall_back=fall_back, ref_vectors=ref_vectors)
+    if not isinstance(plan, Plan):
+        return plan
+    return pruned_passes(merge, plan, query_thumbs, reference_thumbs, query_undefined,
+                         tau=tau, block=block, exclude=exclude, query_chunk=query_chunk,
+                         collect_pairs=collect_pairs, ref_vectors=ref_vectors)
+
+
+def pruned_passes(merge: SearchMerge, plan: Plan, query_thumbs, reference_thumbs,
+                  query_undefined: np.ndarray, *, tau: float, block: int,
+                  exclude: np.ndarray | None, query_chunk: int, collect_pairs: bool,
+                  ref_vectors: ReferenceVectors | None = None) -> dict:
+    """The two passes of the pruned search over every query chunk × reference block, with
+    the bound of ``plan``, into ``merge``; returns the statistics."""
+    nq = query_undefined.size
+    r_keep, ref_p = plan.r_keep, plan.ref_p
+    if ref_vectors is None:
+        ref_vectors = ReferenceVectors(reference_thumbs, min(int(block), r_keep.size))
+    nr = r_keep.size
     scored = 0
     n_defined_q = 0
     bound_pairs = 0  # query × reference bounds computed
@@ -461,8 +650,7 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
         n_defined_q += qpos.size
         qt = np.asarray(query_thumbs(qpos))
         qv = centred_unit_vectors(qt)[0]
-        qp = np.empty((qpos.size, k + 1), np.float32)
-        qp[:, :k], qp[:, k] = bound.coordinates(qt)
+        qp = plan.query_coordinates(qt)
         ex = exclude[qpos] if exclude is not None else None
         keep = qpos.size * nr * 4 <= BOUND_CACHE_BYTES
         kept: dict[int, np.ndarray] = {}
@@ -497,14 +685,9 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
         c_best = np.full(qpos.size, -np.inf, np.float32)
         if has.size:
             # the top pair is scored once here and added as it stands; pass 2 skips it
-            uniq, inv = np.unique(top[has], return_inverse=True)
-            rv = ref_vectors(r_keep[uniq])
-            t[has] = c_best[has] = vals = _pair_dots(qv, has, rv, inv)
+            t[has] = c_best[has] = add_top_pairs(merge, qv, has, r_keep[top[has]],
+                                                 ref_vectors, qpos, tau, collect_pairs)
             scored += has.size
-            if collect_pairs:  # as candidates they wait for the chunk's end (see below)
-                _add(merge, qv, has, rv, inv, vals, qpos, r_keep[uniq], tau, True,
-                     near=np.zeros(has.size, bool))
-            del rv
         need = t - MARGIN
         if collect_pairs:
             need = np.minimum(need, np.float32(tau - MARGIN))
@@ -516,52 +699,15 @@ def _pruned(merge, query_thumbs, reference_thumbs, query_undefined, reference_un
             mine = has[(top[has] >= b0) & (top[has] < b0 + block)]
             survive[mine, top[mine] - b0] = False
             qi, rj = np.nonzero(survive)
-            if qi.size == 0:
-                continue
-            uq, ur = np.unique(qi), np.unique(rj)
-            rv = ref_vectors(r_keep[b0 + ur])
-            if qi.size * GATHER_COST >= uq.size * ur.size:
-                # dense enough: one product over the surviving queries × references
-                prod = qv[uq] @ rv.T
-                scored += prod.size
-                prod[~survive[np.ix_(uq, ur)]] = -np.inf
-                qi, ir = np.nonzero(prod > -np.inf)
-                vals = prod[qi, ir]
-                qi = uq[qi]
-            else:
-                ir = np.searchsorted(ur, rj)
-                vals = _pair_dots(qv, qi, rv, ir)
-                scored += qi.size
-            np.maximum.at(c_best, qi, vals)
-            sel = vals >= c_best[qi] - SETTLE
-            _add(merge, qv, qi, rv, ir, vals, qpos, r_keep[b0 + ur], tau, collect_pairs,
-                 near=sel)
+            if qi.size:
+                scored += score_survivors(merge, qv, qi, rj, r_keep[b0:b0 + block],
+                                          ref_vectors, c_best, qpos, tau, collect_pairs)
         # a top pair is a candidate only if nothing beat it by more than SETTLE
-        near = has[t[has] >= c_best[has] - SETTLE]
-        if near.size:
-            uniq, inv = np.unique(top[near], return_inverse=True)
-            rv = ref_vectors(r_keep[uniq])
-            merge.add_candidates(qpos[near], r_keep[uniq[inv]],
-                                 canonical_values(qv, near, rv, inv))
-    n_sample = len(q_sample) * len(r_sample)
-
-    def per_thumb(b: CellBound) -> int:  # cell sums, squares and coordinates
-        cells = (size // b.side) ** 2
-        return 3 * d + 4 * cells + (2 * b.dims(size) * cells if b.basis is not None else 0)
-
-    flops = (2 * len(q_sample) * n_best * d  # the sample queries' best
-             + sum(2 * n_sample * b.dims(size) + (len(q_sample) + len(r_sample))
-                   * per_thumb(b) for b, _ in shares)  # choosing the bound
-             + (nr + n_defined_q) * per_thumb(bound)  # coordinates
-             + 2 * (k + 1) * bound_pairs  # bounds
-             + 2 * d * scored)  # pairs scored at full dimension
-    return {**bound.describe(), "coordinates": int(k), "margin": MARGIN,
-            "estimated_surviving_share": share,
-            "sample": {"queries": len(q_sample), "references": len(r_sample),
-                       "references_for_best": n_best},
-            "seed": seed, "scored_pairs": int(scored),
-            "normalised_references": int(normalised), "flops": float(flops),
-            "brute_flops": float(2 * n_defined_q * nr * d)}
+        if has.size:
+            add_top_candidates(merge, qv, has, r_keep[top[has]], t, c_best, ref_vectors,
+                               qpos)
+    return plan.stats(n_defined_q=n_defined_q, bound_pairs=bound_pairs, scored=scored,
+                      normalised=ref_vectors.normalised)
 
 
 def _add(merge: SearchMerge, qv, qi, rv, ir, vals, qpos, rpos, tau: float, collect_pairs: bool,
