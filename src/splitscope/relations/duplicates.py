@@ -305,13 +305,32 @@ def _tables(relations, rows: pd.DataFrame, within_all: pd.DataFrame, conflict_ta
 
 
 def _searcher(executor, scan):
-    """The partitioned NCC search over the executor's Dask cluster, or None (local)."""
+    """The partitioned NCC search over the executor's Dask cluster; else the local search
+    with the saved reference index of the scan's workspace."""
     client = getattr(executor, "search_client", None)
     if client is None:
-        return None
+        return _local_searcher(scan)
     from splitscope.relations.partitioned import scan_searcher
 
     return scan_searcher(client, scan)
+
+
+def _local_searcher(scan):
+    """:func:`~splitscope.relations.ncc.ncc_search` over thumbnail rows of ``scan`` with the
+    saved index of its feature store (rows given as arrays are searched without one); None
+    for a scan-like object without a workspace (nowhere to keep an index)."""
+    if getattr(scan, "workspace", None) is None or getattr(scan, "params", None) is None:
+        return None
+    from splitscope.relations.ncc import ncc_search
+    from splitscope.relations.ncc_core import ThumbnailRows
+    from splitscope.relations.saved_index import scan_references
+
+    def search(query, reference, **options):
+        refs = (scan_references(scan, reference.rows)
+                if isinstance(reference, ThumbnailRows) else None)
+        return ncc_search(query, reference, references=refs, **options)
+
+    return search
 
 
 def _splits(rows: pd.DataFrame) -> list[str]:

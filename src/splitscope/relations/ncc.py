@@ -84,7 +84,8 @@ class NCCResult:
 def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
                exclude_self: bool = False, exclude=None, query_chunk: int = 8192,
                collect_pairs: bool = True, max_pairs: int = 5_000_000,
-               method: str = "indexed", workers: int | None = None) -> NCCResult:
+               method: str = "indexed", workers: int | None = None,
+               references=None) -> NCCResult:
     """Exact NCC search: best reference per query and every pair with rho >= tau.
 
     Parameters
@@ -118,6 +119,10 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
         Threads of the search: the BLAS threads of the brute force's products, the threads
         over query chunks of the indexed search (one BLAS thread each); default: the BLAS
         pool as it is, every core. The result does not depend on it.
+    references : splitscope.relations.saved_index.References, optional
+        A saved reference index and each reference's content key: the indexed search uses
+        and extends it, or builds and saves it (``params["index"]`` says which). The result
+        does not depend on it.
 
     Returns
     -------
@@ -146,7 +151,7 @@ def ncc_search(query, reference, *, tau: float = DEFAULT_TAU, block: int = 2048,
         lambda pos: q[pos], lambda pos: r[pos],
         q_flat, r_flat, tau=tau, block=block, exclude=exclude, query_chunk=query_chunk,
         collect_pairs=collect_pairs, max_pairs=max_pairs, value="rho", method=method,
-        workers=workers)
+        workers=workers, **({} if references is None else {"references": references}))
     return NCCResult(tau, best_idx, best_rho, pairs, q_flat, r_flat,
                      params={"tau": tau, "thumb_size": int(q.shape[1]) if nq else
                              (int(r.shape[1]) if nr else None),
@@ -175,7 +180,9 @@ def collect_thumbnails(merge: SearchMerge, query_thumbs, reference_thumbs,
                        ) -> dict:
     """Run the search of :func:`search_thumbnails` into ``merge`` (unresolved, so that the
     parts of a partitioned search can be merged by the same rule); returns what ran. It runs
-    on at most ``workers`` threads (``None``: the BLAS pool as it is, every core)."""
+    on at most ``workers`` threads (``None``: the BLAS pool as it is, every core). A
+    ``references`` argument (a saved index) is for the indexed search; the brute force, which
+    runs below :data:`~splitscope.relations.pruned.MIN_PAIRS` pairs, does without it."""
     from splitscope.relations import ncc_index, pruned
 
     if method not in METHODS:
@@ -190,7 +197,7 @@ def collect_thumbnails(merge: SearchMerge, query_thumbs, reference_thumbs,
         _blocked_collect(merge, lambda pos: centred_unit_vectors(query_thumbs(pos))[0],
                          lambda pos: centred_unit_vectors(reference_thumbs(pos))[0],
                          query_undefined, reference_undefined,
-                         **{k: v for k, v in kwargs.items() if k != "value"})
+                         **{k: v for k, v in kwargs.items() if k not in ("value", "references")})
     return {"search": "brute"}
 
 

@@ -49,6 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy.sparse import csr_matrix
 
 from splitscope.relations.ncc_core import SearchMerge, centred_unit_vectors
@@ -118,6 +119,10 @@ class ClusterIndex:
     def members(self, j: int) -> slice:
         return slice(int(self.start[j]), int(self.start[j + 1]))
 
+    def labels(self) -> np.ndarray:
+        """Each reference's cluster (by index into ``r_keep``)."""
+        return np.repeat(np.arange(len(self)), np.diff(self.start))[self.slot]
+
     def place(self, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cluster and position inside it of references ``ref`` (indices into ``r_keep``)."""
         slot = self.slot[ref]
@@ -156,19 +161,35 @@ def build_index(ref_p: np.ndarray, *, clusters: int | None = None, seed: int = 0
         centres = sample[rng.choice(len(sample), size=c)]  # an empty cluster restarts there
         live = norms > 0
         centres[live] = sums[live] / norms[live, None]
-    label = np.empty(n, np.int64)
-    for s in range(0, n, ASSIGN_BLOCK):
+    return index_of(a, assign(a, centres))
+
+
+def assign(a: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """Each row of ``a``'s nearest centre (largest cosine; the first on ties), int64."""
+    centres = np.asarray(centres, np.float32)
+    label = np.empty(a.shape[0], np.int64)
+    for s in range(0, a.shape[0], ASSIGN_BLOCK):
         label[s:s + ASSIGN_BLOCK] = (a[s:s + ASSIGN_BLOCK] @ centres.T).argmax(axis=1)
+    return label
+
+
+def index_of(a: np.ndarray, label: np.ndarray, centres: np.ndarray | None = None
+             ) -> ClusterIndex:
+    """The :class:`ClusterIndex` of rows ``a`` grouped by ``label``: each cluster's unit
+    centre is ``centres[label]`` when given, else its members' normalised mean; its radius
+    and norms are measured on its members (float64). Empty clusters are dropped."""
+    a = np.asarray(a, np.float32)
+    n = a.shape[0]
     order = np.argsort(label, kind="stable")  # ascending reference index inside a cluster
-    counts = np.bincount(label, minlength=c)
-    start = np.concatenate([[0], np.cumsum(counts[counts > 0])]).astype(np.int64)
+    used, counts = np.unique(label, return_counts=True)
+    start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     coords = a[order]
     m = start.size - 1
     unit = np.empty((m, a.shape[1]), np.float64)
     cos_radius, norm_min, norm_max = np.empty(m), np.empty(m), np.empty(m)
     for j in range(m):  # float64, one cluster at a time
         x = coords[start[j]:start[j + 1]].astype(np.float64)
-        centre = x.sum(axis=0)
+        centre = x.sum(axis=0) if centres is None else np.asarray(centres[used[j]], np.float64)
         size = np.linalg.norm(centre)
         unit[j] = centre / size if size > 0 else x[0] / np.linalg.norm(x[0])
         norm = np.sqrt(np.einsum("ij,ij->i", x, x))
@@ -219,13 +240,19 @@ def collect_indexed(merge: SearchMerge, query_thumbs, reference_thumbs,
                     tau: float, block: int, exclude: np.ndarray | None, query_chunk: int,
                     collect_pairs: bool, max_pairs: int, seed: int = 0, fall_back: bool = True,
                     workers: int | None = None, clusters: int | None = None,
-                    options=None, value: str = "rho") -> dict:
+                    options=None, value: str = "rho", references=None) -> dict:
     """The indexed search into ``merge`` (arguments as
     :func:`splitscope.relations.pruned.collect_pruned`; ``clusters`` overrides
     :func:`n_clusters`); returns its statistics (those of the pruned search, and
     ``clusters``, ``cluster_bounds``: query × cluster bounds computed, ``visited_share``: the
     share of query × reference bounds computed). Query chunks run on ``workers`` threads (all
-    cores when None), one BLAS thread each."""
+    cores when None), one BLAS thread each.
+
+    With ``references`` (:class:`~splitscope.relations.saved_index.References`: a saved
+    index and each reference's content key), the saved index's bound, coordinates and
+    clusters are used and extended by the references it lacks, or, when there is none (or it
+    cannot be read), the index is built and saved; ``index`` in the statistics says which.
+    The result is the same either way."""
     from threadpoolctl import threadpool_limits
 
     from splitscope.relations.ncc_core import _blocked_collect
@@ -240,27 +267,34 @@ def collect_indexed(merge: SearchMerge, query_thumbs, reference_thumbs,
     if query_undefined.all() or reference_undefined.all():  # nothing to compare
         _blocked_collect(*args, **kwargs)
         return {"search": "brute (nothing to compare)", "flops": 0.0, "brute_flops": 0.0}
+    defined = np.flatnonzero(~query_undefined)
     # one BLAS thread throughout, as the pruned search: these products are small, and
     # threads that wait on each other cost more than they save
     with threadpool_limits(1):
-        plan = plan_search(query_thumbs, reference_thumbs, query_undefined,
-                           reference_undefined, tau=tau, block=block,
-                           collect_pairs=collect_pairs, options=options, seed=seed,
-                           fall_back=fall_back)
-    if not isinstance(plan, Plan):  # the bound would not pay: score every pair
+        found, why = _saved_plan(references, reference_thumbs, reference_undefined, block,
+                                 seed)
+        if found is None:
+            plan = plan_search(query_thumbs, reference_thumbs, query_undefined,
+                               reference_undefined, tau=tau, block=block,
+                               collect_pairs=collect_pairs, options=options, seed=seed,
+                               fall_back=fall_back)
+    if found is not None:
+        plan, index, kept = found
+    elif not isinstance(plan, Plan):  # the bound would not pay: score every pair
         _blocked_collect(*args, **kwargs)
         return plan
-    defined = np.flatnonzero(~query_undefined)
-    if defined.size * plan.r_keep.size < INDEX_MIN_PAIRS:
-        # few pairs: the pruned search bounds each chunk once (its bounds are kept for its
-        # second pass), which the clusters would not save
+    elif references is None and defined.size * plan.r_keep.size < INDEX_MIN_PAIRS:
+        # few pairs and nothing to keep: the pruned search bounds each chunk once (its bounds
+        # are kept for its second pass), which the clusters would not save
         with threadpool_limits(1):
             stats = pruned_passes(merge, plan, query_thumbs, reference_thumbs, query_undefined,
                                   tau=tau, block=block, exclude=exclude,
                                   query_chunk=query_chunk, collect_pairs=collect_pairs)
         return {**stats, "search": f"pruned (fewer than {INDEX_MIN_PAIRS:,} pairs: no index)"}
-    with threadpool_limits(1):
-        index = build_index(plan.ref_p, clusters=clusters, seed=seed)
+    else:
+        with threadpool_limits(1):
+            index = build_index(plan.ref_p, clusters=clusters, seed=seed)
+        kept = _keep(references, plan, index, why)
     plan.ref_p = index.coords[:0]  # the index holds them, in its own order
     threads = int(workers) if workers is not None else (os.cpu_count() or 1)
     # at least one chunk per thread, at most query_chunk queries in one
@@ -295,7 +329,8 @@ def collect_indexed(merge: SearchMerge, query_thumbs, reference_thumbs,
     stats = plan.stats(n_defined_q=int(defined.size), bound_pairs=total["bound_pairs"],
                        scored=total["scored"], normalised=total["normalised"],
                        extra_flops=2.0 * (k + 1) * (total["cluster_bounds"] + build))
-    return {**stats, "clusters": len(index), "cluster_bounds": int(total["cluster_bounds"]),
+    return {**stats, "clusters": len(index), "index": kept,
+            "cluster_bounds": int(total["cluster_bounds"]),
             "visited_share": total["bound_pairs"] / max(1, defined.size * nr),
             "threads": min(threads, len(chunks))}
 
@@ -411,3 +446,48 @@ def _chunk(merge: SearchMerge, plan: Plan, index: ClusterIndex, qpos: np.ndarray
         add_top_candidates(merge, qv, has, r_keep[top[has]], t, c_best, ref_vectors, qpos)
     return {"bound_pairs": int(bound_pairs), "scored": int(scored),
             "normalised": int(ref_vectors.normalised), "cluster_bounds": int(ub.size)}
+
+
+def _saved_plan(references, reference_thumbs, reference_undefined: np.ndarray, block: int,
+                seed: int):
+    """``(plan, index, what happened)`` from the saved index of ``references``, or None when
+    there is none to use (the search then plans afresh and :func:`_keep` saves); and why
+    not."""
+    if references is None:
+        return None, "no store"
+    from splitscope.relations.saved_index import from_saved
+
+    r_keep = np.flatnonzero(~reference_undefined)
+    keys = np.asarray(references.keys)[r_keep]
+    if (keys == b"").any():
+        return None, "a reference without a content key"
+    saved, why = references.store.load()
+    if saved is None:
+        return None, why
+    new = int((pd.Index(saved.keys).get_indexer(np.unique(keys)) < 0).sum())
+    if new > len(saved.keys):  # mostly other references: cluster them afresh
+        return None, f"{new:,} new references outnumbered the {len(saved.keys):,} saved"
+    size = int(np.asarray(reference_thumbs(r_keep[:1])).shape[1])
+    if size != saved.size:
+        return None, f"saved for {saved.size}² thumbnails, not {size}²"
+    plan, label, extended, added = from_saved(saved, keys, reference_thumbs, r_keep, block,
+                                              seed, assign)
+    index = index_of(plan.ref_p, label, saved.centres)
+    if extended is not None:
+        references.store.save(extended)
+        return (plan, index, f"saved index extended by {added:,} references"), "loaded"
+    return (plan, index, "saved index reused"), "loaded"
+
+
+def _keep(references, plan: Plan, index: ClusterIndex, why: str) -> str:
+    """Save the index just built for ``references`` (when given and every reference has a
+    content key; ``why`` no saved one was used); returns what happened."""
+    if references is None:
+        return "built"
+    from splitscope.relations.saved_index import saved_of
+
+    keys = np.asarray(references.keys)[plan.r_keep]
+    if (keys == b"").any():
+        return "built (not saved: a reference without a content key)"
+    references.store.save(saved_of(plan, index.labels(), index.centres, keys))
+    return "built and saved" if why == "none saved" else f"built and saved ({why} before)"

@@ -28,7 +28,7 @@ THUMBNAIL = "thumbnail"
 #: the features of the hash rules
 HASHES = ("phash", "dhash")
 #: what the NCC search reports about its own work (kept in the notes)
-_SEARCH_NOTES = ("search", "cell_side", "rank", "coordinates", "margin", "clusters",
+_SEARCH_NOTES = ("search", "index", "cell_side", "rank", "coordinates", "margin", "clusters",
                  "visited_share", "scored_pairs", "flops", "brute_flops", "partitions")
 
 
@@ -246,11 +246,10 @@ class BoundaryContext:
                 self.notes["ncc"] = "no reference row has a thumbnail"
             return NCCFound(np.full(n, np.nan, np.float32), np.full(n, -1, np.int64),
                             np.zeros(n, bool))
-        # the local search takes this run's workers; a cluster's searcher has its own
-        local = {} if self.searcher is not None else {"workers": self.workers}
         res = (self.searcher or ncc_search)(qthumbs, rthumbs, tau=self.tau,
                                             exclude=self.exclude(qt_rows, rt_rows),
-                                            block=self.block, method=self.search, **local)
+                                            block=self.block, method=self.search,
+                                            workers=self.workers)
         self.notes["ncc_search"] = {k: res.params[k] for k in _SEARCH_NOTES if k in res.params}
         if res.params.get("pairs_truncated"):
             self.notes["ncc_pairs"] = (f"{res.params['pairs_total']} pairs reached tau; only "

@@ -250,7 +250,9 @@ def scan_searcher(client, scan, **blocks) -> Callable[..., NCCResult] | None:
         found = stored_rows(sources, scan.thumb_index(rows.rows), int(rows.shape[1]))
         return found if found is not None else rows[:]
 
-    def search(query: ThumbnailRows, reference: ThumbnailRows, **options) -> NCCResult:
+    def search(query: ThumbnailRows, reference: ThumbnailRows, workers=None, **options
+               ) -> NCCResult:
+        # the cluster's workers are the parallelism: this run's local thread count is not
         q = stored(query)
         r = q if reference is query else stored(reference)
         return partitioned_ncc_search(client, q, r, **blocks, **options)

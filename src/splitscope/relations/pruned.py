@@ -480,7 +480,8 @@ class Plan:
         flops = (self.sample_flops + (nr + n_defined_q) * self.per_thumb_flops()
                  + 2 * (k + 1) * bound_pairs + 2 * d * scored + extra_flops)
         return {**self.bound.describe(), "coordinates": int(k), "margin": MARGIN,
-                "estimated_surviving_share": self.share, "sample": self.sample,
+                "estimated_surviving_share": self.share if self.share == self.share else None,
+                "sample": self.sample,
                 "seed": self.seed, "scored_pairs": int(scored),
                 "normalised_references": int(normalised), "flops": float(flops),
                 "brute_flops": float(2 * n_defined_q * nr * d)}
