@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 from relations_helpers import smooth_image
 
-from splitscope.relations import pruned
+from splitscope.relations import ncc_index, pruned
 from splitscope.relations.ncc import ncc_search
 from splitscope.relations.saved_index import FILE, IndexStore, References
 
@@ -22,9 +22,11 @@ SIZE = 24
 
 
 @pytest.fixture(autouse=True)
-def bounded_at_any_size(monkeypatch):
-    """The bounded search runs whatever the size (below 1 M pairs the brute force would)."""
+def indexed_at_any_size(monkeypatch):
+    """The index is built and saved whatever the size (below 1 M pairs the brute force runs,
+    below 64 M the pruned passes without an index)."""
     monkeypatch.setattr(pruned, "MIN_PAIRS", 0)
+    monkeypatch.setattr(ncc_index, "INDEX_MIN_PAIRS", 0)
 
 
 def _smooth(n: int, rng) -> np.ndarray:
@@ -126,6 +128,20 @@ def test_a_damaged_or_mismatched_index_is_rebuilt(corpus, tmp_path, damage):
     assert res.params["index"].startswith("built and saved (")
     _same(res, _search(q, r))
     assert _search(q, r, store).params["index"] == "saved index reused"
+
+
+def test_an_index_is_saved_only_where_one_is_built(corpus, tmp_path, monkeypatch):
+    q, r, rng = corpus
+    store = IndexStore(tmp_path / FILE)
+    monkeypatch.setattr(ncc_index, "INDEX_MIN_PAIRS", q.shape[0] * r.shape[0] + 1)
+    small = _search(q, r, store)
+    assert small.params["search"].startswith("pruned (fewer than") and not store.path.exists()
+    monkeypatch.setattr(ncc_index, "INDEX_MIN_PAIRS", 0)
+    _search(q, r, store)
+    # once saved, it serves a search of any size
+    monkeypatch.setattr(ncc_index, "INDEX_MIN_PAIRS", q.shape[0] * r.shape[0] + 1)
+    few = _search(_smooth(20, rng), r, store)
+    assert few.params["index"] == "saved index reused"
 
 
 def test_references_without_a_key_are_searched_without_saving(corpus, tmp_path):

@@ -249,9 +249,10 @@ def collect_indexed(merge: SearchMerge, query_thumbs, reference_thumbs,
     cores when None), one BLAS thread each.
 
     With ``references`` (:class:`~splitscope.relations.saved_index.References`: a saved
-    index and each reference's content key), the saved index's bound, coordinates and
-    clusters are used and extended by the references it lacks, or, when there is none (or it
-    cannot be read), the index is built and saved; ``index`` in the statistics says which.
+    index and each reference's content key), a saved index's bound, coordinates and clusters
+    are used (whatever the number of pairs) and extended by the references it lacks; when
+    there is none to use (or it cannot be read), an index built at
+    :data:`INDEX_MIN_PAIRS` pairs or more is saved; ``index`` in the statistics says which.
     The result is the same either way."""
     from threadpoolctl import threadpool_limits
 
@@ -283,9 +284,9 @@ def collect_indexed(merge: SearchMerge, query_thumbs, reference_thumbs,
     elif not isinstance(plan, Plan):  # the bound would not pay: score every pair
         _blocked_collect(*args, **kwargs)
         return plan
-    elif references is None and defined.size * plan.r_keep.size < INDEX_MIN_PAIRS:
-        # few pairs and nothing to keep: the pruned search bounds each chunk once (its bounds
-        # are kept for its second pass), which the clusters would not save
+    elif defined.size * plan.r_keep.size < INDEX_MIN_PAIRS:
+        # few pairs: the pruned search bounds each chunk once (its bounds are kept for its
+        # second pass), which the clusters would not save; no index is built or saved
         with threadpool_limits(1):
             stats = pruned_passes(merge, plan, query_thumbs, reference_thumbs, query_undefined,
                                   tau=tau, block=block, exclude=exclude,
