@@ -17,7 +17,8 @@ Runs, each a fresh ``python -m splitscope.cli`` process, timed by wall clock:
    the query flags and the pair table must be identical to run 2's.
 
 Reports the walls, ``batch ÷ cold``, what the search said about the index, and the planted
-copies found.
+copies found. ``--reuse-cold`` takes run 1 (its time and a copy of its workspace) from an
+earlier run of the script.
 
 Usage::
 
@@ -117,17 +118,28 @@ def main(argv=None) -> dict:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--work", type=Path, default=None, help="workspaces and outputs (temp)")
+    ap.add_argument("--reuse-cold", action="store_true",
+                    help="take the cold audit's time and workspace from an earlier run")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
     release, _ = make_release(a.cache / f"release-n{a.n}-seed0", a.n, workers=a.workers)
     listed, planted = make_batch(a.cache, release, a.batch)
     work = a.work or a.cache / "bench-batch-work"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
     w = ["--workers", str(a.workers)]
     load = [os.getloadavg()[0]]
-    cold = run(["audit", str(release), "--workspace", str(work / "ws"), "--out",
-                str(work / "cold"), *w])
+    kept = work / "cold.json"
+    if a.reuse_cold and kept.is_file() and (work / "ws-after-cold").is_dir():
+        cold = json.loads(kept.read_text())["cold_audit_s"]
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        cold = run(["audit", str(release), "--workspace", str(work / "ws"), "--out",
+                    str(work / "cold"), *w])
+        shutil.copytree(work / "ws", work / "ws-after-cold")
+        kept.write_text(json.dumps({"cold_audit_s": cold}))
+    for name in ("ws", "ws-fresh", "batch", "batch-cold"):
+        shutil.rmtree(work / name, ignore_errors=True)
+    shutil.copytree(work / "ws-after-cold", work / "ws")  # the corpus's workspace, as left
     load.append(os.getloadavg()[0])
     batch = run(["audit", str(listed), "--root", str(a.cache), "--layers", "duplicates",
                  "--workspace", str(work / "ws"), "--out", str(work / "batch"), *w])

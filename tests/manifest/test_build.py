@@ -195,3 +195,33 @@ def test_release_without_split_is_one_boundary_against_itself(tmp_path):
     _touch(tmp_path / "one", "x.png")
     with pytest.raises(InputError, match="nothing to audit"):
         release_boundaries(read_folder(tmp_path / "one"))
+
+
+def test_a_list_is_parsed_once_per_run_while_unchanged(tmp_path, monkeypatch):
+    """The output checks, the audit's check and the scan each read the inputs: a list file is
+    parsed once while unchanged, each caller gets its own copy, and a changed file is read
+    again."""
+    from splitscope.manifest import build, forms
+
+    for name in ("a.png", "b.png"):
+        (tmp_path / name).write_bytes(b"x")
+    listed = tmp_path / "list.csv"
+    listed.write_text("path,split,label\na.png,train,0\nb.png,test,1\n")
+    reads = []
+    real = forms.input_form
+
+    def counting(path, options):
+        form = real(path, options)
+        reads.append(str(path))
+        return form
+
+    monkeypatch.setattr(build, "input_form", counting)
+    first = build.read_input(listed)
+    first.loc[0, "label"] = "changed"
+    second = build.read_input(listed)
+    assert len(reads) == 1 and second.loc[0, "label"] == "0"
+    listed.write_text("path,split,label\na.png,train,0\nb.png,test,1\nb.png,val,1\n")
+    assert len(build.read_input(listed)) == 3 and len(reads) == 2
+    assert len(build.build_manifest(listed)) == 3 and len(reads) == 2
+    build.read_input(listed)  # building the manifest ended the run's reuse
+    assert len(reads) == 3

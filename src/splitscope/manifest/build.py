@@ -3,6 +3,7 @@ for paths; DataFrames, arrays and ``datasets`` objects by their type), then conc
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -67,7 +68,25 @@ def read_input(item, *, follow_links: bool = False, allow_outside_root: bool = F
         raise InputError(f"input not found: {item}")
     options = {"follow_links": follow_links, "allow_outside_root": allow_outside_root,
                "image_column": image_column, **list_options}
-    return input_form(path, options).read(path, **options)
+    if not path.is_file():
+        return input_form(path, options).read(path, **options)
+    # a file input (a list, a table) is read once per run although the output checks, the
+    # audit's own check and the scan each need it: kept while the file is unchanged
+    st = path.stat()
+    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+           repr(sorted(options.items())))
+    if _LAST_READ.get("key") != key:
+        _LAST_READ.clear()
+        _LAST_READ.update(key=key, frame=input_form(path, options).read(path, **options))
+    frame = _LAST_READ["frame"]
+    out = frame.copy(deep=True)
+    out.attrs = copy.deepcopy(frame.attrs)
+    return out
+
+
+#: The last file input read (:func:`read_input`) and its key (path, size, times, inode,
+#: options); dropped once :func:`build_manifest` has built its manifest.
+_LAST_READ: dict = {}
 
 
 def build_manifest(
@@ -94,6 +113,7 @@ def build_manifest(
         read_input(item, follow_links=follow_links, allow_outside_root=allow_outside_root,
                    image_column=image_column, array_store=array_store, **list_options)
         for item in inputs]
+    _LAST_READ.clear()  # the manifest is built: nothing reads the input again
     if not parts:
         raise InputError("no inputs given")
     columns = MANIFEST_COLUMNS
