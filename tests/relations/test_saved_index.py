@@ -144,6 +144,23 @@ def test_an_index_is_saved_only_where_one_is_built(corpus, tmp_path, monkeypatch
     assert few.params["index"] == "saved index reused"
 
 
+def test_an_index_whose_coordinates_disagree_is_never_used(corpus, tmp_path):
+    """A readable index whose coordinates another projection wrote (here: shifted by 0.01,
+    ten times the bound's margin, which would lose pairs) is found out and rebuilt."""
+    import dataclasses
+
+    q, r, _ = corpus
+    store = IndexStore(tmp_path / FILE)
+    _search(q, r, store)
+    saved, _ = store.load()
+    store.save(dataclasses.replace(saved, coords=saved.coords - np.float32(0.01)))
+    res = _search(q, r, store)
+    assert res.params["index"] == ("built and saved (its coordinates of 16 of 16 references "
+                                   "checked differ from this version's before)")
+    _same(res, _search(q, r))
+    np.testing.assert_array_equal(store.load()[0].coords, saved.coords)
+
+
 def test_references_without_a_key_are_searched_without_saving(corpus, tmp_path):
     q, r, _ = corpus
     store = IndexStore(tmp_path / FILE)

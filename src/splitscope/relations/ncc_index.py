@@ -456,7 +456,7 @@ def _saved_plan(references, reference_thumbs, reference_undefined: np.ndarray, b
     not."""
     if references is None:
         return None, "no store"
-    from splitscope.relations.saved_index import from_saved
+    from splitscope.relations.saved_index import disagrees, from_saved
 
     r_keep = np.flatnonzero(~reference_undefined)
     keys = np.asarray(references.keys)[r_keep]
@@ -465,12 +465,15 @@ def _saved_plan(references, reference_thumbs, reference_undefined: np.ndarray, b
     saved, why = references.store.load()
     if saved is None:
         return None, why
-    new = int((pd.Index(saved.keys).get_indexer(np.unique(keys)) < 0).sum())
-    if new > len(saved.keys):  # mostly other references: cluster them afresh
-        return None, f"{new:,} new references outnumbered the {len(saved.keys):,} saved"
     size = int(np.asarray(reference_thumbs(r_keep[:1])).shape[1])
     if size != saved.size:
         return None, f"saved for {saved.size}² thumbnails, not {size}²"
+    wrong = disagrees(saved, keys, reference_thumbs, r_keep, seed)
+    if wrong is not None:
+        return None, wrong
+    new = int((pd.Index(saved.keys).get_indexer(np.unique(keys)) < 0).sum())
+    if new > len(saved.keys):  # mostly other references: cluster them afresh
+        return None, f"{new:,} new references outnumbered the {len(saved.keys):,} saved"
     plan, label, extended, added = from_saved(saved, keys, reference_thumbs, r_keep, block,
                                               seed, assign)
     index = index_of(plan.ref_p, label, saved.centres)

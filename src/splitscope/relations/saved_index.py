@@ -37,6 +37,11 @@ FILE = "ncc-index.npz"
 FORMAT = 1
 #: Content keys are SHA-256 hex digests, stored as ASCII.
 KEY_DTYPE = "S64"
+#: References whose saved coordinates are computed afresh and compared before an index is
+#: used, and the largest difference allowed (far below the bound's margin, far above the
+#: rounding of one product computed in another shape).
+CHECKED = 16
+CHECK_TOLERANCE = 1e-5
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,28 @@ def from_saved(saved: SavedIndex, keys: np.ndarray, reference_thumbs, r_keep: np
     plan = Plan(saved.bound, float("nan"), [], saved.size, r_keep, saved.coords[at],
                 {"saved_index": True}, seed, 0.0)
     return plan, saved.label[at], extended, added
+
+
+def disagrees(saved: SavedIndex, keys: np.ndarray, reference_thumbs, r_keep: np.ndarray,
+              seed: int) -> str | None:
+    """Why ``saved`` cannot serve this search, or None: the coordinates of up to
+    :data:`CHECKED` seeded references it holds, computed afresh by this version's bound, must
+    equal the saved ones (to :data:`CHECK_TOLERANCE`), so an index written by code that
+    projected otherwise is never trusted."""
+    at = pd.Index(saved.keys).get_indexer(np.asarray(keys, KEY_DTYPE))
+    held = np.flatnonzero(at >= 0)
+    if held.size == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    pick = np.sort(rng.choice(held, size=min(CHECKED, held.size), replace=False))
+    k = saved.coords.shape[1] - 1
+    fresh = np.empty((pick.size, k + 1), np.float32)
+    fresh[:, :k], fresh[:, k] = saved.bound.coordinates(np.asarray(reference_thumbs(r_keep[pick])))
+    off = np.abs(fresh - saved.coords[at[pick]]).max(axis=1) > CHECK_TOLERANCE
+    if off.any():
+        return (f"its coordinates of {int(off.sum())} of {pick.size} references checked differ "
+                f"from this version's")
+    return None
 
 
 def saved_of(plan: Plan, label: np.ndarray, centres: np.ndarray, keys: np.ndarray
