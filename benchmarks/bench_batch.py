@@ -122,7 +122,7 @@ def main(argv=None) -> dict:
                     help="take the cold audit's time and workspace from an earlier run")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
-    release, _ = make_release(a.cache / f"release-n{a.n}-seed0", a.n, workers=a.workers)
+    release, _ = make_release(a.cache, a.n, workers=a.workers)
     listed, planted = make_batch(a.cache, release, a.batch)
     work = a.work or a.cache / "bench-batch-work"
     w = ["--workers", str(a.workers)]
