@@ -22,7 +22,8 @@ The population (seeded, the same on every machine), ``n`` rows, four classes:
 
 What is measured, in a fresh interpreter per size: wall seconds, CPU seconds of the process
 tree (this process from ``os.times``, worker processes sampled every 0.2 s with psutil) and
-peak memory (the tree's resident and anonymous memory, sampled) of each stage: the scan step
+peak memory (sums over the tree of resident set, PSS and PSS's anonymous part, sampled from
+``/proc/PID/smaps_rollup``) of each stage: the scan step
 (cache lookup), each layer, within the provenance layer each probe, then the document
 (records, lists) and the writing (audit.json, report.html). The projection to 1,000,000 rows
 (200k test × 800k train) fits ``t = a · n^b`` per stage through the two largest sizes.
@@ -259,6 +260,8 @@ class StageMeter:
     """Wall and CPU seconds and peak memory of named stages of this process and its
     descendants (sampled every ``interval`` seconds; boundaries sampled at once)."""
 
+    KEYS = ("rss", "anon", "pss", "pss_anon")
+
     def __init__(self, interval: float = 0.2):
         import psutil
 
@@ -273,38 +276,38 @@ class StageMeter:
         threading.Thread(target=self._loop, daemon=True).start()
 
     @staticmethod
-    def _status(pid: int) -> tuple[int, int]:
-        rss = anon = 0
+    def _status(pid: int) -> tuple[int, int, int, int]:
+        """Resident set, its anonymous part, PSS and PSS's anonymous part (KiB) of ``pid``
+        (``/proc/PID/smaps_rollup``; zeros where unreadable)."""
+        got = {}
         try:
-            with open(f"/proc/{pid}/status") as fh:
+            with open(f"/proc/{pid}/smaps_rollup") as fh:
                 for line in fh:
-                    if line.startswith("VmRSS:"):
-                        rss = int(line.split()[1])
-                    elif line.startswith("RssAnon:"):
-                        anon = int(line.split()[1])
+                    key, _, rest = line.partition(":")
+                    if rest.strip().endswith("kB"):
+                        got[key] = int(rest.split()[0])
         except OSError:
             pass
-        return rss, anon
+        return (got.get("Rss", 0), got.get("Anonymous", 0), got.get("Pss", 0),
+                got.get("Pss_Anon", 0))
 
     def _sample(self) -> None:
         try:
             kids = self.me.children(recursive=True)
         except self.psutil.Error:
             kids = []
-        rss, anon = self._status(self.me.pid)
+        tot = list(self._status(self.me.pid))
         for k in kids:
             try:
                 c = k.cpu_times()
                 self.cpu_seen[k.pid] = c.user + c.system
             except self.psutil.Error:
                 continue
-            r, a = self._status(k.pid)
-            rss += r
-            anon += a
+            tot = [x + y for x, y in zip(tot, self._status(k.pid))]
         cur = self.current
         if cur is not None:
-            cur["peak_rss_kib"] = max(cur["peak_rss_kib"], rss)
-            cur["peak_anon_kib"] = max(cur["peak_anon_kib"], anon)
+            for key, v in zip(self.KEYS, tot):
+                cur[f"peak_{key}_kib"] = max(cur[f"peak_{key}_kib"], v)
 
     def _loop(self) -> None:
         while not self.stop.wait(self.interval):
@@ -321,7 +324,8 @@ class StageMeter:
             outer = self.current
             self._sample()
             own0, kids0 = self._cpu()
-            st = {"stage": name, "peak_rss_kib": 0, "peak_anon_kib": 0, "_t": time.perf_counter()}
+            st = {"stage": name, **{f"peak_{k}_kib": 0 for k in self.KEYS},
+                  "_t": time.perf_counter()}
             self.current = st
             self._sample()
         try:
@@ -333,13 +337,13 @@ class StageMeter:
                 st["wall_s"] = round(time.perf_counter() - st.pop("_t"), 3)
                 kid = sum(v - kids0.get(pid, 0.0) for pid, v in kids1.items())
                 st["cpu_s"] = round(own1 - own0 + kid, 3)
-                st["peak_rss_mib"] = round(st.pop("peak_rss_kib") / 1024, 1)
-                st["peak_anon_mib"] = round(st.pop("peak_anon_kib") / 1024, 1)
+                for k in self.KEYS:
+                    st[f"peak_{k}_mib"] = round(st.pop(f"peak_{k}_kib") / 1024, 1)
                 self.stages.append(st)
                 if outer is not None:  # the enclosing stage saw this one's peaks too
-                    outer["peak_rss_kib"] = max(outer["peak_rss_kib"], st["peak_rss_mib"] * 1024)
-                    outer["peak_anon_kib"] = max(outer["peak_anon_kib"],
-                                                 st["peak_anon_mib"] * 1024)
+                    for k in self.KEYS:
+                        outer[f"peak_{k}_kib"] = max(outer[f"peak_{k}_kib"],
+                                                     st[f"peak_{k}_mib"] * 1024)
                 self.current = outer
 
 
@@ -367,8 +371,9 @@ def instrument(meter: StageMeter) -> None:
     wrap(prov, "partition_records", lambda *a, **k: "provenance: partition classifier")
 
 
-def child(n: int, cache: str, workers: int, layers: str = "") -> None:
-    """In a fresh interpreter: build (once) and audit one population; prints one JSON line."""
+def child(n: int, cache: str, workers: int, layers: str = "", records: str = "") -> None:
+    """In a fresh interpreter: build (once) and audit one population; prints one JSON line.
+    With ``records`` (a folder), the audit's records go to ``records/records-nN.json``."""
     from splitscope.core.run import audit
 
     folder = Path(cache) / f"audit-scale-n{n}"
@@ -377,6 +382,9 @@ def child(n: int, cache: str, workers: int, layers: str = "") -> None:
     generated = time.perf_counter() - t
     workspace = folder / "workspace"
     listed, built = build_workspace(pop, workspace)
+    from splitscope.features.workspace import release_pages
+
+    release_pages(pop.thumbs)  # a fresh build read them: the audit is measured without them
     built["generate_seconds"] = round(generated, 2)
     meter = StageMeter()
     instrument(meter)
@@ -389,6 +397,10 @@ def child(n: int, cache: str, workers: int, layers: str = "") -> None:
         lists_mib = sum(f.stat().st_size for f in (Path(tmp) / "out").rglob("*")
                         if f.is_file()) / 2**20
     meter.stop.set()
+    if records:
+        Path(records).mkdir(parents=True, exist_ok=True)
+        (Path(records) / f"records-n{n}.json").write_text(
+            json.dumps(doc["records"], indent=1, default=str))
     layer_status = {x["layer"]: x["status"] for x in doc["layers"]}
     recs = {r["id"]: r for r in doc["records"]}
     picks = {}
@@ -407,8 +419,9 @@ def child(n: int, cache: str, workers: int, layers: str = "") -> None:
     print(json.dumps(out, default=str))
 
 
-def run_child(n: int, cache: Path, workers: int, layers: str = "") -> dict:
-    argv = [sys.executable, str(HERE), "--child", str(n), str(cache), str(workers), layers]
+def run_child(n: int, cache: Path, workers: int, layers: str = "", records: str = "") -> dict:
+    argv = [sys.executable, str(HERE), "--child", str(n), str(cache), str(workers), layers,
+            records]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"size {n} failed: {proc.stderr[-4000:]}")
@@ -427,7 +440,10 @@ def projection(runs: list[dict]) -> dict:
         if a is None:
             continue
         row = {}
-        for key in ("wall_s", "cpu_s", "peak_anon_mib", "peak_rss_mib"):
+        for key in ("wall_s", "cpu_s", "peak_anon_mib", "peak_rss_mib", "peak_pss_mib",
+                    "peak_pss_anon_mib"):
+            if key not in a or key not in s:
+                continue
             y1, y2 = max(a[key], 1e-3), max(s[key], 1e-3)
             b = float(np.log(y2 / y1) / np.log(n2 / n1))
             row[key] = {"exponent": round(b, 3),
@@ -439,25 +455,28 @@ def projection(runs: list[dict]) -> dict:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--child", nargs=4, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=5, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--sizes", default="100000,400000")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--layers", default="",
                     help="run only these layers (comma-separated; default all)")
+    ap.add_argument("--records", type=Path, default=None,
+                    help="folder for each size's audit records (records-nN.json), to compare runs")
     ap.add_argument("--previous", type=Path, nargs="*", default=[],
                     help="JSON files of earlier runs whose sizes join the projection")
     args = ap.parse_args(argv)
     if args.child:
-        n, cache, workers, layers = args.child
-        child(int(n), cache, int(workers), layers)
+        n, cache, workers, layers, records = args.child
+        child(int(n), cache, int(workers), layers, records)
         return {}
     runs = []
     for f in args.previous:
         runs.extend(json.loads(f.read_text())["runs"])
     for n in [int(v) for v in args.sizes.split(",") if v]:
-        res = run_child(n, args.cache, args.workers, args.layers)
+        res = run_child(n, args.cache, args.workers, args.layers,
+                        str(args.records or ""))
         print(json.dumps(res), flush=True)
         runs = [r for r in runs if r["rows"] != n] + [res]
     report = {"machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
@@ -471,7 +490,8 @@ def main(argv=None) -> dict:
         print(f"\n{r['rows']:,} rows ({r['test']:,} test):")
         for s in r["stages"] + [r["total"]]:
             print(f"  {s['stage']:<42} {s['wall_s']:>9.1f} s  {s['cpu_s']:>9.1f} CPU-s  "
-                  f"anon {s['peak_anon_mib']:>8.0f} MiB  rss {s['peak_rss_mib']:>8.0f} MiB")
+                  f"pss {s['peak_pss_mib']:>7.0f} / anon {s['peak_pss_anon_mib']:>7.0f} MiB  "
+                  f"rss {s['peak_rss_mib']:>7.0f} MiB")
     return report
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from splitscope.errors import InputError
 from splitscope.provenance.header_probe import (
+    header_columns,
     header_feature_matrix,
     header_probe_cross_split,
     header_probe_within_pool,
@@ -46,6 +47,29 @@ def test_feature_matrix_encodes_drops_and_never_uses_pixels():
     assert not any(c.startswith("sha256") for c in X.columns)
     with pytest.raises(InputError, match="pixel"):
         header_feature_matrix(_table(), columns=["format", "sha256"])
+
+
+def test_feature_matrix_drops_constant_columns_in_place_of_order():
+    """Constant columns leave each block before the join: the matrix, its column order, the
+    categorical flags and the order of ``dropped`` are those of dropping them after it."""
+    t = _table()
+    t["jpeg_qt1"] = t["jpeg_qt0"]
+    t["colour_type"] = pd.array(["rgb"] * len(t), dtype="string")  # constant categorical
+    X, info = header_feature_matrix(t)
+    kinds = dict(zip(info["features"], info["categorical"]))
+    assert list(X.columns) == info["features"] and len(info["categorical"]) == X.shape[1]
+    assert info["features"].index("jpeg_qt0[63]") < info["features"].index("jpeg_qt1[63]")
+    assert kinds["format"] and not kinds["jpeg_qt1[63]"] and not kinds["width"]
+    constant = [k for k, v in info["dropped"].items() if v == "constant"]
+    assert list(info["dropped"])[-len(constant):] == constant  # after the other reasons
+    qt0 = [c for c in constant if c.startswith("jpeg_qt0[")]
+    assert qt0 == [f"jpeg_qt0[{k}]" for k in range(63)] and "jpeg_qt1[0]" in constant
+    fields = [c.split("[")[0] for c in constant]
+    order = {c: i for i, c in enumerate(header_columns())}
+    assert fields == sorted(fields, key=order.__getitem__)  # in the order of the columns
+    full, _ = header_feature_matrix(t.assign(bit_depth=pd.array(np.arange(len(t)) % 2,
+                                                                 dtype="Int64")))
+    np.testing.assert_array_equal(X.to_numpy(), full[info["features"]].to_numpy())
 
 
 def test_within_pool_detects_planted_field_and_names_it():

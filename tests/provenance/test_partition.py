@@ -167,3 +167,23 @@ def test_auc_intervals_run_in_workers_above_their_size_with_the_same_result(monk
     assert here.auc == there.auc and here.control == there.control
     pd.testing.assert_frame_equal(here.auc_by_class, there.auc_by_class, check_exact=True)
     assert list(here.auc_by_class["label"]) == ["a", "b"]
+
+
+def test_partition_steps_do_not_keep_the_matrix_in_its_listed_order():
+    """While the folds run, the generator holds the reordered matrix only, not the one it was
+    given as well."""
+    import gc
+    import weakref
+
+    from splitscope.provenance.partition import partition_steps
+    from splitscope.provenance.stats import Together
+
+    rng = np.random.default_rng(0)
+    X = rng.random((120, 6)).astype(np.float32)
+    given = weakref.ref(X)
+    steps = partition_steps(X, rng.random(120) < 0.3, folds=3, n_resamples=50)
+    del X
+    assert isinstance(next(steps), Together)  # the folds are asked for
+    gc.collect()
+    assert given() is None
+    steps.close()

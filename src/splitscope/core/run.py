@@ -69,7 +69,9 @@ from splitscope.exit_codes import (
     EXIT_OK,
 )
 from splitscope.features.failures import failures_table, write_failure_lists
+from splitscope.features.workspace import release_pages
 from splitscope.manifest.hub import fingerprint_hub, hub_corpus, is_hub_id, require_cached
+from splitscope.memory import trim_heap
 from splitscope.records import publish, software_versions
 from splitscope.records.exports import artifact, read_csv, write_csv, write_json, write_tables
 from splitscope.records.inputs import fingerprint_input, fingerprint_path
@@ -308,6 +310,7 @@ def _audit_into(folder: Path, inputs_list, given, options: AuditOptions, executo
                                                 executor, show)
     if not options.run.paths_only:
         _refuse_nothing_read(context.scan)
+    release_stage_memory(context)
 
     _run_layers(registry, wanted, context, show)
     outcomes = list(context.outcomes.values())
@@ -383,6 +386,7 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext,
 
     def finish(name: str, outcome) -> None:
         context.outcomes[name] = outcome
+        release_stage_memory(context)
         n = len(outcome.result.records)
         show(f"{steps[name]}: {outcome.status}, {n} record{'s' * (n != 1)} in "
              f"{outcome.duration_s:.1f} s")
@@ -414,6 +418,18 @@ def _run_layers(registry, wanted: set[str] | None, context: AuditContext,
     ordered = [(layer.name, context.outcomes[layer.name]) for layer in registry]
     context.outcomes.clear()
     context.outcomes.update(ordered)
+
+
+def release_stage_memory(context: AuditContext) -> None:
+    """Between stages: drop the thumbnail stores' mapped pages from the resident set (they
+    stay in the page cache) and return freed heap pages to the operating system, so that a
+    stage starts from what is still referenced, not from the earlier stages' high-water mark
+    (:func:`splitscope.memory.trim_heap`). Nothing referenced changes, so no record does."""
+    for scan in (context.scan, *context.scans.values()):
+        thumbs = getattr(scan, "thumbnails", None)
+        if thumbs is not None:
+            release_pages(thumbs)
+    trim_heap()
 
 
 def _background(layer, context: AuditContext) -> bool:

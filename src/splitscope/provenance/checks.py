@@ -14,6 +14,7 @@ import pandas as pd
 
 from splitscope.boundary import Boundary, boundaries_or_default
 from splitscope.errors import InputError
+from splitscope.memory import trim_heap
 from splitscope.options import RunOptions
 from splitscope.provenance.distinct import distinct_content, expand_to_rows
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
@@ -99,14 +100,16 @@ def audit_provenance(
     if bounds:
         pool_ids = np.unique(np.concatenate([np.r_[b.query.rows, b.reference.rows]
                                              for b in bounds]))
-        pool = rows[rows["row"].isin(pool_ids)]
+        in_pool = rows["row"].isin(pool_ids)
+        pool = rows if in_pool.all() else rows[in_pool]  # no copy of a pool of every row
     else:
         pool = rows
     # rows that name one file (with one label, on one side) count once (METHODS §4.7): the
     # probes and the partition classifier run on one row per file and side, and their
     # row tables are expanded to every row at the end
     distinct = distinct_content(rows, pool, bounds) if embeddings is None else None
-    census_pool = pool
+    # the association is a census of two columns: the rest of the pool is not kept for it
+    census_pool = pool[[c for c in ("source", "label") if c in pool.columns]]
     if distinct is not None:
         rows, pool = distinct["rows"], distinct["pool"]
     # the probes and the partition classifier are step generators run together, so that all
@@ -136,6 +139,8 @@ def audit_provenance(
     with single_threaded(1):
         for names in parts:
             done.update(zip(names, run_steps([steps.pop(k) for k in names], limit=workers)))
+            if len(parts) > 1:  # the next probe starts from what is still referenced
+                trim_heap()
     if association:  # a census of the rows, not a fit
         done["association"] = association_record(census_pool, inputs)
     for part in ("header", "image_stats", "association", "partition"):

@@ -197,16 +197,25 @@ def header_feature_matrix(
         code = pd.Series(codes, index=table.index, dtype="float64").where(codes >= 0)
         blocks.append(code.to_frame(col))
         categorical.append(uniq <= _MAX_CATEGORIES)
-    X = pd.concat(blocks, axis=1) if blocks else pd.DataFrame(index=table.index)
-    keep = []
-    for i, col in enumerate(X.columns):
-        v = X[col]
-        if v.nunique(dropna=False) <= 1:
-            dropped[col] = "constant"
-        else:
-            keep.append(i)
-    X = X.iloc[:, keep]
-    categorical = [categorical[i] for i in keep]
+    # constant columns leave each block before the blocks are joined, so that the matrix is
+    # built once (a float64 copy of every row per column: 8 MB a column at a million rows)
+    kept: list[pd.DataFrame] = []
+    kept_categorical: list[bool] = []
+    constant: list[str] = []
+    at = 0
+    for block in blocks:
+        varies = [block[c].nunique(dropna=False) > 1 for c in block.columns]
+        constant.extend(c for c, v in zip(block.columns, varies) if not v)
+        kept_categorical.extend(k for k, v in zip(categorical[at:at + len(varies)], varies) if v)
+        at += len(varies)
+        if all(varies):
+            kept.append(block)
+        elif any(varies):
+            kept.append(block.loc[:, varies])
+    blocks.clear()
+    dropped.update(dict.fromkeys(constant, "constant"))
+    X = pd.concat(kept, axis=1) if kept else pd.DataFrame(index=table.index)
+    categorical = kept_categorical
     if n and X.shape[1] == 0:
         dropped["*"] = "no usable header feature"
     return X, {"features": list(X.columns), "categorical": categorical, "dropped": dropped}
