@@ -133,11 +133,17 @@ def test_the_sampler_sees_two_threads_busy_at_once():
 
 
 @pytest.mark.slow
-def test_one_worker_keeps_one_thread_busy_through_the_audit(tmp_path: Path):
+def test_one_worker_keeps_one_thread_busy_through_the_audit(tmp_path: Path, monkeypatch):
     from splitscope.core.options import AuditOptions
     from splitscope.core.run import audit
     from splitscope.datasets import DEMO_GROUP_REGEX, make_demo
     from splitscope.datasets.simulated_model import simulate_model_outputs
+    from splitscope.relations import ncc_index, pruned
+
+    # the NCC searches take the indexed path (its query-chunk threads, its saved index), which
+    # the demo is too small for
+    monkeypatch.setattr(pruned, "MIN_PAIRS", 0)
+    monkeypatch.setattr(ncc_index, "INDEX_MIN_PAIRS", 0)
 
     root = make_demo(tmp_path / "data", seed=0, n_train=70, n_test=45)
     model = simulate_model_outputs(root, tmp_path / "model", seed=0)
@@ -152,6 +158,9 @@ def test_one_worker_keeps_one_thread_busy_through_the_audit(tmp_path: Path):
     failed = [layer["layer"] for layer in result.document["layers"]
               if str(layer.get("reason") or "").startswith("layer error")]
     assert not failed
+    said = [r.get("details", {}).get("notes", {}).get("ncc_search", {}).get("index")
+            for r in result.document["records"]]
+    assert "built and saved" in said
     crowded = sampler.crowded(1)
     # a hand-over (the caller pickling work while its one worker process starts) may overlap
     # for a window; a second pool would fill many (the sampler's own test: every window)
