@@ -25,7 +25,7 @@ from splitscope.provenance.probe_records import (
     header_records,
     image_stats_records,
 )
-from splitscope.provenance.stats import run_steps, single_threaded
+from splitscope.provenance.stats import run_steps, shared_arrays, single_threaded
 from splitscope.records import LayerResult
 from splitscope.records.inputs import release_inputs
 from splitscope.threads import blas_within_workers
@@ -136,7 +136,8 @@ def audit_provenance(
     # probe's matrices are held at a time, not all of them at once
     parts = [list(steps)] if len(pool) <= TOGETHER_MAX_ROWS else [[k] for k in steps]
     done: dict[str, Any] = {}
-    with single_threaded(1):
+    # with fold workers, the probes' matrices are mapped from files they share with them
+    with single_threaded(1), shared_arrays(workers is None or workers > 1):
         for names in parts:
             done.update(zip(names, run_steps([steps.pop(k) for k in names], limit=workers)))
             if len(parts) > 1:  # the next probe starts from what is still referenced

@@ -43,6 +43,7 @@ from splitscope.provenance.stats import (
     bootstrap_balanced_accuracy,
     fit_sample,
     run_steps,
+    shared_empty,
     single_threaded,
     stable_order,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "NAME_DERIVED",
     "PIXEL_DERIVED",
     "FeatureMatrix",
+    "PoolMatrix",
     "ProbeResult",
     "cross_split_steps",
     "field_of",
@@ -506,7 +508,8 @@ def single_field_accuracy(X: np.ndarray, y: np.ndarray, names: list[str],
                           seed: int = RunOptions.seed) -> pd.DataFrame:
     """Held-out balanced accuracy of each header field alone (all its columns), with a
     decision tree of at most 8 leaves (balanced class weights; NaN handled by the tree) over
-    the given (train, test) index splits, predictions pooled over the splits."""
+    the given (train, test) index splits, predictions pooled over the splits. ``X``: an array
+    or a :class:`PoolMatrix`."""
     from sklearn.tree import DecisionTreeClassifier
     from sklearn.utils.class_weight import compute_sample_weight
 
@@ -523,8 +526,8 @@ def single_field_accuracy(X: np.ndarray, y: np.ndarray, names: list[str],
         pred = np.full(len(y), -1, dtype=np.int64)
         for (tr, te), w in zip(splits, weights):
             tree = DecisionTreeClassifier(max_leaf_nodes=8, random_state=seed)
-            tree.fit(X[np.ix_(tr, cols)], codes[tr], sample_weight=w)
-            pred[te] = tree.predict(X[np.ix_(te, cols)])
+            tree.fit(_take(X, tr, cols), codes[tr], sample_weight=w)
+            pred[te] = tree.predict(_take(X, te, cols))
         out.append(float(balanced_accuracy_rows(codes[scored], pred[scored])[0]))
     t = pd.DataFrame({"feature": pd.array(fields, dtype="string"),
                       "balanced_accuracy": np.asarray(out, dtype=float)})
@@ -631,14 +634,72 @@ def _fold_weight(rows: int, columns: int, fits: int = 5) -> float:
     return rows * max(columns, MIN_COST_COLUMNS) / PARALLEL_CELLS * fits / 5
 
 
+class PoolMatrix:
+    """A feature matrix kept compact while the folds run, given back as float64 rows.
+
+    The within-pool probe scores every pool row, one fold at a time, so the matrix of every
+    row is held (and mapped by each fold worker) while the folds run. Columns whose values
+    float32 holds exactly (integers below 2^24, quantization coefficients, category codes,
+    flags, NaN) are stored as float32, the others as float64; :meth:`rows` gives the float64
+    values of any rows and columns bit for bit, so every fit sees the matrix it saw before.
+    """
+
+    def __init__(self, X: pd.DataFrame | np.ndarray):
+        frame = isinstance(X, pd.DataFrame)
+        n, d = X.shape
+        narrow, wide = [], []
+        for j in range(d):  # a column at a time: no float64 copy of the whole matrix
+            col = (X.iloc[:, j].to_numpy(np.float64) if frame
+                   else np.asarray(X[:, j], np.float64))
+            small = col.astype(np.float32)
+            same = small.astype(np.float64) == col
+            exact = bool(np.all(same | (np.isnan(col) & np.isnan(small))))
+            (narrow if exact else wide).append((j, small if exact else col))
+        self.shape = (n, d)
+        #: (column positions, values): float32 columns, float64 columns
+        self.narrow = _stack(narrow, n, np.float32)
+        self.wide = _stack(wide, n, np.float64)
+
+    def rows(self, index: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
+        """float64 values of ``index`` (positions) × ``columns`` (default all), in order."""
+        index = np.asarray(index)
+        cols = np.arange(self.shape[1]) if columns is None else np.asarray(columns, np.intp)
+        out = np.empty((len(index), len(cols)), dtype=np.float64)
+        for at, values in (self.narrow, self.wide):
+            where = np.flatnonzero(np.isin(cols, at))
+            if not where.size:
+                continue
+            pos = np.searchsorted(at, cols[where])
+            out[:, where] = (values[index] if np.array_equal(pos, np.arange(len(at)))
+                             else values[np.ix_(index, pos)])
+        return out
+
+
+def _stack(parts: list[tuple[int, np.ndarray]], n: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    at = np.asarray([j for j, _ in parts], dtype=np.intp)
+    values = shared_empty((n, len(parts)), dtype)  # the fold workers map it, not copy it
+    for i, (_, col) in enumerate(parts):
+        values[:, i] = col
+    return at, values
+
+
+def _take(X, index: np.ndarray, columns: list[int] | None = None) -> np.ndarray:
+    """float64 rows ``index`` (and ``columns``) of an array or a :class:`PoolMatrix`."""
+    if not isinstance(X, np.ndarray):  # a PoolMatrix
+        return X.rows(index, columns)
+    return X[index] if columns is None else X[np.ix_(index, columns)]
+
+
 def _fit_fold(X, y, train, test, names, categorical, seed, importance_seed, repeats,
               max_rows, sampled=False) -> tuple[np.ndarray, pd.DataFrame]:
     """One within-pool fold: fit on ``train`` (with early stopping when it is a sample above
-    the row cap), predict ``test``, permutation importances on ``test``."""
-    model, columns = fit_model(X[train], y[train], categorical, seed,
+    the row cap), predict ``test``, permutation importances on ``test``. ``X``: an array or
+    a :class:`PoolMatrix`, of which only these rows become float64."""
+    model, columns = fit_model(_take(X, train), y[train], categorical, seed,
                                True if sampled else "auto")
-    return model.predict(X[test][:, columns]), permutation_importances(
-        model, X[test], y[test], names, repeats=repeats, seed=importance_seed,
+    held_out = _take(X, test)
+    return model.predict(held_out[:, columns]), permutation_importances(
+        model, held_out, y[test], names, repeats=repeats, seed=importance_seed,
         max_rows=max_rows, columns=columns)
 
 
@@ -685,8 +746,11 @@ def within_pool_steps(table: pd.DataFrame, *, label: str = "label", group: str |
     splits = [(tr[fit_sample(yv[tr], None if gcodes is None else gcodes[tr], fit_max_rows,
                              seed + i)], te) for i, (tr, te) in enumerate(splits)]
     sampled = [len(tr) < a for (tr, _), a in zip(splits, available)]
-    Xv = X.to_numpy(dtype=np.float64)
+    # float32 where that holds the values exactly: each fold takes its rows as float64
+    Xv = PoolMatrix(X)
     del X  # the frame's copy is not needed while the folds run (a row's worth per field)
+    # the output table reads only the rows' identity (the features are in the matrix)
+    table = table[[c for c in ("row", "path") if c in table.columns]]
     pred = np.empty(len(yv), dtype=object)
     fold_of = np.empty(len(yv), dtype=np.int64)
     imp_parts: list[pd.DataFrame] = []
@@ -813,6 +877,8 @@ def cross_split_steps(train: pd.DataFrame, test: pd.DataFrame, *, label: str = "
         # only the fitted rows of the training side become a matrix
         xfit, xte = Xtr[keep].iloc[fit].to_numpy(np.float64), Xte[keep].to_numpy(np.float64)
         del X, Xtr, Xte, both  # the frames are not needed while the fit runs
+        # the output table reads only the rows' identity; the training side is not read
+        test, train = test[[c for c in ("row", "path") if c in test.columns]], None
         (pred, imp, single), = yield FoldTasks(
             [(_fit_cross, (xfit, ytr[fit], xte, yte, keep, cat, seed, importance_repeats,
                            importance_max_rows, len(fit) < len(ytr)))],

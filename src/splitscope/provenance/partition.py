@@ -38,6 +38,7 @@ from splitscope.provenance.stats import (
     bootstrap_aucs,
     fit_sample,
     run_steps,
+    shared_empty,
     single_threaded,
     stable_order,
     weighted_auc,
@@ -244,6 +245,10 @@ def partition_classifier(
             fit_max_rows=fit_max_rows)])[0]
 
 
+#: rows copied at a time into the reordered matrix of :func:`partition_steps`
+REORDER_BLOCK = 65_536
+
+
 def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs train pool",
                     folds=ProvenanceOptions.folds, seed=RunOptions.seed,
                     n_resamples=RunOptions.resamples, classifier="logistic",
@@ -265,7 +270,12 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
     # folds, fit samples, the shuffled control and the resamples are drawn on the rows in
     # their stable order, not in the order they were listed; the score table keeps the latter
     order = stable_order(rows)
-    X, y, rows = X[order], y[order], rows.iloc[order]
+    # the reordered matrix is what every fold reads: mapped by the fold workers, not copied
+    ordered = shared_empty(X.shape, X.dtype)
+    for at in range(0, len(order), REORDER_BLOCK):  # no temporary copy of every row
+        ordered[at:at + REORDER_BLOCK] = X[order[at:at + REORDER_BLOCK]]
+    X, y, rows = ordered, y[order], rows.iloc[order]
+    del ordered
     # the listed order's matrix is not kept beside the reordered one while the folds run
     # (the generator's frame would hold it: 1.1 GiB a comparison at a million rows)
     del features

@@ -9,7 +9,7 @@ import pandas as pd
 from splitscope.errors import InputError
 from splitscope.provenance.header_probe import FIT_MAX_ROWS
 from splitscope.provenance.predicates import LAYER, PARTITION
-from splitscope.provenance.probe_records import Steps, caught
+from splitscope.provenance.probe_records import Steps, caught, probe_columns
 from splitscope.provenance.stats import Together
 from splitscope.records import AuditRecord, LayerResult, Uncertainty, not_run_record
 from splitscope.records.ids import slug
@@ -42,6 +42,9 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
                               else rows["path"])
         if len(emb) != len(rows):
             raise InputError(f"{len(emb)} embedding rows for {len(rows)} manifest rows")
+    # each comparison copies its rows (in its stable order): only the columns the classifier
+    # reads, not the scan's header fields and statistics
+    rows = probe_columns(rows, ())
     row_pos = pd.Index(rows["row"].to_numpy(np.int64))
 
     # content features of each thumbnail, computed once however many comparisons use it

@@ -50,8 +50,23 @@ def ba_uncertainty(ba: dict) -> Uncertainty:
                                "seed": ba["seed"]})
 
 
+#: the columns a probe reads besides its features: the label, the group key, the row identity
+#: of its tables, and the keys of its stable order
+#: (:data:`~splitscope.provenance.stats.STABLE_KEYS`)
+PROBE_KEYS = ("row", "path", "label", "group", "sha256", "pixel_xxh128")
+
+
+def probe_columns(table: pd.DataFrame, features) -> pd.DataFrame:
+    """``table`` with only the columns a probe reads (:data:`PROBE_KEYS` and ``features``,
+    those it has, in its order): the probe's row tables are copies of the pool and of each
+    boundary's sides, and the scan's other columns (thumbnail positions, hashes, the other
+    probe's features) would be copied into every one of them."""
+    keep = set(PROBE_KEYS) | set(features)
+    return table[[c for c in table.columns if c in keep]]
+
+
 def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: str,
-                   probe: str, predicate: str, within, cross, scored, inputs,
+                   probe: str, predicate: str, within, cross, scored, inputs, features,
                    one_side_reason=None, single_field: bool = False) -> Steps:
     """Step generator (:func:`~splitscope.provenance.stats.run_steps`) of the within-pool
     record and one cross-split record per boundary of one probe (the header probe's protocol,
@@ -64,13 +79,19 @@ def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: st
     rows that have its features (labelled rows without them are counted as unscored);
     ``one_side_reason(b)``, when given, is why a boundary with an empty side is not
     applicable (else the probe itself says what it cannot fit). A record left when a part
-    does not run names the predicate it would have measured (``<predicate> (<kind>)``)."""
+    does not run names the predicate it would have measured (``<predicate> (<kind>)``).
+    ``features``: the probe's feature columns; its row tables keep only those and
+    :data:`PROBE_KEYS`, and are not referenced here once the probes hold them."""
     wid = f"provenance.{name}.within_pool"
+    same = pool is rows
+    rows = probe_columns(rows, features)
+    pool = rows if same else probe_columns(pool, features)
     within_name, cross_name = f"{predicate} ({WITHIN_POOL})", f"{predicate} ({CROSS_SPLIT})"
     labelled = pool["label"].notna()
     within_rows = pool[labelled & scored(pool)]
     unscored = int((labelled & ~scored(pool)).sum())
-    plan = []  # per boundary: (boundary, record id, query rows, unscored, sides) or a record
+    plan = []  # per boundary: (boundary, record id, unscored query rows) or a record
+    steps = []  # the cross splits' step generators, the within pool's first
     labelled, ok = rows["label"].notna(), scored(rows)
     for b in bounds:
         rid = f"provenance.{name}.cross_split[{slug(b.name)}]"
@@ -80,10 +101,15 @@ def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: st
         if one_side_reason is not None and (tr.empty or te.empty):
             plan.append(not_run_record(LAYER, "not applicable", one_side_reason(b), id=rid, title=f"{title}: cross split", inputs=inputs, predicate=cross_name))
         else:
-            plan.append((b, rid, int((in_query & ~ok).sum()), tr, te))
-    runs = [p for p in plan if isinstance(p, tuple)]
-    (wp, failed), *crossed = yield Together(
-        [caught(within(within_rows)), *[caught(cross(tr, te)) for *_, tr, te in runs]])
+            plan.append((b, rid, int((in_query & ~ok).sum())))
+            steps.append(caught(cross(tr, te)))
+        tr = te = None
+    steps.insert(0, caught(within(within_rows)))
+    # the step generators hold their tables now (each reorders its own copy): none is kept
+    # here while the folds run
+    del rows, pool, within_rows, labelled, ok
+    (wp, failed), *crossed = yield Together(steps)
+    del steps
     if failed is not None:
         out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=wid, title=title, inputs=inputs, predicate=within_name))
         return out
@@ -98,7 +124,7 @@ def _probe_records(out: LayerResult, rows, pool, bounds, *, name: str, title: st
         if not isinstance(p, tuple):
             out.records.append(p)
             continue
-        b, rid, unscored_b, _, _ = p
+        b, rid, unscored_b = p
         cs, failed = next(results)
         if failed is not None:
             out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=rid, title=f"{title}: cross split", inputs=inputs, predicate=cross_name))
@@ -155,7 +181,8 @@ def header_records(rows, pool, bounds, has_label, *, seed, n_resamples, folds, r
         out, rows, pool, bounds, name="header_probe", title=title, probe="header", predicate=HEADER_PROBE,
         within=lambda t: within_pool_steps(t, folds=folds, **opts),
         cross=lambda tr, te: cross_split_steps(tr, te, **opts),
-        scored=lambda t: pd.Series(True, index=t.index), inputs=inputs, single_field=True,
+        scored=lambda t: pd.Series(True, index=t.index), inputs=inputs,
+        features=header_columns(), single_field=True,
         one_side_reason=(lambda b: f"no file headers on one side of {b.name}: its rows are "
                          "pixel arrays") if arrays.any() else None))
 
@@ -184,7 +211,8 @@ def image_stats_records(rows, pool, bounds, has_label, *, seed, n_resamples, fol
         probe="image statistics", predicate=IMAGE_STATS_PROBE,
         within=lambda t: image_stats_within_pool_steps(t, folds=folds, **opts),
         cross=lambda tr, te: image_stats_cross_split_steps(tr, te, **opts),
-        scored=lambda t: t["intensity_mean"].notna(), inputs=inputs))
+        scored=lambda t: t["intensity_mean"].notna(), inputs=inputs,
+        features=IMAGE_STATS_FEATURES))
 
 
 #: header fields that only measure the compressed size, which tracks image content

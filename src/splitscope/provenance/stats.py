@@ -13,7 +13,11 @@ seed) scored by its weighted AUROC (ties count one half).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Generator
+import shutil
+import tempfile
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +38,8 @@ __all__ = [
     "interval_kind",
     "map_folds",
     "run_steps",
+    "shared_arrays",
+    "shared_empty",
     "single_threaded",
     "stable_order",
     "weighted_auc",
@@ -154,6 +160,88 @@ def _group_codes(values: np.ndarray) -> np.ndarray:
     missing = codes < 0
     codes[missing] = codes.max(initial=-1) + 1 + np.arange(int(missing.sum()))
     return codes
+
+
+#: how the folders of :func:`shared_arrays` begin (then the pid of the process that made one)
+SHARED_PREFIX = "splitscope-folds-"
+#: the folder of :func:`shared_arrays` while it is active (None: arrays are plain)
+_SHARED_FOLDER: ContextVar[str | None] = ContextVar("splitscope_shared_folder", default=None)
+#: bytes from which :func:`shared_empty` maps an array from a file (joblib's own threshold
+#: for writing an argument to a file for its workers)
+SHARED_MIN_BYTES = 1 << 20
+#: free bytes from which ``/dev/shm`` holds the shared arrays (joblib's own rule, 2 GB: a
+#: container's 64 MB ``/dev/shm`` would fill, and a write to a full one kills the process)
+SHARED_MEMORY_MIN_FREE = 2_000_000_000
+
+
+@contextmanager
+def shared_arrays(enabled: bool = True) -> Iterator[str | None]:
+    """While active, :func:`shared_empty` gives arrays mapped from files of one temporary
+    folder (in ``JOBLIB_TEMP_FOLDER``, else ``/dev/shm`` where it has
+    :data:`SHARED_MEMORY_MIN_FREE` bytes free, as joblib chooses, else the temporary
+    directory), removed at the end.
+
+    A fold worker receives such an array as a reference to its file and maps the same pages
+    (joblib reduces a memory-mapped argument to its file name), so this process and its
+    workers hold one copy of a probe's matrix. A plain array above joblib's 1 MB is written
+    to a file of its own for the workers instead, beside this process's copy: two copies of
+    every row while the folds run. ``enabled=False`` (no workers) leaves arrays plain."""
+    if not enabled:
+        yield None
+        return
+    base = os.environ.get("JOBLIB_TEMP_FOLDER") or (
+        "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
+        and shutil.disk_usage("/dev/shm").free >= SHARED_MEMORY_MIN_FREE else None)
+    _remove_orphans(base or tempfile.gettempdir())
+    folder = tempfile.mkdtemp(prefix=f"{SHARED_PREFIX}{os.getpid()}-", dir=base)
+    token = _SHARED_FOLDER.set(folder)
+    try:
+        yield folder
+    finally:
+        _SHARED_FOLDER.reset(token)
+        shutil.rmtree(folder, ignore_errors=True)  # mapped pages go when the last map does
+
+
+def _remove_orphans(base: str) -> None:
+    """Remove the folders of :func:`shared_arrays` left by processes that no longer run (a
+    killed audit cannot remove its own; in ``/dev/shm`` they would hold memory until a
+    reboot). A folder names its process: ``splitscope-folds-<pid>-…``."""
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(SHARED_PREFIX):
+            continue
+        pid = name[len(SHARED_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: running
+        return True
+    return True
+
+
+def shared_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """An uninitialised array of ``shape`` and ``dtype``: inside :func:`shared_arrays` and
+    from :data:`SHARED_MIN_BYTES` on, mapped from a file of its folder (see there), else a
+    plain ``np.empty`` (also when the folder has not twice its bytes free). The values
+    written into it are the same either way."""
+    folder = _SHARED_FOLDER.get()
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    if folder is None or nbytes < SHARED_MIN_BYTES or \
+            shutil.disk_usage(folder).free < 2 * nbytes:
+        return np.empty(shape, dtype=dtype)
+    fd, path = tempfile.mkstemp(suffix=".dat", dir=folder)
+    os.close(fd)
+    return np.memmap(path, dtype=dtype, mode="w+", shape=shape)
 
 
 def map_folds(func, tasks: list[tuple], jobs: int = 1) -> list:
