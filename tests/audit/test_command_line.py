@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from audit_helpers import tiny_release
 from click.testing import CliRunner
 
@@ -15,6 +16,7 @@ from splitscope.core.protocol import flag_groups, option_groups, registered_laye
 from splitscope.options import SECTIONS, field_section, flag_fields
 
 
+@pytest.mark.slow  # a whole demo audit in a subprocess
 def test_progress_lines_on_a_captured_stderr(tmp_path):
     """Captured stderr is no terminal: still one line as each layer starts and one as it
     ends, with its records and seconds, and the scan's line; ``--quiet`` silences them."""

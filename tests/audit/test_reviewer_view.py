@@ -24,6 +24,7 @@ from splitscope.provenance.predicates import HEADER_PROBE_CROSS, HEADER_PROBE_WI
 from splitscope.report.figures import sweep_ylim
 from splitscope.report.gallery import BANDS, gallery
 
+pytestmark = pytest.mark.slow  # a demo audit of its own
 
 def _noise(seed: int, size: int = 64) -> Image.Image:
     rng = np.random.default_rng(seed)

@@ -21,3 +21,15 @@ def kermany_audit(shared_data, tmp_path_factory):
                                         group_regex=r"person(?P<group>\d+)_", transforms=0,
                                         croissant=True, card=True), out_dir=out)
     return out
+
+
+@pytest.fixture(scope="session")
+def demo_audit(tmp_path_factory):
+    """The demo (100 train and 50 test images, seed 0) audited once; a test that writes into
+    its folder works on a copy."""
+    from splitscope.workflows.demo import run_demo
+
+    result, _ = run_demo(tmp_path_factory.mktemp("demo-audit") / "demo", seed=0, n_train=100,
+                         n_test=50, workers=1, progress=False)
+    return result
+

@@ -35,6 +35,8 @@ from splitscope.records.paths import (
 )
 from splitscope.report.html import EXAMPLES, render_html
 
+pytestmark = pytest.mark.slow  # audits of the demo and of lists
+
 ADDED = (CROISSANT_FILE, "dataset-card.md", "reforms.json", "reforms.md")
 LAYERS = "duplicates,groups,external"
 

@@ -28,18 +28,16 @@ from splitscope.records.reforms import (
     reforms_document,
     reforms_items,
 )
-from splitscope.workflows.demo import run_demo
 
 #: the checklist's numbering: module → its item letters
 NUMBERING = {1: "abc", 2: "abcde", 3: "abcdefg", 4: "abc", 5: "abcdef", 6: "abc", 7: "abc",
              8: "ab"}
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    result, _ = run_demo(tmp_path_factory.mktemp("reforms") / "demo", workers=1,
-                         progress=False, n_train=70, n_test=45)
-    return result
+@pytest.fixture()
+def demo(small_demo):
+    """The shared demo audit (tests that write copy its folder)."""
+    return small_demo
 
 
 def _items(doc):
