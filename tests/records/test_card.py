@@ -30,8 +30,10 @@ _EXISTING = ("---\nlicense: cc-by-4.0\ntags:\n- medical\n- x-ray\n---\n\n# My re
 @pytest.fixture(scope="module")
 def demo(demo_audit, tmp_path_factory):
     """The demo audit, then ``splitscope card`` on its finished folder (a copy)."""
-    out = tmp_path_factory.mktemp("card") / "demo"
-    shutil.copytree(demo_audit.out_dir, out)  # the release stays: named by its absolute root
+    folder = tmp_path_factory.mktemp("card")
+    out = folder / "demo"
+    shutil.copytree(demo_audit.out_dir, out)  # names its release by the release's own root
+    shutil.copytree(demo_audit.out_dir.parent / "data", folder / "data")  # audited afresh
     assert main(["card", str(out)]) == 0
     return out
 

@@ -25,8 +25,10 @@ from splitscope.records.paths import resolve_in
 @pytest.fixture(scope="module")
 def demo(demo_audit, tmp_path_factory):
     """The demo audit, then ``splitscope croissant`` on its finished folder (a copy)."""
-    out = tmp_path_factory.mktemp("croissant") / "demo"
-    shutil.copytree(demo_audit.out_dir, out)  # the release stays: named by its absolute root
+    folder = tmp_path_factory.mktemp("croissant")
+    out = folder / "demo"
+    shutil.copytree(demo_audit.out_dir, out)  # names its release by the release's own root
+    shutil.copytree(demo_audit.out_dir.parent / "data", folder / "data")  # audited afresh
     assert main(["croissant", str(out), "--license",
                  "https://creativecommons.org/licenses/by/4.0/", "--cite-as",
                  "@misc{demo}"]) == 0
