@@ -60,6 +60,7 @@ from splitscope.relations.pruned import (
     ReferenceVectors,
     add_top_candidates,
     add_top_pairs,
+    brute_collect,
     plan_search,
     pruned_passes,
     score_survivors,
@@ -256,17 +257,11 @@ def collect_indexed(merge: SearchMerge, query_thumbs, reference_thumbs,
     The result is the same either way."""
     from threadpoolctl import threadpool_limits
 
-    from splitscope.relations.ncc_core import _blocked_collect
-
-    def vectors(read):
-        return lambda pos: centred_unit_vectors(read(pos))[0]
-
-    args = (merge, vectors(query_thumbs), vectors(reference_thumbs), query_undefined,
-            reference_undefined)
+    args = (merge, query_thumbs, reference_thumbs, query_undefined, reference_undefined)
     kwargs = {"tau": tau, "block": block, "exclude": exclude, "query_chunk": query_chunk,
               "collect_pairs": collect_pairs, "max_pairs": max_pairs}
     if query_undefined.all() or reference_undefined.all():  # nothing to compare
-        _blocked_collect(*args, **kwargs)
+        brute_collect(*args, **kwargs)
         return {"search": "brute (nothing to compare)", "flops": 0.0, "brute_flops": 0.0}
     defined = np.flatnonzero(~query_undefined)
     # one BLAS thread throughout, as the pruned search: these products are small, and
@@ -282,7 +277,7 @@ def collect_indexed(merge: SearchMerge, query_thumbs, reference_thumbs,
     if found is not None:
         plan, index, kept = found
     elif not isinstance(plan, Plan):  # the bound would not pay: score every pair
-        _blocked_collect(*args, **kwargs)
+        brute_collect(*args, **kwargs)
         return plan
     elif defined.size * plan.r_keep.size < INDEX_MIN_PAIRS:
         # few pairs: the pruned search bounds each chunk once (its bounds are kept for its

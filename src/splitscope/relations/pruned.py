@@ -398,23 +398,29 @@ def collect_pruned(merge: SearchMerge, query_thumbs, reference_thumbs,
     SearchMerge`); returns its statistics."""
     from threadpoolctl import threadpool_limits
 
-    def vectors(read):
-        return lambda pos: centred_unit_vectors(read(pos))[0]
-
-    args = (merge, vectors(query_thumbs), vectors(reference_thumbs), query_undefined,
-            reference_undefined)
+    args = (merge, query_thumbs, reference_thumbs, query_undefined, reference_undefined)
     kwargs = {"tau": tau, "block": block, "exclude": exclude, "query_chunk": query_chunk,
               "collect_pairs": collect_pairs, "max_pairs": max_pairs}
     if query_undefined.all() or reference_undefined.all():  # nothing to compare
-        _blocked_collect(*args, **kwargs)
+        brute_collect(*args, **kwargs)
         return {"search": "brute (nothing to compare)", "flops": 0.0, "brute_flops": 0.0}
     with threadpool_limits(1):
         out = _pruned(merge, query_thumbs, reference_thumbs, query_undefined,
                       reference_undefined, **kwargs, options=options, seed=seed,
                       fall_back=fall_back)
     if "search" in out:  # the bound would not pay: score every pair
-        _blocked_collect(*args, **kwargs)
+        brute_collect(*args, **kwargs)
     return out
+
+
+def brute_collect(merge: SearchMerge, query_thumbs, reference_thumbs,
+                  query_undefined: np.ndarray, reference_undefined: np.ndarray, **kwargs
+                  ) -> None:
+    """Every pair scored (the blocked search) into ``merge``, from thumbnails: where there
+    is nothing to compare, or a bound would not pay."""
+    _blocked_collect(merge, lambda pos: centred_unit_vectors(query_thumbs(pos))[0],
+                     lambda pos: centred_unit_vectors(reference_thumbs(pos))[0],
+                     query_undefined, reference_undefined, **kwargs)
 
 
 class ReferenceVectors:
