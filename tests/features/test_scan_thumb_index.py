@@ -81,3 +81,43 @@ def test_reading_thumbnails_keeps_the_mapped_store_bounded(tmp_path, monkeypatch
         peak = max(peak, _mapped_rss_kib(path))
     assert peak <= 8 << 10
     release_pages(expected)  # a plain array is left alone
+
+
+def test_scattered_reads_keep_the_mapped_store_bounded(tmp_path, monkeypatch):
+    """A read of scattered rows makes whole windows around each row resident (fault-around,
+    large page-cache folios), far more than the bytes it returns; each such read is charged
+    per window touched, so a search's random reads cannot leave the store resident."""
+    from splitscope.features import scanning
+    from splitscope.features.workspace import open_thumbnails
+
+    if not Path("/proc/self/smaps").is_file():
+        pytest.skip("needs /proc/self/smaps (Linux) to read a mapping's resident size")
+    n, size = 2048, 128  # 16 KiB a thumbnail, 32 MiB in all
+    path = tmp_path / "thumbnails.npy"
+    np.save(path, (np.arange(n * size * size) % 251).astype(np.uint8).reshape(n, size, size))
+    expected = np.load(path)
+    manifest = pd.DataFrame({"row": np.arange(n), "file": pd.array(
+        [f"f{i:04d}" for i in range(n)], dtype="string")})
+    features = pd.DataFrame({"file": manifest["file"], "thumb_index": np.arange(n)})
+    s = Scan(manifest=manifest, features=features, thumbnails=open_thumbnails(path),
+             params=None, workspace=tmp_path, meta={"thumb_size": size})
+    monkeypatch.setattr(scanning, "RESIDENT_THUMB_BYTES", 1 << 20)
+    rng = np.random.default_rng(0)
+    peak = 0
+    for _ in range(64):  # 8 scattered rows (128 KiB) a read
+        rows = rng.choice(n, 8, replace=False)
+        np.testing.assert_array_equal(s.thumbs(rows), expected[rows])
+        peak = max(peak, _mapped_rss_kib(path))
+    assert peak <= 4 << 10
+
+
+def test_resident_cost_counts_windows_touched():
+    from splitscope.features.scanning import RESIDENT_WINDOW, _resident_cost
+
+    rows = np.zeros((4, 96, 96), np.uint8)
+    per = RESIDENT_WINDOW // rows[0].nbytes  # rows in one window
+    assert _resident_cost(np.arange(4), rows) == RESIDENT_WINDOW  # one window
+    assert _resident_cost(np.arange(4) * per * 3, rows) == 4 * RESIDENT_WINDOW
+    big = np.zeros((3 * per, 96, 96), np.uint8)
+    assert _resident_cost(np.arange(len(big)), big) == 3 * RESIDENT_WINDOW  # rows in 3 windows
+    assert _resident_cost(np.arange(0), rows[:0]) == 0

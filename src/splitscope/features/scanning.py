@@ -57,6 +57,10 @@ NA_KEY = "<NA>"  # how a missing split/label/reason is spelled in summaries (JSO
 NO_FILE = "no_file"  # row-level reason for a manifest row that names no file at all
 # thumbnail bytes read between releases of the store's mapped pages (Scan.thumbs)
 RESIDENT_THUMB_BYTES = 256 << 20
+# what one read of a mapped file can make resident around the bytes it asked for: the kernel
+# maps a whole page-cache folio (up to 2 MiB) or its fault-around window, so scattered rows
+# are charged per window they touch
+RESIDENT_WINDOW = 2 << 20
 
 Extractor = Callable[[list, Any], tuple[pd.DataFrame, np.ndarray]]
 
@@ -155,11 +159,12 @@ class Scan:
 
     def read_thumbnails(self, index: np.ndarray) -> np.ndarray:
         """The thumbnails at store positions ``index`` (all ≥ 0). The store's mapped pages are
-        released after every ``RESIDENT_THUMB_BYTES`` read, so a pass over every thumbnail
+        released after every ``RESIDENT_THUMB_BYTES`` read (scattered rows counted per
+        ``RESIDENT_WINDOW`` they touch), so a pass over every thumbnail, in order or not,
         holds about that much of the store resident, not all of it
         (:func:`~splitscope.features.workspace.release_pages`)."""
         out = np.asarray(self.thumbnails[index])
-        done = self.__dict__.get("_thumb_bytes_read", 0) + out.nbytes
+        done = self.__dict__.get("_thumb_bytes_read", 0) + _resident_cost(index, out)
         if done >= RESIDENT_THUMB_BYTES:
             release_pages(self.thumbnails)
             done = 0
@@ -948,3 +953,15 @@ def _load_scan(workspace: str | Path | None, params: Any, *, verify: bool,
 def _params_from_dict(values: dict) -> Any:
     names = {f.name for f in fields(FeatureParams)}
     return FeatureParams(**{k: v for k, v in values.items() if k in names})
+
+
+def _resident_cost(index: np.ndarray, out: np.ndarray) -> int:
+    """Bytes a read of store rows ``index`` may leave resident: the distinct
+    ``RESIDENT_WINDOW``-sized windows of the store its rows touch, never less than it read."""
+    if out.size == 0:
+        return 0
+    row = out.nbytes // len(out)
+    first = np.asarray(index, dtype=np.int64) * row
+    windows = np.unique(np.concatenate([first // RESIDENT_WINDOW,
+                                        (first + row - 1) // RESIDENT_WINDOW])).size
+    return max(out.nbytes, windows * RESIDENT_WINDOW)
