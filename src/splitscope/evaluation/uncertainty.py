@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -35,38 +37,35 @@ _CHUNK_CELLS = 4_000_000  # rows × resamples per batch (bounds memory to ~100 M
 
 
 def bootstrap_weights(n: int, n_boot: int = DEFAULT_BOOT, seed: int = RunOptions.seed,
-                      chunk: int | None = None, transposed: bool = False):
+                      chunk: int | None = None, dtype=np.float32):
     """Yield resample-count matrices ``W`` (chunk, n) of a case bootstrap, in resample order.
 
     The indices are the rows of ``default_rng(seed).integers(0, n, (n_boot, n))``, drawn chunk
     by chunk from the one generator: resample b is the same whatever the chunk size.
-    ``transposed``: each batch as ``W.T`` instead, C-ordered float64 (n, chunk), counted in that
-    layout (no transposed copy), for sums over the rows.
+    ``dtype``: of the counts (float32 for matrix products; an integer type for
+    :func:`weighted_auroc_parts`' exact integer sums).
     """
     if n <= 0:
         raise InputError("cannot bootstrap an empty view")
     chunk = chunk or max(1, min(n_boot, _CHUNK_CELLS // n))
     rng = np.random.default_rng(seed)
-    for w in _draw_counts(rng, n, n_boot, chunk, transposed):
-        yield w.astype(np.float64 if transposed else np.float32)
+    for w in _draw_counts(rng, n, n_boot, chunk):
+        yield w.astype(dtype, copy=False)
 
 
-def _draw_counts(rng: np.random.Generator, n: int, n_boot: int, chunk: int,
-                 transposed: bool = False):
+def _draw_counts(rng: np.random.Generator, n: int, n_boot: int, chunk: int):
     """Yield ``(b, n)`` matrices counting how often each of ``n`` items is drawn in each of
-    ``n_boot`` resamples of size ``n`` (with replacement), ``chunk`` resamples at a time;
-    ``transposed``: the same counts as ``(n, b)``."""
+    ``n_boot`` resamples of size ``n`` (with replacement), ``chunk`` resamples at a time.
+    Counted resample by resample: one count table of ``n`` stays in cache, where one of
+    ``b·n`` cells (32 MB at a million rows) made every increment a cache miss."""
     done = 0
     while done < n_boot:
         b = min(chunk, n_boot - done)
         idx = rng.integers(0, n, (b, n))
-        if transposed:  # cell (item, resample) of an (n, b) table
-            idx *= b
-            idx += np.arange(b, dtype=np.int64)[:, None]
-        else:  # cell (resample, item) of a (b, n) table
-            idx += (np.arange(b, dtype=np.int64) * n)[:, None]
-        counts = np.bincount(idx.ravel(), minlength=b * n)
-        yield counts.reshape(n, b) if transposed else counts.reshape(b, n)
+        counts = np.empty((b, n), np.int64)
+        for k in range(b):
+            counts[k] = np.bincount(idx[k], minlength=n)
+        yield counts
         done += b
 
 
@@ -107,67 +106,91 @@ def weighted_class_counts(w: np.ndarray, y: np.ndarray, pred: np.ndarray, k: int
     return support, hits
 
 
-class AurocPlan:
-    """Precomputed sort structure of one class's scores for :func:`weighted_auroc`.
+class _Stratum(NamedTuple):
+    """One stratum's block of an :class:`AurocPlan`: columns ``start:split`` of the gathered
+    weights are its larger side sorted by score, ``split:stop`` its smaller side sorted by
+    score; ``lt``/``le`` index each smaller-side row's place among the larger side (strictly
+    below, below or tied); ``flip`` when the larger side is the positive one."""
 
-    The side with fewer rows ("small") is looked up in the cumulative weights of the other
-    side ("large", sorted by score): for each small-side row, the weight of large-side rows
-    strictly below and tied with it.
+    start: int
+    split: int
+    stop: int
+    lt: np.ndarray
+    le: np.ndarray
+    flip: bool
+
+
+class AurocPlan:
+    """Precomputed sort structure of one class's scores for :func:`weighted_auroc_parts`.
+
+    A batch of weights is gathered once into the plan's column ``order``; in each stratum
+    (default: one for all rows) the side with fewer rows is looked up in the cumulative weights
+    of the other, both sorted by score, so every read runs forward through a contiguous row of
+    the batch. Only pairs within a stratum count (e.g. within a cross-validation fold).
     """
 
-    def __init__(self, positive: np.ndarray, score: np.ndarray, rows: np.ndarray | None = None):
-        """``rows``: where the given rows sit in a larger table (e.g. one stratum's rows), so
-        that the plan reads that table's weight rows in place; default the given rows."""
+    def __init__(self, positive: np.ndarray, score: np.ndarray, strata: np.ndarray | None = None):
         pos = np.asarray(positive).astype(bool)
         s = np.asarray(score, dtype=np.float64)
-        self.flip = pos.sum() > (~pos).sum()
-        small, large = (~pos, pos) if self.flip else (pos, ~pos)
-        small_idx = np.flatnonzero(small)
-        large_idx = np.flatnonzero(large)
-        large_idx = large_idx[np.argsort(s[large_idx], kind="mergesort")]
-        ls = s[large_idx]
-        self.lt = np.searchsorted(ls, s[small_idx], side="left")
-        self.le = np.searchsorted(ls, s[small_idx], side="right")
-        if rows is not None:
-            small_idx, large_idx = np.asarray(rows)[small_idx], np.asarray(rows)[large_idx]
-        self.small, self.large = small_idx, large_idx
+        if strata is None:
+            groups = [np.arange(pos.size)]
+        else:
+            strata = np.asarray(strata)
+            groups = [np.flatnonzero(strata == k) for k in np.unique(strata)]
+        order, self.strata, at = [], [], 0
+        for rows in groups:
+            p = pos[rows]
+            flip = bool(p.sum() > (~p).sum())
+            small, large = (rows[~p], rows[p]) if flip else (rows[p], rows[~p])
+            large = large[np.argsort(s[large], kind="mergesort")]
+            small = small[np.argsort(s[small], kind="mergesort")]
+            ls = s[large]
+            self.strata.append(_Stratum(
+                at, at + large.size, at + large.size + small.size,
+                np.searchsorted(ls, s[small], side="left"),
+                np.searchsorted(ls, s[small], side="right"), flip))
+            order += [large, small]
+            at += rows.size
+        self.order = np.concatenate(order) if order else np.zeros(0, np.int64)
 
 
 def weighted_auroc(w: np.ndarray, positive: np.ndarray, score: np.ndarray,
                    plan: AurocPlan | None = None) -> np.ndarray:
     """AUROC of ``score`` for each weighted resample (rows of ``w``): Σ_pos Σ_neg w_i w_j
     (1[s_i > s_j] + ½ 1[s_i = s_j]) / (W_pos W_neg); NaN when a side has zero weight."""
-    return _weighted_auroc_t(np.ascontiguousarray(w.T), plan or AurocPlan(positive, score))
-
-
-def weighted_auroc_parts(w: np.ndarray, positive: np.ndarray, score: np.ndarray,
-                         plan: AurocPlan | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Numerator and denominator of :func:`weighted_auroc` for each row of ``w``: the weighted
-    count of positive–negative pairs the positive wins (ties one half), and W_pos W_neg. Sums
-    of these over strata give the AUROC of pairs within a stratum (e.g. within a fold)."""
-    return weighted_auroc_parts_t(np.ascontiguousarray(w.T), plan or AurocPlan(positive, score))
-
-
-def weighted_auroc_parts_t(wt: np.ndarray, plan: AurocPlan) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`weighted_auroc_parts` on transposed weights ``wt`` (n_rows, n_resamples): row
-    gathers and a cumulative sum down the rows vectorize across resamples."""
-    wl = wt[plan.large]
-    cum = np.empty((wl.shape[0] + 1, wt.shape[1]), dtype=np.float64)
-    cum[0] = 0.0
-    np.cumsum(wl, axis=0, out=cum[1:])
-    ws = wt[plan.small].astype(np.float64)
-    below = cum[plan.lt]
-    tied = cum[plan.le] - below
-    # small-side rows beat the large-side rows below them (ties count one half)
-    num = np.einsum("ij,ij->j", ws, below + 0.5 * tied)
-    den = ws.sum(axis=0) * cum[-1]
-    return (den - num, den) if plan.flip else (num, den)
-
-
-def _weighted_auroc_t(wt: np.ndarray, plan: AurocPlan) -> np.ndarray:
-    num, den = weighted_auroc_parts_t(wt, plan)
+    num, den = weighted_auroc_parts(w, positive, score, plan)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def weighted_auroc_parts(w: np.ndarray, positive: np.ndarray | None, score: np.ndarray | None,
+                         plan: AurocPlan | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Numerator and denominator of :func:`weighted_auroc` for each row of ``w`` (resamples ×
+    rows): the weighted count of positive–negative pairs of one stratum the positive wins (ties
+    one half), and Σ over strata of W_pos W_neg. Integer weights (resample counts) are summed
+    in integers, exactly and several times faster than floats (a running sum of floats waits
+    on each addition); float weights in float64."""
+    plan = plan or AurocPlan(positive, score)
+    cols = np.take(np.atleast_2d(np.asarray(w)), plan.order, axis=1)
+    exact = np.issubdtype(cols.dtype, np.integer)
+    acc = np.int64 if exact else np.float64
+    num = np.zeros(cols.shape[0])
+    den = np.zeros(cols.shape[0])
+    for st in plan.strata:
+        cum = np.zeros((cols.shape[0], st.split - st.start + 1), acc)
+        np.cumsum(cols[:, st.start:st.split], axis=1, dtype=acc, out=cum[:, 1:])
+        small = cols[:, st.split:st.stop].astype(acc, copy=False)
+        below = np.take(cum, st.lt, axis=1)
+        tied = np.take(cum, st.le, axis=1) - below
+        # smaller-side rows beat the larger-side rows below them (ties count one half)
+        if exact:
+            won = np.einsum("ij,ij->i", small, 2 * below + tied) / 2.0
+        else:
+            won = np.einsum("ij,ij->i", small, below + 0.5 * tied)
+        total = (small.sum(axis=1) * cum[:, -1]).astype(np.float64)
+        num += total - won if st.flip else won
+        den += total
+    return num, den
 
 
 def batch_metrics(w: np.ndarray, y: np.ndarray, scores: np.ndarray, required=None,
@@ -196,8 +219,7 @@ def batch_metrics(w: np.ndarray, y: np.ndarray, scores: np.ndarray, required=Non
         out["accuracy"] = hits.sum(axis=1) / support.sum(axis=1)
     if {"macro_auc", "organizer_score"} & set(metrics):
         plans = plans or [AurocPlan(y == c, scores[:, c]) for c in range(k)]
-        wt = np.ascontiguousarray(w.T)
-        aucs = np.stack([_weighted_auroc_t(wt, plans[c]) for c in range(k)], axis=1)
+        aucs = np.stack([weighted_auroc(w, None, None, plans[c]) for c in range(k)], axis=1)
         defined = np.isfinite(aucs)
         with np.errstate(invalid="ignore"):
             out["macro_auc"] = np.where(defined.any(axis=1),

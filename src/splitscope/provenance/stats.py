@@ -437,42 +437,18 @@ def weighted_auc(y: np.ndarray, score: np.ndarray, weights: np.ndarray | None = 
     cross-validation fold, so that fold-to-fold shifts of the scores do not enter: the
     pooled-within-fold AUC). NaN where no pair has weight. The pair counts are those of
     :func:`splitscope.evaluation.uncertainty.weighted_auroc_parts`."""
+    from splitscope.evaluation.uncertainty import AurocPlan, weighted_auroc_parts
+
     y = np.asarray(y).astype(bool)
     score = np.asarray(score, dtype=np.float64)
     w = np.ones((1, y.size)) if weights is None else np.atleast_2d(np.asarray(weights, np.float64))
-    num, den = _auc_parts(np.ascontiguousarray(w.T), _stratum_plans(y, score, strata))
+    num, den = weighted_auroc_parts(w, None, None, AurocPlan(y, score, strata))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
 
 
-def _stratum_plans(y: np.ndarray, score: np.ndarray, strata: np.ndarray | None) -> list:
-    """One sort plan per stratum (one for all rows without strata), each reading its rows in
-    place in weights of the whole table."""
-    from splitscope.evaluation.uncertainty import AurocPlan
-
-    if strata is None:
-        return [AurocPlan(y, score)]
-    strata = np.asarray(strata)
-    return [AurocPlan(y[m], score[m], rows=np.flatnonzero(m))
-            for m in (strata == k for k in np.unique(strata))]
-
-
-def _auc_parts(wt: np.ndarray, plans: list) -> tuple[np.ndarray, np.ndarray]:
-    """Won and total pair weights summed over the strata's ``plans``, for each column of the
-    transposed weights ``wt`` (rows, resamples)."""
-    from splitscope.evaluation.uncertainty import weighted_auroc_parts_t
-
-    num = np.zeros(wt.shape[1])
-    den = np.zeros(wt.shape[1])
-    for plan in plans:
-        a, b = weighted_auroc_parts_t(wt, plan)
-        num += a
-        den += b
-    return num, den
-
-
 #: rows × resamples of one batch of bootstrap weights in :func:`bootstrap_auc` (about 32 MB of
-#: float64 weights, whatever the row count)
+#: integer counts, whatever the row count)
 AUC_CHUNK_CELLS = 4_000_000
 
 
@@ -485,8 +461,9 @@ def bootstrap_auc(y: np.ndarray, score: np.ndarray, *, n_resamples: int = RunOpt
     Resamples are drawn ``chunk`` at a time, fewer when ``chunk`` × rows would exceed
     :data:`AUC_CHUNK_CELLS` (a resample is the same whatever the batch), and each stratum's
     sort is computed once for all of them: memory stays bounded at a million rows and the
-    interval is the one of any batch size. Each batch is drawn as rows × resamples and every
-    stratum's plan reads its rows in place rather than copying its columns out of it."""
+    interval is the one of any batch size. Each batch is gathered once into the plan's order
+    (:class:`~splitscope.evaluation.uncertainty.AurocPlan`), where every stratum's rows are
+    contiguous and sorted by score."""
     return bootstrap_aucs([(y, score, strata)], n_resamples=n_resamples, seed=seed,
                           level=level, chunk=chunk)[0]
 
@@ -497,29 +474,28 @@ def bootstrap_aucs(cases: list[tuple], *, n_resamples: int = RunOptions.resample
     """:func:`bootstrap_auc` of several ``(y, score, strata)`` with one seed (a classifier and
     its shuffled control): cases of one length have the same resamples, so each batch is
     drawn once for all of them; each result is the one :func:`bootstrap_auc` gives alone."""
-    from splitscope.evaluation.uncertainty import bootstrap_weights
+    from splitscope.evaluation.uncertainty import AurocPlan, bootstrap_weights, weighted_auroc_parts
 
     out: list[dict[str, Any]] = [{
         "estimate": None, "low": None, "high": None, "level": level, "resamples": 0,
         "undefined_resamples": 0, "seed": seed, "kind": "not defined: one side has no cases"}
         for _ in cases]
-    by_length: dict[int, list] = {}  # rows → [(case, estimate, its strata plans)]
+    by_length: dict[int, list] = {}  # rows → [(case, estimate, its plan)]
     for i, (y, score, strata) in enumerate(cases):
         y = np.asarray(y).astype(bool)
         if not y.any() or y.all():
             continue
-        plans = _stratum_plans(y, np.asarray(score, np.float64), strata)
-        num, den = _auc_parts(np.ones((y.size, 1)), plans)  # the estimate: unit weights
+        plan = AurocPlan(y, np.asarray(score, np.float64), strata)
+        num, den = weighted_auroc_parts(np.ones((1, y.size), np.int64), None, None, plan)
         if den[0] > 0:
-            by_length.setdefault(y.size, []).append((i, float(num[0] / den[0]), plans))
+            by_length.setdefault(y.size, []).append((i, float(num[0] / den[0]), plan))
     alpha = (1 - level) / 2
     for n, defined in by_length.items():
         vals: list[list[np.ndarray]] = [[] for _ in defined]
         batch = max(1, min(int(chunk), AUC_CHUNK_CELLS // n))
-        for wt in bootstrap_weights(n, n_resamples, seed=seed, chunk=batch, transposed=True):
-            # (rows, resamples), as drawn: every stratum's plan reads its rows in place
-            for got, (_, _, plans) in zip(vals, defined):
-                num, den = _auc_parts(wt, plans)
+        for w in bootstrap_weights(n, n_resamples, seed=seed, chunk=batch, dtype=np.int64):
+            for got, (_, _, plan) in zip(vals, defined):
+                num, den = weighted_auroc_parts(w, None, None, plan)
                 with np.errstate(invalid="ignore", divide="ignore"):
                     got.append(np.where(den > 0, num / np.where(den > 0, den, 1), np.nan))
         for got, (i, est, _) in zip(vals, defined):
