@@ -168,12 +168,8 @@ def test_the_example_notebook_runs(tmp_path, monkeypatch):
 
 @pytest.mark.realdata
 @pytest.mark.slow
-def test_kermany_issue_table(shared_data, tmp_path):
-    root = shared_data / "kermany-chest-xray-224"
-    res = audit(root, out_dir=tmp_path / "k",
-                options=AuditOptions.from_flags(workers=2, progress=False,
-                                                layers=["duplicates", "groups"],
-                                                group_regex=r"person(?P<group>\d+)_"))
+def test_kermany_issue_table(kermany_audit):
+    res = AuditResult.load(kermany_audit)  # the session's audit (duplicates, groups, persons)
     issues = res.issues
     assert len(issues) == res.document["manifest"]["rows"] == 5840
     assert _agree(res) >= 8

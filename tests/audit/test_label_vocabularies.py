@@ -69,12 +69,31 @@ def test_vocabulary_overlap_rule():
                                                           "pituitary"])["comparable"]
 
 
-@pytest.mark.slow
-def test_differently_spelled_corpora_are_not_compared(corpora, tmp_path):
+@pytest.fixture(scope="module")
+def unmapped(corpora, tmp_path_factory):
+    """The audit of the two corpora without a label map (duplicates and external), counting
+    the comparisons of their vocabularies: ``(result, calls)``."""
+    from splitscope.relations import label_conflicts as lc
+
+    calls = []
+
+    def counted(query_labels, reference_labels):
+        calls.append(1)
+        return vocabulary_overlap(query_labels, reference_labels)
+
     main_root, ext_root = corpora
-    res = audit(main_root, external=ext_root, out_dir=tmp_path / "a",
-                options=AuditOptions.from_flags(workers=1, progress=False,
-                                                layers=["duplicates", "external"]))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lc, "vocabulary_overlap", counted)
+        res = audit(main_root, external=ext_root,
+                    out_dir=tmp_path_factory.mktemp("unmapped") / "a",
+                    options=AuditOptions.from_flags(workers=1, progress=False,
+                                                    layers=["duplicates", "external"]))
+    return res, calls
+
+
+@pytest.mark.slow
+def test_differently_spelled_corpora_are_not_compared(unmapped):
+    res, _ = unmapped
     (rec,) = _conflicts(res)
     assert rec["status"] == "not assessed" and rec["numerator"] is None
     assert "label vocabularies differ" in rec["reason"]
@@ -189,22 +208,9 @@ def test_within_split_copies_and_conflicts_have_gates(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_vocabularies_of_a_cross_corpus_boundary_are_compared_once(corpora, tmp_path,
-                                                                       monkeypatch):
+def test_the_vocabularies_of_a_cross_corpus_boundary_are_compared_once(unmapped):
     """The conflict table and its records read one comparison of the two vocabularies."""
-    from splitscope.relations import label_conflicts as lc
-
-    calls = []
-
-    def counted(query_labels, reference_labels):
-        calls.append(1)
-        return vocabulary_overlap(query_labels, reference_labels)
-
-    monkeypatch.setattr(lc, "vocabulary_overlap", counted)
-    main_root, ext_root = corpora
-    res = audit(main_root, external=ext_root, out_dir=tmp_path / "once",
-                options=AuditOptions.from_flags(workers=1, progress=False,
-                                                layers=["duplicates", "external"]))
+    res, calls = unmapped
     (rec,) = _conflicts(res)
     assert rec["status"] == "not assessed" and rec["details"]["vocabulary"]["shared"]
     boundaries = {r["boundary"]["name"] for r in res.document["records"]

@@ -31,10 +31,12 @@ def _ranked(doc: dict) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def kermany(shared_data, tmp_path_factory):
-    """The default audit of the Kermany copy: no group flag, every layer that applies."""
+def kermany(shared_data, kermany_workspace, tmp_path_factory):
+    """The default audit of the Kermany copy: no group flag, every layer that applies (the
+    session's Kermany feature cache)."""
     return _audit(tmp_path_factory.mktemp("kermany"),
-                  str(shared_data / "kermany-chest-xray-224"), "--croissant")
+                  str(shared_data / "kermany-chest-xray-224"), "--croissant", "--workspace",
+                  str(kermany_workspace))
 
 
 def test_kermany_opens_with_the_header_shortcut_and_the_proposed_person_key(kermany):
@@ -58,8 +60,10 @@ def test_kermany_opens_with_the_header_shortcut_and_the_proposed_person_key(kerm
     assert kermany["figures"]["test → train"]["gallery"]["bands"]["below τ"]["flagged"] > 0
 
 
-def test_c3_without_a_split_ranks_its_copies_inside_the_release(shared_data, tmp_path):
-    doc = _audit(tmp_path, str(shared_data / "c3-brain-mri-yes-no"))
+def test_c3_without_a_split_ranks_its_copies_inside_the_release(c3_audit):
+    code, out = c3_audit  # the session's default audit of the release
+    assert code == 0
+    doc = json.loads((out / "audit.json").read_text())
     first, second = doc["summary"]["verdict"]
     assert first.startswith("WARNING: no train/test split was found")
     found = _ranked(doc)

@@ -145,9 +145,9 @@ def _digests(folder: Path) -> dict[str, str]:
 def test_two_audits_at_once_on_one_out(tmp_path):
     root = small_release(tmp_path / "release", 12)
     common = ["--workers", "1", "--transforms", "0", "--layers", "duplicates,groups"]
+    # the audit alone (its own --out and workspace) runs while the first one waits
     alone = _start(["audit", str(root), "--out", str(tmp_path / "alone"), *common,
                     "--workspace", str(tmp_path / "ws-alone")])
-    assert alone.wait(timeout=110) == 0, alone.stderr.read()
 
     out = tmp_path / "out"
     first = _start(["audit", str(root), "--out", str(out), *common,
@@ -163,6 +163,7 @@ def test_two_audits_at_once_on_one_out(tmp_path):
     assert second.returncode == 2 and len(err.splitlines()) == 1, err
     assert f"--out {out} is in use by another run" in err
     assert not (tmp_path / "ws-2").exists()  # refused before it scanned anything
+    assert alone.wait(timeout=110) == 0, alone.stderr.read()
     # the first audit's lists are those of an audit run alone
     assert _digests(out / "lists") == _digests(tmp_path / "alone" / "lists")
 
@@ -173,9 +174,9 @@ def test_two_scans_at_once_into_one_workspace(tmp_path):
 
     root = small_release(tmp_path / "release", 60)
     other = small_release(tmp_path / "other", 12)
+    # the scan alone (a workspace of its own) runs while the first one waits
     alone = _start(["scan", str(root), "--workspace", str(tmp_path / "ws-alone"),
                     "--workers", "1", "--no-progress"])
-    assert alone.wait(timeout=110) == 0, alone.stderr.read()
 
     ws = tmp_path / "ws"
     first = _start(["scan", str(root), "--workspace", str(ws), "--workers", "1",
@@ -191,6 +192,7 @@ def test_two_scans_at_once_into_one_workspace(tmp_path):
         err = second.stderr.read().strip()
         assert code == 2 and len(err.splitlines()) == 1, err
         assert f"workspace {ws} is in use by another scan" in err, err
+    assert alone.wait(timeout=110) == 0, alone.stderr.read()
     got, expected = load_scan(ws), load_scan(tmp_path / "ws-alone")
     assert got.rows()["sha256"].tolist() == expected.rows()["sha256"].tolist()
     assert (got.thumbnails == expected.thumbnails).all()

@@ -187,3 +187,26 @@ def test_partition_steps_do_not_keep_the_matrix_in_its_listed_order():
     gc.collect()
     assert given() is None
     steps.close()
+
+
+@pytest.mark.parametrize("classifier", ["logistic", "hgb"])
+def test_held_out_rows_scored_in_blocks_score_as_at_once(monkeypatch, classifier):
+    """A fold scores its held-out rows a block at a time (bounded float64 copies): every
+    probability is the one scoring them all at once gives: bit for bit from the trees, to the
+    last bits of the BLAS product's blocking from the logistic model."""
+    from splitscope.provenance import partition
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 12)).astype(np.float32)
+    y = rng.random(300) < 0.3
+    X[y, :3] += 0.8
+    whole = partition_classifier(X, y, n_resamples=20, classifier=classifier)
+    monkeypatch.setattr(partition, "SCORE_BLOCK", 7)
+    blocked = partition_classifier(X, y, n_resamples=20, classifier=classifier)
+    if classifier == "hgb":
+        np.testing.assert_array_equal(blocked.scores["prob_test"], whole.scores["prob_test"])
+        assert blocked.auc == whole.auc
+    else:
+        np.testing.assert_allclose(blocked.scores["prob_test"], whole.scores["prob_test"],
+                                   rtol=1e-13, atol=0)
+        assert blocked.auc["estimate"] == pytest.approx(whole.auc["estimate"], abs=1e-12)

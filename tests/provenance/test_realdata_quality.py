@@ -17,13 +17,14 @@ KERMANY_ROWS = {("test", "NORMAL"): 234, ("test", "PNEUMONIA"): 390,
 
 
 @pytest.fixture(scope="module")
-def kermany_audit(shared_data, tmp_path_factory):
+def kermany_audit(shared_data, kermany_workspace, tmp_path_factory):
     from splitscope.core.run import audit
 
     out = tmp_path_factory.mktemp("kermany-quality")
     res = audit(shared_data / "kermany-chest-xray-224", out_dir=out / "o",
                 options=AuditOptions.from_flags(workers=2, progress=False, layers=["quality"],
-                                                group_regex=r"person(?P<group>\d+)_"))
+                                                group_regex=r"person(?P<group>\d+)_",
+                                                workspace=str(kermany_workspace)))
     return res, out
 
 
@@ -55,12 +56,13 @@ def test_quality_layer_runs_in_the_audit_on_kermany(kermany_audit):
     assert 'data-section="quality-table"' in html and "100% (390 of 390)" in html
 
 
-def test_image_statistics_predict_pneumonia_within_pool_and_across_split(kermany_audit):
+def test_image_statistics_predict_pneumonia_within_pool_and_across_split(kermany_audit,
+                                                                        kermany_workspace):
     from splitscope.features.scanning import scan
     from splitscope.provenance.checks import audit_provenance
 
-    res, out = kermany_audit
-    sc = scan(res.document["inputs"][0]["path"], out / "o" / "workspace", workers=2,
+    res, _ = kermany_audit
+    sc = scan(res.document["inputs"][0]["path"], kermany_workspace, workers=2,
               progress=False, group_regex=r"person(?P<group>\d+)_")
     recs = {r.id: r for r in audit_provenance(sc, header=False, association=False,
                                               partition=False).records}

@@ -65,13 +65,14 @@ def planted_scan(planted_root):
 
 
 @pytest.fixture(scope="session")
-def kermany_scan(shared_data, tmp_path_factory):
-    """One scan of the Kermany chest X-ray set per session (cached in a temporary workspace)."""
+def kermany_scan(shared_data, kermany_workspace):
+    """One scan of the Kermany chest X-ray set per session (in the session's Kermany
+    workspace)."""
     root = shared_data / "kermany-chest-xray-224"
     if not root.is_dir():
         pytest.skip("kermany-chest-xray-224 absent")
     try:
         from splitscope.features.scanning import scan
-        return scan(root, tmp_path_factory.mktemp("kermany-ws"), progress=False)
+        return scan(root, kermany_workspace, progress=False)
     except ImportError:
         return mini_scan(root)

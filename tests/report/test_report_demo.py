@@ -12,17 +12,21 @@ import pytest
 from splitscope.cli import app
 from splitscope.records.schema import validate
 from splitscope.report.browser import find_browser, inspect_page
-from splitscope.workflows.demo import FLAG_COLUMNS, flagged_paths, run_demo
+from splitscope.workflows.demo import FLAG_COLUMNS, flagged_paths
 
 pytestmark = pytest.mark.slow
 
 
+#: test rows of the session's ``small_demo_run`` (seed 0, 70 train and 45 test images)
+N_TEST = 45
+
+
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("demo")
-    result, check = run_demo(directory, seed=0, n_train=100, n_test=50, workers=1,
-                             progress=False)
-    planted = pd.read_csv(directory / "data" / "planted.csv", dtype=str, keep_default_na=False)
+def demo(small_demo_run):
+    """The session's demo audit, its check against ``planted.csv``, and ``planted.csv``."""
+    result, check = small_demo_run
+    planted = pd.read_csv(result.out_dir.parent / "data" / "planted.csv", dtype=str,
+                          keep_default_na=False)
     return result, check, planted
 
 
@@ -50,7 +54,7 @@ def test_records_count_exactly_the_planted_rows(demo):
     for demo_name, predicate in FLAG_COLUMNS.items():
         rec = records[f"{'identity' if predicate in ('sha256', 'basename', 'pixel_xxh128') else 'near_duplicate'}.{predicate}.test--train"]
         assert rec["status"] == "completed"
-        assert rec["denominator"] == 50
+        assert rec["denominator"] == N_TEST
         expected = _expected(planted, demo_name)
         # the record counts the flagged rows; all expected rows are among them, and every
         # flagged row is a planted query row
@@ -86,7 +90,7 @@ def test_demo_audit_document(demo):
     transfer = records["evaluation.threshold_transfer.predictions"]
     assert (transfer["boundary"]["query"]["name"], transfer["boundary"]["reference"]["name"]) \
         == ("test", "val")
-    assert records["evaluation.metrics.predictions.official"]["denominator"] == 50
+    assert records["evaluation.metrics.predictions.official"]["denominator"] == N_TEST
     quality = [r for r in doc["records"] if r["layer"] == "quality"]
     assert len(quality) == 10 and all(r["status"] == "completed" for r in quality)
     assert any(a["path"] == "lists/quality.csv" for a in doc["artifacts"])
@@ -98,8 +102,8 @@ def test_demo_audit_document(demo):
     assert line.startswith("Do not trust a score on test as is: ")
     assert "under another label" in line  # the planted twins under two labels, first
     assert verdicts[0].startswith("LABEL CONFLICT: ")
-    assert re.fullmatch(r"[0-9.]+% of the test split \(\d+ of 50 rows\) has a near-twin in "
-                        r"train \(NCC ≥ 0\.98, 96², bicubic\)\.",
+    assert re.fullmatch(rf"[0-9.]+% of the test split \(\d+ of {N_TEST} rows\) has a "
+                        r"near-twin in train \(NCC ≥ 0\.98, 96², bicubic\)\.",
                         next(v for v in verdicts if "near-twin in train" in v))
     assert result.report.stat().st_size < 5_000_000
 

@@ -3,22 +3,20 @@ has no official split, so it is audited against itself; it holds byte copies."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from splitscope.core.options import AuditOptions
-from splitscope.core.run import audit
 from splitscope.records.schema import validate
 
 
 @pytest.mark.realdata
 @pytest.mark.slow
-def test_c3_release_without_split(shared_data, tmp_path):
-    res = audit(shared_data / "c3-brain-mri-yes-no", out_dir=tmp_path / "o",
-                options=AuditOptions.from_flags(workspace=tmp_path / "ws", progress=False,
-                                                layers=["duplicates", "groups"]))
-    doc = res.document
+def test_c3_release_without_split(c3_audit):
+    code, out = c3_audit  # the session's default audit of the release
+    doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
     validate(doc)
-    assert res.exit_code == 0
+    assert code == 0
     assert [b["name"] for b in doc["boundaries"]] == ["all rows → all rows"]
     assert doc["manifest"]["rows"] == 253
     byte = next(r for r in doc["records"] if r["id"].startswith("identity.sha256."))
@@ -29,4 +27,4 @@ def test_c3_release_without_split(shared_data, tmp_path):
         f"{100 * byte['numerator'] / 253:.3g}% of the release ({byte['numerator']} of 253 rows)")
     groups = next(l for l in doc["layers"] if l["layer"] == "groups")
     assert groups["status"] == "not applicable"  # no group key in this release
-    assert res.report.stat().st_size < 5_000_000
+    assert (out / "report.html").stat().st_size < 5_000_000
