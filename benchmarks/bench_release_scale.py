@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -220,21 +221,31 @@ def rollup(pid: int) -> dict:
     return out
 
 
-def stage_peaks(timeline, wall: float, scan_s: float, layers: dict) -> dict:
-    """Peak PSS and its anonymous part (MiB) in each stage. Stages are placed from the end: the layers ran in the order
-    audit.json lists them, for their recorded durations, and ended with the run; the scan and
-    start-up are what came before them. When the layers' durations and the scan add up to more
-    than the run, some layers ran beside others (a layer's ``background``), their windows
-    cannot be placed from durations, and only the whole run's peak is given."""
-    if (scan_s or 0.0) + sum(d or 0.0 for d in layers.values()) > wall:
-        return {"stages": "not separable: layers ran beside one another"}
-    bounds, end = [], wall
-    for name, dur in reversed(list(layers.items())):
-        bounds.append((name, end - (dur or 0.0), end))
-        end -= dur or 0.0
-    bounds.append(("scan and start-up", 0.0, end))
+_LAYER_LINE = re.compile(r"^\s*([0-9.]+) .*layer \d+/\d+ (\w+): (started|completed|not |failed)")
+
+
+def stage_windows(lines: list[str], wall: float) -> list[tuple[str, float, float]]:
+    """``(stage, start s, end s)`` from the audit's stamped progress lines: the scan and
+    start-up until the first layer starts, each layer from its ``started`` line to its next
+    line, and the document (audit.json, lists, report) from the last layer's end to the end."""
+    starts, ends = {}, {}
+    for line in lines:
+        m = _LAYER_LINE.match(line)
+        if m:
+            at, name, what = float(m.group(1)), m.group(2), m.group(3)
+            (starts if what == "started" else ends).setdefault(name, at)
+    layers = [(name, at, ends.get(name, wall)) for name, at in starts.items()]
+    if not layers:
+        return [("scan and start-up", 0.0, wall)]
+    first, last = min(a for _, a, _ in layers), max(e for _, _, e in layers)
+    return [("scan and start-up", 0.0, first), *layers, ("document", last, wall)]
+
+
+def stage_peaks(timeline, windows: list[tuple[str, float, float]]) -> dict:
+    """Peak PSS and its anonymous part (MiB) in each stage's window (layers that ran beside
+    one another share samples: each peak is what the tree held while that stage ran)."""
     out = {}
-    for name, lo, hi in reversed(bounds):
+    for name, lo, hi in windows:
         got = [(pss, anon) for t, pss, anon in timeline if lo <= t <= hi]
         out[name] = ({"pss_mib": round(max(g[0] for g in got) / 1024, 1),
                       "anon_pss_mib": round(max(g[1] for g in got) / 1024, 1)} if got else None)
@@ -277,7 +288,7 @@ def run_audit(root: Path, workers: int, out: Path, workspace: Path,
     doc = json.loads((out / "audit.json").read_text())
     layers = {x["layer"]: x.get("duration_s") for x in doc["layers"]}
     scan_s = doc["manifest"]["scan"].get("seconds")
-    peaks = stage_peaks(meter.timeline, wall, scan_s, layers)
+    peaks = stage_peaks(meter.timeline, stage_windows(lines, wall))
     # exit code 3: the audit finished but a layer failed; the run is reported, each layer that
     # did not complete named with its reason
     failed = {x["layer"]: f"{x.get('status')}: {x.get('reason')}" for x in doc["layers"]
