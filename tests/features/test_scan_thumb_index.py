@@ -46,78 +46,43 @@ def _mapped_rss_kib(path: Path) -> int:
     return total
 
 
-@pytest.mark.slow
-def test_reading_thumbnails_keeps_the_mapped_store_bounded(tmp_path, monkeypatch):
-    import pytest
-
-    from splitscope.features import scanning
-    from splitscope.features.workspace import open_thumbnails, release_pages
-
-    if not Path("/proc/self/smaps").is_file():
-        pytest.skip("needs /proc/self/smaps (Linux) to read a mapping's resident size")
-    n, size = 4096, 64  # 4 KiB a thumbnail, 16 MiB in all
-    path = tmp_path / "thumbnails.npy"
-    np.save(path, (np.arange(n * size * size) % 251).astype(np.uint8).reshape(n, size, size))
-    store = open_thumbnails(path)
-    manifest = pd.DataFrame({"row": np.arange(n), "file": pd.array(
-        [f"f{i:04d}" for i in range(n)], dtype="string")})
-    features = pd.DataFrame({"file": manifest["file"], "thumb_index": np.arange(n)})
-    s = Scan(manifest=manifest, features=features, thumbnails=store, params=None,
-             workspace=tmp_path, meta={"thumb_size": size})
-    expected = np.load(path)
-    # without a release, a pass over every thumbnail leaves the whole store resident
-    monkeypatch.setattr(scanning, "RESIDENT_THUMB_BYTES", 1 << 40)
-    np.testing.assert_array_equal(s.thumbs(np.arange(n)), expected)
-    assert _mapped_rss_kib(path) >= 16000
-    release_pages(store)
-    assert _mapped_rss_kib(path) == 0
-    # released after every 256 KiB read: what stays resident is that and one 128 KiB block,
-    # rounded out to the kernel's fault-around and folio sizes (up to 2 MiB each), well
-    # below the store; every block read back is the stored one
-    monkeypatch.setattr(scanning, "RESIDENT_THUMB_BYTES", 256 << 10)
-    peak = 0
-    for b in range(0, n, 32):
-        np.testing.assert_array_equal(s.thumbs(np.arange(b, b + 32)), expected[b:b + 32])
-        peak = max(peak, _mapped_rss_kib(path))
-    assert peak <= 8 << 10
-    release_pages(expected)  # a plain array is left alone
-
-
-def test_scattered_reads_keep_the_mapped_store_bounded(tmp_path, monkeypatch):
-    """A read of scattered rows makes whole windows around each row resident (fault-around,
-    large page-cache folios), far more than the bytes it returns; each such read is charged
-    per window touched, so a search's random reads cannot leave the store resident."""
-    from splitscope.features import scanning
+def _scan_of(tmp_path, n, size):
     from splitscope.features.workspace import open_thumbnails
 
-    if not Path("/proc/self/smaps").is_file():
-        pytest.skip("needs /proc/self/smaps (Linux) to read a mapping's resident size")
-    n, size = 2048, 128  # 16 KiB a thumbnail, 32 MiB in all
     path = tmp_path / "thumbnails.npy"
     np.save(path, (np.arange(n * size * size) % 251).astype(np.uint8).reshape(n, size, size))
-    expected = np.load(path)
     manifest = pd.DataFrame({"row": np.arange(n), "file": pd.array(
         [f"f{i:04d}" for i in range(n)], dtype="string")})
     features = pd.DataFrame({"file": manifest["file"], "thumb_index": np.arange(n)})
-    s = Scan(manifest=manifest, features=features, thumbnails=open_thumbnails(path),
-             params=None, workspace=tmp_path, meta={"thumb_size": size})
-    monkeypatch.setattr(scanning, "RESIDENT_THUMB_BYTES", 1 << 20)
+    return Scan(manifest=manifest, features=features, thumbnails=open_thumbnails(path),
+                params=None, workspace=tmp_path, meta={"thumb_size": size}), path
+
+
+def test_reading_thumbnails_maps_none_of_the_store(tmp_path):
+    """A pass over every thumbnail, in order or scattered, reads the bytes it returns and
+    leaves none of the store resident in this process (scattered reads through the memory map
+    faulted in a whole folio per row: the whole store, counted in the process's memory)."""
+    if not Path("/proc/self/smaps").is_file():
+        pytest.skip("needs /proc/self/smaps (Linux) to read a mapping's resident size")
+    s, path = _scan_of(tmp_path, 2048, 128)  # 16 KiB a thumbnail, 32 MiB in all
+    expected = np.load(path)
+    for b in range(0, 2048, 256):  # in order, a block at a time
+        np.testing.assert_array_equal(s.thumbs(np.arange(b, b + 256)), expected[b:b + 256])
     rng = np.random.default_rng(0)
-    peak = 0
-    for _ in range(64):  # 8 scattered rows (128 KiB) a read
-        rows = rng.choice(n, 8, replace=False)
+    for _ in range(64):  # scattered rows, with runs and repeats
+        rows = np.r_[rng.choice(2048, 8, replace=False), 7, 8, 9, 9, 3]
         np.testing.assert_array_equal(s.thumbs(rows), expected[rows])
-        peak = max(peak, _mapped_rss_kib(path))
-    assert peak <= 4 << 10
+    assert _mapped_rss_kib(path) <= 64
+    np.testing.assert_array_equal(s.read_thumbnails(np.zeros(0, int)), expected[:0])
 
 
-def test_resident_cost_counts_windows_touched():
-    from splitscope.features.scanning import RESIDENT_WINDOW, _resident_cost
+def test_a_truncated_store_is_an_error_not_short_thumbnails(tmp_path):
+    from splitscope.errors import InputError
 
-    rows = np.zeros((4, 96, 96), np.uint8)
-    per = RESIDENT_WINDOW // rows[0].nbytes  # rows in one window
-    assert _resident_cost(np.arange(4), rows) == RESIDENT_WINDOW  # one window
-    assert _resident_cost(np.arange(4) * per * 3, rows) == 4 * RESIDENT_WINDOW
-    big = np.zeros((3 * per, 96, 96), np.uint8)
-    assert _resident_cost(np.arange(len(big)), big) == 3 * RESIDENT_WINDOW  # rows in 3 windows
-    assert _resident_cost(np.arange(0), rows[:0]) == 0
+    s, path = _scan_of(tmp_path, 64, 16)
+    expected = np.load(path)
+    with open(path, "r+b") as fh:  # cut after the store was opened (read through the map,
+        fh.truncate(path.stat().st_size - 100)  # its last rows would be a bus error)
+    np.testing.assert_array_equal(s.thumbs(np.arange(8)), expected[:8])
+    with pytest.raises(InputError, match="truncated"):
+        s.thumbs(np.arange(60, 64))
