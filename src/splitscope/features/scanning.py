@@ -963,4 +963,3 @@ def _load_scan(workspace: str | Path | None, params: Any, *, verify: bool,
 def _params_from_dict(values: dict) -> Any:
     names = {f.name for f in fields(FeatureParams)}
     return FeatureParams(**{k: v for k, v in values.items() if k in names})
-

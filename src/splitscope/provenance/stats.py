@@ -437,14 +437,12 @@ def weighted_auc(y: np.ndarray, score: np.ndarray, weights: np.ndarray | None = 
     cross-validation fold, so that fold-to-fold shifts of the scores do not enter: the
     pooled-within-fold AUC). NaN where no pair has weight. The pair counts are those of
     :func:`splitscope.evaluation.uncertainty.weighted_auroc_parts`."""
-    from splitscope.evaluation.uncertainty import AurocPlan, weighted_auroc_parts
+    from splitscope.evaluation.uncertainty import AurocPlan, weighted_auroc
 
     y = np.asarray(y).astype(bool)
     score = np.asarray(score, dtype=np.float64)
     w = np.ones((1, y.size)) if weights is None else np.atleast_2d(np.asarray(weights, np.float64))
-    num, den = weighted_auroc_parts(w, None, None, AurocPlan(y, score, strata))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+    return weighted_auroc(w, None, None, AurocPlan(y, score, strata))
 
 
 #: rows × resamples of one batch of bootstrap weights in :func:`bootstrap_auc` (about 32 MB of
@@ -474,7 +472,7 @@ def bootstrap_aucs(cases: list[tuple], *, n_resamples: int = RunOptions.resample
     """:func:`bootstrap_auc` of several ``(y, score, strata)`` with one seed (a classifier and
     its shuffled control): cases of one length have the same resamples, so each batch is
     drawn once for all of them; each result is the one :func:`bootstrap_auc` gives alone."""
-    from splitscope.evaluation.uncertainty import AurocPlan, bootstrap_weights, weighted_auroc_parts
+    from splitscope.evaluation.uncertainty import AurocPlan, bootstrap_weights, weighted_auroc
 
     out: list[dict[str, Any]] = [{
         "estimate": None, "low": None, "high": None, "level": level, "resamples": 0,
@@ -486,18 +484,16 @@ def bootstrap_aucs(cases: list[tuple], *, n_resamples: int = RunOptions.resample
         if not y.any() or y.all():
             continue
         plan = AurocPlan(y, np.asarray(score, np.float64), strata)
-        num, den = weighted_auroc_parts(np.ones((1, y.size), np.int64), None, None, plan)
-        if den[0] > 0:
-            by_length.setdefault(y.size, []).append((i, float(num[0] / den[0]), plan))
+        estimate = float(weighted_auroc(np.ones((1, y.size), np.int64), None, None, plan)[0])
+        if np.isfinite(estimate):  # NaN: no pair of a stratum to compare
+            by_length.setdefault(y.size, []).append((i, estimate, plan))
     alpha = (1 - level) / 2
     for n, defined in by_length.items():
         vals: list[list[np.ndarray]] = [[] for _ in defined]
         batch = max(1, min(int(chunk), AUC_CHUNK_CELLS // n))
         for w in bootstrap_weights(n, n_resamples, seed=seed, chunk=batch, dtype=np.int64):
             for got, (_, _, plan) in zip(vals, defined):
-                num, den = weighted_auroc_parts(w, None, None, plan)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    got.append(np.where(den > 0, num / np.where(den > 0, den, 1), np.nan))
+                got.append(weighted_auroc(w, None, None, plan))
         for got, (i, est, _) in zip(vals, defined):
             aucs = np.concatenate(got)
             ok = np.isfinite(aucs)
