@@ -77,6 +77,36 @@ def test_matches_brute_force(workers, bq, br):
     assert res.flags("joint").sum() > 0 and res.flags("screen").sum() >= res.flags("joint").sum()
 
 
+@pytest.mark.parametrize("workers,bq,br", [(1, 1024, 2048), (2, 5, 13), (2, 64, 1)])
+def test_matches_brute_force_with_exclusions_and_every_bit(workers, bq, br):
+    """Full 64-bit values (top bit included), one excluded reference per query placed at block
+    edges, many equal distances: minima, lowest positions and pairs as a brute force gives."""
+    rng = np.random.default_rng(11)
+    pool = rng.integers(0, 2**64, 6, dtype=np.uint64)  # few distinct values: many ties
+    qp, qd = pool[rng.integers(0, 6, 90)], pool[rng.integers(0, 6, 90)]
+    rp, rd = pool[rng.integers(0, 6, 120)], pool[rng.integers(0, 6, 120)]
+    qp[:30] ^= np.uint64(1) << np.uint64(63)
+    exclude = rng.choice([-1, 0, 12, 13, 25, 26, 119], 90)
+    res = hash_search(qp, qd, rp, rd, radius=4, exclude=exclude, workers=workers,
+                      block_query=bq, block_reference=br)
+    P = np.bitwise_count(qp[:, None] ^ rp[None]).astype(int)
+    D = np.bitwise_count(qd[:, None] ^ rd[None]).astype(int)
+    hit = exclude >= 0
+    for mat in (P, D):
+        mat[np.flatnonzero(hit), exclude[hit]] = 999
+    for got, idx, mat in ((res.d_p, res.ref_p, P), (res.d_d, res.ref_d, D),
+                          (res.d_joint, res.ref_joint, np.maximum(P, D)),
+                          (res.d_sum, res.ref_sum, P + D)):
+        np.testing.assert_array_equal(got, mat.min(1))
+        np.testing.assert_array_equal(idx, mat.argmin(1))
+    qi, ri = np.nonzero((np.maximum(P, D) <= 4) | (P == 0))
+    np.testing.assert_array_equal(res.pairs["query"], qi)
+    np.testing.assert_array_equal(res.pairs["reference"], ri)
+    np.testing.assert_array_equal(res.pairs["d_p"], P[qi, ri])
+    np.testing.assert_array_equal(res.pairs["d_d"], D[qi, ri])
+    assert len(qi) > 100
+
+
 def test_exclude_self_and_no_reference():
     h = np.array([5, 5, 9], dtype=np.uint64)
     res = hamming_search(h, h, exclude=np.arange(3))

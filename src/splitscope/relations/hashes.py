@@ -11,11 +11,11 @@ set R and a radius k:
 - *exact-pHash*: some r has ``d_p == 0``.
 
 Every rule is a function of four per-query minima, so one exhaustive pass over all
-query × reference pairs gives all four rules at every radius. The pass is vectorized: hashes are
-packed as ``uint64``, distances are ``popcount(q XOR r)`` over cache-sized blocks (no Python loop
-over pairs), and blocks of queries run in threads (numpy releases the GIL inside ufuncs).
-Ties are broken by the lowest reference position, so results do not depend on block sizes or
-thread count.
+query × reference pairs gives all four rules at every radius. Hashes are packed as ``uint64``;
+distances are ``popcount(q XOR r)`` in compiled loops over cache-sized blocks
+(:mod:`splitscope.relations.hamming_kernel`), and blocks of queries run in threads. Ties are
+broken by the lowest reference position, so results do not depend on block sizes or thread
+count.
 """
 
 from __future__ import annotations
@@ -32,10 +32,11 @@ from splitscope.relations.options import SearchOptions
 
 RULES = ("screen", "joint", "sum", "exact_phash")
 DEFAULT_RADIUS = SearchOptions.radius  # METHODS §2.3
+QUERY_BLOCK = 1024  # queries per thread task: their keys (32 bytes each) stay in L2
+REFERENCE_BLOCK = 2048  # references per pass: their two hashes (32 KiB) stay in L1
 #: Distance reported for a query with no reference to compare with (index -1). It is larger than
 #: any real distance (a single distance is at most 64, a sum at most 128), so ``<= k`` is False.
 NO_REFERENCE = 255
-_EXCLUDED = 100  # value written into excluded cells: > 64 as a distance, sum 200 > 128
 
 
 def pack_hashes(values, *, name: str = "hashes") -> np.ndarray:
@@ -88,8 +89,8 @@ class HammingResult:
     index: np.ndarray  # (nq,) int64
 
 
-def hamming_search(query, reference, *, exclude=None, block_query: int = 32,
-                   block_reference: int = 4096, workers: int | None = None) -> HammingResult:
+def hamming_search(query, reference, *, exclude=None, block_query: int = QUERY_BLOCK,
+                   block_reference: int = REFERENCE_BLOCK, workers: int | None = None) -> HammingResult:
     """Exhaustive nearest neighbour by Hamming distance over packed 64-bit hashes.
 
     Parameters
@@ -100,7 +101,7 @@ def hamming_search(query, reference, *, exclude=None, block_query: int = 32,
         Per query, one reference position never to match (-1: none). A boundary of a
         population with itself passes ``arange(n)`` so a row is never its own counterpart.
     block_query, block_reference : int
-        Block shape; ``block_query * block_reference`` bytes (times 9) stay in cache.
+        Queries per thread task; references per cache block (16 bytes each).
     workers : int, optional
         Threads over query blocks (default: all cores).
 
@@ -111,8 +112,7 @@ def hamming_search(query, reference, *, exclude=None, block_query: int = 32,
     q = pack_hashes(query, name="query hashes")
     r = pack_hashes(reference, name="reference hashes")
     full = hash_search(q, q, r, r, radius=0, exclude=exclude, block_query=block_query,
-                       block_reference=block_reference, workers=workers, collect_pairs=False,
-                       _single=True)
+                       block_reference=block_reference, workers=workers, collect_pairs=False)
     return HammingResult(full.d_p, full.ref_p)
 
 
@@ -187,10 +187,9 @@ def _empty_pairs() -> pd.DataFrame:
 
 
 def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
-                radius: int = DEFAULT_RADIUS, exclude=None, block_query: int = 32,
-                block_reference: int = 4096, workers: int | None = None,
-                collect_pairs: bool = True, max_pairs: int = 5_000_000,
-                _single: bool = False) -> HashSearch:
+                radius: int = DEFAULT_RADIUS, exclude=None, block_query: int = QUERY_BLOCK,
+                block_reference: int = REFERENCE_BLOCK, workers: int | None = None,
+                collect_pairs: bool = True, max_pairs: int = 5_000_000) -> HashSearch:
     """One exhaustive pass giving every hash rule's per-query minima (METHODS §2.1).
 
     Parameters
@@ -216,11 +215,8 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
     """
     qp = pack_hashes(query_phash, name="query pHash")
     rp = pack_hashes(reference_phash, name="reference pHash")
-    if _single:
-        qd, rd = qp, rp
-    else:
-        qd = pack_hashes(query_dhash, name="query dHash")
-        rd = pack_hashes(reference_dhash, name="reference dHash")
+    qd = pack_hashes(query_dhash, name="query dHash")
+    rd = pack_hashes(reference_dhash, name="reference dHash")
     if qp.shape != qd.shape or rp.shape != rd.shape:
         raise InputError("pHash and dHash arrays must have the same length on each side")
     if not 0 <= int(radius) <= 64:
@@ -228,75 +224,33 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
     radius = int(radius)
     nq, nr = qp.size, rp.size
     exclude = _check_exclude(exclude, nq, nr)
-    out = {name: np.full(nq, NO_REFERENCE, np.int16) for name in ("p", "d", "j", "s")}
-    idx = {name: np.full(nq, -1, np.int64) for name in ("p", "d", "j", "s")}
-    starts = list(range(0, nq, block_query))
+    from splitscope.relations import hamming_kernel as kernel
+
+    ex = np.full(nq, -1, np.int64) if exclude is None else exclude
+    keys = np.full((nq, 4), kernel.UNSET, np.int64)
+    starts = list(range(0, nq, max(1, int(block_query))))
     n_workers = min(_workers(workers), max(1, len(starts)))
     chunks = [starts[i::n_workers] for i in range(n_workers)]
+    block = max(1, int(block_reference))
     counts: list[int] = []
 
     def work(my_starts: list[int]) -> list[tuple]:
-        br = max(1, min(block_reference, nr))
-        xb = np.empty((block_query, br), np.uint64)
-        cp = np.empty((block_query, br), np.uint8)
-        cd = np.empty((block_query, br), np.uint8)
-        cj = np.empty((block_query, br), np.uint8)
-        cs = np.empty((block_query, br), np.uint8)
-        ar = np.arange(block_query)
         found: list[tuple] = []
         stored = 0
         total = 0
         for q0 in my_starts:
             q1 = min(q0 + block_query, nq)
-            m = q1 - q0
-            best = {k: np.full(m, NO_REFERENCE, np.int16) for k in ("p", "d", "j", "s")}
-            arg = {k: np.full(m, -1, np.int64) for k in ("p", "d", "j", "s")}
-            for r0 in range(0, nr, br):
-                r1 = min(r0 + br, nr)
-                n = r1 - r0
-                x, p, d, j, s = (a[:m, :n] for a in (xb, cp, cd, cj, cs))
-                np.bitwise_xor(qp[q0:q1, None], rp[None, r0:r1], out=x)
-                np.bitwise_count(x, out=p)
-                if not _single:
-                    np.bitwise_xor(qd[q0:q1, None], rd[None, r0:r1], out=x)
-                    np.bitwise_count(x, out=d)
-                if exclude is not None:
-                    ex = exclude[q0:q1]
-                    hit = np.flatnonzero((ex >= r0) & (ex < r1))
-                    if hit.size:
-                        p[hit, ex[hit] - r0] = _EXCLUDED
-                        if not _single:
-                            d[hit, ex[hit] - r0] = _EXCLUDED
-                mats = {"p": p} if _single else {"p": p, "d": d}
-                if not _single:
-                    np.maximum(p, d, out=j)
-                    np.add(p, d, out=s)
-                    mats["j"] = j
-                    mats["s"] = s
-                block_min = {}
-                for key, mat in mats.items():
-                    a = mat.argmin(axis=1)
-                    v = mat[ar[:m], a].astype(np.int16)
-                    block_min[key] = v
-                    limit = 2 * _EXCLUDED if key == "s" else _EXCLUDED
-                    better = (v < best[key]) & (v < limit)
-                    best[key][better] = v[better]
-                    arg[key][better] = a[better] + r0
-                if collect_pairs and not _single:
-                    rows = np.flatnonzero((block_min["j"] <= radius) | (block_min["p"] == 0))
-                    if rows.size:
-                        sub_p, sub_j = p[rows], j[rows]
-                        qi, ri = np.nonzero((sub_j <= radius) | (sub_p == 0))
-                        total += qi.size
-                        keep = max(0, min(qi.size, max_pairs - stored))
-                        if keep:
-                            qi, ri = qi[:keep], ri[:keep]
-                            found.append((rows[qi] + q0, ri + r0, sub_p[qi, ri],
-                                          d[rows][qi, ri]))
-                            stored += keep
-            for key, value in best.items():
-                out[key][q0:q1] = value
-                idx[key][q0:q1] = arg[key]
+            kernel.fold_minima(qp[q0:q1], qd[q0:q1], rp, rd, ex[q0:q1], keys[q0:q1], block)
+            if not collect_pairs:
+                continue
+            near = (keys[q0:q1, 2] >> kernel.SHIFT <= radius) | (keys[q0:q1, 0] >> kernel.SHIFT == 0)
+            for q in np.flatnonzero(near) + q0:
+                pos, dp, dd = kernel.near_pairs(qp[q], qd[q], rp, rd, ex[q], radius)
+                total += pos.size
+                keep = max(0, min(pos.size, max_pairs - stored))
+                if keep:
+                    found.append((np.full(keep, q, np.int64), pos[:keep], dp[:keep], dd[:keep]))
+                    stored += keep
         counts.append(total)
         return found
 
@@ -308,13 +262,20 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
                 results = list(pool.map(work, chunks))
     else:
         results = []
+    out, idx = {}, {}
+    for col, name in enumerate(("p", "d", "j", "s")):
+        value = (keys[:, col] >> kernel.SHIFT).astype(np.int16)
+        position = keys[:, col] & kernel.POSITION
+        met = keys[:, col] != kernel.UNSET
+        out[name] = np.where(met, value, NO_REFERENCE).astype(np.int16)
+        idx[name] = np.where(met, position, -1)
     pieces = [t for res in results for t in res]
     if pieces:
         pairs = pd.DataFrame({
-            "query": np.concatenate([t[0] for t in pieces]).astype(np.int64),
-            "reference": np.concatenate([t[1] for t in pieces]).astype(np.int64),
-            "d_p": np.concatenate([t[2] for t in pieces]).astype(np.int16),
-            "d_d": np.concatenate([t[3] for t in pieces]).astype(np.int16),
+            "query": np.concatenate([t[0] for t in pieces]),
+            "reference": np.concatenate([t[1] for t in pieces]),
+            "d_p": np.concatenate([t[2] for t in pieces]),
+            "d_d": np.concatenate([t[3] for t in pieces]),
         }).sort_values(["query", "reference"], kind="stable").reset_index(drop=True)
     else:
         pairs = _empty_pairs()
@@ -322,9 +283,6 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
     truncated = n_total > len(pairs)
     if len(pairs) > max_pairs:
         pairs = pairs.iloc[:max_pairs].reset_index(drop=True)
-    if _single:
-        for key in ("d", "j", "s"):
-            out[key], idx[key] = out["p"], idx["p"]
     return HashSearch(radius, nr, out["p"], idx["p"], out["d"], idx["d"], out["j"], idx["j"],
                       out["s"], idx["s"], pairs, n_total, truncated)
 
