@@ -262,3 +262,43 @@ def test_a_killed_runs_shared_folder_is_removed_by_the_next(tmp_path, monkeypatc
     with stats.shared_arrays() as folder:
         assert folder.startswith(str(tmp_path / f"{stats.SHARED_PREFIX}{os.getpid()}-"))
     assert not dead.exists() and alive.exists()
+
+
+def test_partition_comparisons_share_one_bank_built_at_the_first_step(monkeypatch):
+    """The partition classifier computes nothing when its records are asked for, only at its
+    first step (inside the layer's shared folder, after the probes before it); then one bank
+    holds each row some comparison uses once, and every fold call of the boundary and of the
+    internal split reads that bank."""
+    from splitscope.boundary import boundaries_or_default
+    from splitscope.provenance import partition_records as pr
+    from splitscope.provenance import stats
+
+    table = _release(400)
+    emb = np.random.default_rng(5).random((len(table), 6)).astype(np.float32)
+    banks = []
+    real_bank = pr._feature_bank
+    monkeypatch.setattr(pr, "_feature_bank", lambda *a: banks.append(real_bank(*a)) or banks[-1])
+    sent = []
+    real_map = stats.map_folds
+
+    def record(func, tasks, jobs=1):
+        sent.extend((fn.__name__, args) for fn, args in tasks)
+        return real_map(func, tasks, 1)
+
+    monkeypatch.setattr(stats, "map_folds", record)
+    monkeypatch.setattr(stats, "SHARED_MIN_BYTES", 1)
+    bounds = boundaries_or_default(table, None)
+    steps = pr.partition_records(table, None, bounds, emb, seed=0, n_resamples=50, folds=3,
+                                 classifier="logistic", internal_share=0.2, max_rows=None,
+                                 inputs=[])
+    assert banks == []  # nothing computed yet
+    with stats.shared_arrays():
+        out, = stats.run_steps([steps])
+    assert len(banks) == 1
+    bank, at = banks[0]
+    assert isinstance(bank, np.memmap) and len(bank) == len(table)  # each row once
+    assert np.array_equal(bank, emb)
+    folds = [args for name, args in sent if name == "_fold_prob"]
+    assert len(folds) == 2 * 2 * 3  # two comparisons, each with its control, three folds
+    assert {args[0].filename for args in folds} == {bank.filename}
+    assert [r.status for r in out.records] == ["completed", "completed"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -44,7 +44,7 @@ from splitscope.provenance.stats import (
     weighted_auc,
 )
 
-__all__ = ["PartitionResult", "content_features", "internal_split", "partition_classifier",
+__all__ = ["FeatureRows", "PartitionResult", "content_features", "internal_split", "partition_classifier",
            "partition_steps", "proxy_a_distance"]
 
 
@@ -146,36 +146,50 @@ def _classifier(classifier: str, seed: int):
 SCORE_BLOCK = 50_000
 
 
-def _fold_prob(X, y, train, test, classifier: str, seed: int) -> np.ndarray | None:
-    """Held-out probabilities of one fold (None when its training part lacks a partition)."""
-    if y[train].all() or (~y[train]).all():
+class FeatureRows(NamedTuple):
+    """Rows ``at`` of the feature matrix ``bank``, gathered only where a fold fits or scores
+    them: one bank (a shared file mapping inside
+    :func:`~splitscope.provenance.stats.shared_arrays`) serves every comparison and worker, so
+    a comparison holds an index, not a copy of its rows."""
+
+    bank: np.ndarray
+    at: np.ndarray
+
+
+def _fold_prob(bank, y_fit, fit_at, score_at, classifier: str, seed: int) -> np.ndarray | None:
+    """Held-out probabilities of one fold, fit on rows ``fit_at`` of ``bank`` (labels
+    ``y_fit``) and scoring rows ``score_at`` (None when the fit rows lack a partition)."""
+    if y_fit.all() or (~y_fit).all():
         return None  # a fold without both partitions cannot be fitted; left as NaN
     binning = one_sort_per_column() if classifier == "hgb" else nullcontext()
     with warnings.catch_warnings(), binning:
         warnings.simplefilter("ignore")
-        model = _classifier(classifier, seed).fit(np.asarray(X[train], np.float64), y[train])
+        model = _classifier(classifier, seed).fit(np.asarray(bank[fit_at], np.float64), y_fit)
         return np.concatenate([
-            model.predict_proba(np.asarray(X[test[at:at + SCORE_BLOCK]], np.float64))[:, 1]
-            for at in range(0, len(test), SCORE_BLOCK)]) if len(test) else np.zeros(0)
+            model.predict_proba(np.asarray(bank[score_at[at:at + SCORE_BLOCK]], np.float64))[:, 1]
+            for at in range(0, len(score_at), SCORE_BLOCK)]) if len(score_at) else np.zeros(0)
 
 
 def _oof_prob(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None, *, folds: int, seed: int,
               classifier: str, jobs: int | None = None, fit_max_rows: int | None = None
               ) -> tuple[np.ndarray, np.ndarray, list[int], int]:
-    """Out-of-fold probabilities: (prob, fold of each row, rows fitted per fold, training rows
-    left out of the fits)."""
-    return run_steps([_oof_steps(X, y, groups, folds=folds, seed=seed, classifier=classifier,
+    """Out-of-fold probabilities of the rows of ``X``: (prob, fold of each row, rows fitted per
+    fold, training rows left out of the fits)."""
+    rows = FeatureRows(X, np.arange(len(X)))
+    return run_steps([_oof_steps(rows, y, groups, folds=folds, seed=seed, classifier=classifier,
                                  jobs=jobs, fit_max_rows=fit_max_rows)])[0]
 
 
-def _oof_steps(X, y, groups, *, folds, seed, classifier, jobs=None, fit_max_rows=None):
+def _oof_steps(rows: FeatureRows, y, groups, *, folds, seed, classifier, jobs=None,
+               fit_max_rows=None):
     """:func:`_oof_prob` as a step generator: one call per fold, workers worth starting from
     ``PARALLEL_CELLS_LINEAR`` cells for the logistic fits (``PARALLEL_CELLS`` otherwise)."""
-    splits, left_out = _oof_splits(X, y, groups, folds=folds, seed=seed, classifier=classifier,
+    splits, left_out = _oof_splits(y, groups, folds=folds, seed=seed, classifier=classifier,
                                    fit_max_rows=fit_max_rows)
     min_cells = PARALLEL_CELLS_LINEAR if classifier == "logistic" else PARALLEL_CELLS
-    done = yield FoldTasks([(_fold_prob, (X, y, tr, te, classifier, seed)) for tr, te in splits],
-                           jobs, X.size / min_cells)
+    bank, at = rows
+    done = yield FoldTasks([(_fold_prob, (bank, y[tr], at[tr], at[te], classifier, seed))
+                            for tr, te in splits], jobs, len(at) * bank.shape[1] / min_cells)
     prob = np.full(len(y), np.nan)
     fold = np.full(len(y), -1, dtype=np.int64)
     for i, ((_, te), p) in enumerate(zip(splits, done)):
@@ -185,7 +199,7 @@ def _oof_steps(X, y, groups, *, folds, seed, classifier, jobs=None, fit_max_rows
     return prob, fold, [len(tr) for tr, _ in splits], left_out
 
 
-def _oof_splits(X, y, groups, *, folds, seed, classifier, fit_max_rows):
+def _oof_splits(y, groups, *, folds, seed, classifier, fit_max_rows):
     """The folds of :func:`_oof_prob` ((fit rows, held-out rows) each) and the training rows
     the fit cap left out."""
     from sklearn.model_selection import StratifiedKFold
@@ -196,6 +210,7 @@ def _oof_splits(X, y, groups, *, folds, seed, classifier, fit_max_rows):
     k = int(min(folds, y.sum(), (~y).sum()))
     if k < 2:
         raise InputError("each partition needs at least 2 rows for cross-validation")
+    X = np.zeros((len(y), 1), np.uint8)  # the splitters read only the number of rows
     if groups is not None:
         cv = GroupFolds(n_splits=k, shuffle=True, random_state=seed)
         splits = list(cv.split(X, y, groups))
@@ -253,8 +268,22 @@ def partition_classifier(
             fit_max_rows=fit_max_rows)])[0]
 
 
-#: rows copied at a time into the reordered matrix of :func:`partition_steps`
+#: rows checked (or copied into a shared bank) at a time: no temporary of every row
 REORDER_BLOCK = 65_536
+
+
+def shared_features(X) -> np.ndarray:
+    """``X`` as float32 (content features, most embeddings) or float64, in a
+    :func:`~splitscope.provenance.stats.shared_empty` array: inside ``shared_arrays`` the fold
+    workers map it instead of receiving copies. Each fold converts the rows it fits and
+    scores to float64, exactly."""
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise InputError(f"features must be (n, d); got shape {X.shape}")
+    out = shared_empty(X.shape, np.float32 if X.dtype == np.float32 else np.float64)
+    for at in range(0, len(X), REORDER_BLOCK):
+        out[at:at + REORDER_BLOCK] = X[at:at + REORDER_BLOCK]
+    return out
 
 
 def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs train pool",
@@ -263,30 +292,28 @@ def partition_steps(features, is_test, *, rows=None, groups=None, name="test vs 
                     shuffled_control=True, fit_max_rows=FIT_MAX_ROWS):
     """:func:`partition_classifier` as a step generator (:func:`~splitscope.provenance.stats.
     run_steps`): the folds of the classifier and of its shuffled control run together."""
-    # float32 features (content features, most embeddings) stay float32, half the memory of
-    # all rows; each fold converts the rows it fits and scores to float64, exactly
-    X = np.asarray(features)
-    if X.dtype != np.float32:
-        X = X.astype(np.float64, copy=False)
+    if isinstance(features, FeatureRows):
+        bank, at = features
+    else:
+        bank, at = shared_features(features), np.arange(len(features))
+    del features
     y = np.asarray(is_test).astype(bool)
-    if X.ndim != 2 or len(X) != len(y):
-        raise InputError(f"features must be (n, d) aligned with is_test; got {X.shape} and {y.shape}")
-    if not np.isfinite(X).all():
-        raise InputError(f"{int((~np.isfinite(X)).any(axis=1).sum())} feature row(s) hold NaN/inf")
+    if bank.ndim != 2 or len(at) != len(y):
+        raise InputError(f"features must be (n, d) aligned with is_test; got "
+                         f"{(len(at), *bank.shape[1:])} and {y.shape}")
+    bad = sum(int((~np.isfinite(bank[at[i:i + REORDER_BLOCK]])).any(axis=1).sum())
+              for i in range(0, len(at), REORDER_BLOCK))
+    if bad:
+        raise InputError(f"{bad} feature row(s) hold NaN/inf")
     if rows is None:
         rows = pd.DataFrame({"row": np.arange(len(y)), "path": pd.NA, "label": pd.NA})
     # folds, fit samples, the shuffled control and the resamples are drawn on the rows in
     # their stable order, not in the order they were listed; the score table keeps the latter
     order = stable_order(rows)
-    # the reordered matrix is what every fold reads: mapped by the fold workers, not copied
-    ordered = shared_empty(X.shape, X.dtype)
-    for at in range(0, len(order), REORDER_BLOCK):  # no temporary copy of every row
-        ordered[at:at + REORDER_BLOCK] = X[order[at:at + REORDER_BLOCK]]
-    X, y, rows = ordered, y[order], rows.iloc[order]
-    del ordered
-    # the listed order's matrix is not kept beside the reordered one while the folds run
-    # (the generator's frame would hold it: 1.1 GiB a comparison at a million rows)
-    del features
+    # every fold reads its rows of the bank through this index: no reordered copy of them
+    X = FeatureRows(bank, at[order])
+    y, rows = y[order], rows.iloc[order]
+    del bank, at
     if groups is not None:
         groups = np.asarray(groups, dtype=object)[order]
     g = None

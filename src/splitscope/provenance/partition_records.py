@@ -21,20 +21,24 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
                        internal_share, max_rows, inputs,
                        fit_max_rows=FIT_MAX_ROWS, distinct=None) -> Steps:
     """Step generator of the partition classifier's records, one per boundary and one per
-    internal split of a reference side; the content features are computed by this call.
-    ``distinct`` maps a side's rows to one row per file (METHODS §4.7)."""
+    internal split of a reference side. ``distinct`` maps a side's rows to one row per file
+    (METHODS §4.7).
+
+    Nothing is computed before its first step: the content features are computed then, inside
+    the layer's shared folder and after the probes before it have let their matrices go,
+    into one bank of every row some comparison uses; each comparison holds an index into it."""
     side_ids = distinct or (lambda ids: ids)
     from splitscope.features.embeddings import load_embeddings
-    from splitscope.provenance.partition import content_features, internal_split, partition_steps
+    from splitscope.provenance.partition import FeatureRows, internal_split, partition_steps
 
     out = LayerResult()
     title = "Partition classifier"
     if not bounds:
         out.records.append(not_run_record(LAYER, "not applicable", "no boundary (train/test split) to classify", id="provenance.partition", title=title, inputs=inputs, predicate=PARTITION))
-        return _ready(out)
+        return out
     if sc is None and embeddings is None:
         out.records.append(not_run_record(LAYER, "not assessed", "no thumbnails (pass a scan) and no embeddings", id="provenance.partition", title=title, inputs=inputs, predicate=PARTITION))
-        return _ready(out)
+        return out
     rng = np.random.default_rng(seed)
     emb = None
     if embeddings is not None:
@@ -47,48 +51,48 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
     rows = probe_columns(rows, ())
     row_pos = pd.Index(rows["row"].to_numpy(np.int64))
 
-    # content features of each thumbnail, computed once however many comparisons use it
-    bank = {"at": np.full(0, -1, dtype=np.int64),
-            "rows": content_features(sc.thumbnails[:0]) if sc is not None else None}
-
-    def features_for(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if emb is not None:
-            return emb[row_pos.get_indexer(ids)], np.ones(len(ids), bool)
-        tidx = sc.thumb_index(ids)
-        ok = tidx >= 0
-        t = tidx[ok]
-        if t.size and t.max() >= bank["at"].size:
-            bank["at"] = np.r_[bank["at"], np.full(int(t.max()) + 1 - bank["at"].size, -1)]
-        new = np.unique(t[bank["at"][t] < 0])
-        if new.size:
-            bank["at"][new] = len(bank["rows"]) + np.arange(new.size)
-            # read a block of thumbnails at a time: a fancy index of the memory-mapped store
-            # would load every new thumbnail at once (9 KiB a row)
-            bank["rows"] = np.concatenate([bank["rows"], *(
-                content_features(sc.read_thumbnails(new[i:i + THUMB_BLOCK]))
-                for i in range(0, new.size, THUMB_BLOCK))])
-        return bank["rows"][bank["at"][t]], ok
-
-    def prepare(rid, name, q_ids, r_ids, b, internal=False):
+    def sample(q_ids, r_ids):
+        """The comparison's rows, a seeded subsample stratified by side above ``max_rows``."""
         ids = np.r_[q_ids, r_ids]
         is_test = np.r_[np.ones(len(q_ids), bool), np.zeros(len(r_ids), bool)]
-        sub = None
-        if max_rows is not None and len(ids) > max_rows:
-            keep = np.zeros(len(ids), bool)
-            for side in (True, False):  # stratified by side, seeded
-                pos = np.flatnonzero(is_test == side)
-                k = max(2, round(max_rows * len(pos) / len(ids)))
-                keep[rng.choice(pos, size=min(k, len(pos)), replace=False)] = True
-            ids, is_test = ids[keep], is_test[keep]
-            sub = int(keep.sum())
-        X, ok = features_for(ids)
+        if max_rows is None or len(ids) <= max_rows:
+            return ids, is_test, None
+        keep = np.zeros(len(ids), bool)
+        for side in (True, False):
+            pos = np.flatnonzero(is_test == side)
+            k = max(2, round(max_rows * len(pos) / len(ids)))
+            keep[rng.choice(pos, size=min(k, len(pos)), replace=False)] = True
+        return ids[keep], is_test[keep], int(keep.sum())
+
+    plans = [(f"provenance.partition[{slug(b.name)}]", f"Partition classifier {b.name}",
+              *sample(side_ids(b.query.rows), side_ids(b.reference.rows)), b, False)
+             for b in bounds]
+    refs = {b.reference.name: b for b in bounds}
+    for name, b in refs.items():
+        ref = side_ids(b.reference.rows)
+        if len(ref) < 10:
+            continue
+        hold = internal_split(len(ref), internal_share, seed,
+                              rows.iloc[row_pos.get_indexer(ref)])
+        plans.append((f"provenance.partition.internal[{slug(name)}]",
+                      f"Partition classifier internal split of {name}",
+                      *sample(ref[hold], ref[~hold]), None, True))
+    # where each comparison's rows sit: embedding rows, or thumbnails in the store (-1: none)
+    keys = [row_pos.get_indexer(ids) if emb is not None else sc.thumb_index(ids)
+            for _, _, ids, *_ in plans]
+    bank, at = _feature_bank(keys, emb, sc)
+    runs = []
+    for (rid, name, ids, is_test, sub, b, internal), key, where in zip(plans, keys, at):
+        ok = key >= 0
         part_rows = rows.iloc[row_pos.get_indexer(ids[ok])]
-        steps = partition_steps(X, is_test[ok], rows=part_rows,
+        steps = partition_steps(FeatureRows(bank, where[ok]), is_test[ok], rows=part_rows,
                                 groups=part_rows["group"].to_numpy() if "group" in part_rows
                                 else None,
                                 name=name, folds=folds, seed=seed, n_resamples=n_resamples,
                                 classifier=classifier, fit_max_rows=fit_max_rows)
-        return steps, (rid, name, ids, ok, sub, b, internal)
+        runs.append((steps, (rid, name, ids, ok, sub, b, internal)))
+    supplied = emb is not None
+    del bank, at, keys, emb
 
     def record(r, rid, name, ids, ok, sub, b, internal):
         auc = r.auc
@@ -104,7 +108,7 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
             id=rid, layer=LAYER, title=name,
             boundary=b.to_dict() if b is not None else None,
             predicate={"name": PARTITION, "params": {
-                **r.params, "features": ("supplied embeddings" if emb is not None else
+                **r.params, "features": ("supplied embeddings" if supplied else
                                          "16×16 area-mean thumbnail + 32-bin histogram"),
                 "subsample": sub, "internal_share": internal_share if internal else None}},
             unit="row (case)", denominator=r.n_test + r.n_train,
@@ -132,38 +136,35 @@ def partition_records(rows, sc, bounds, embeddings, *, seed, n_resamples, folds,
                      "shuffled_control": r.control}))
         out.tables[f"partition_scores_{slug(name)}"] = r.scores
 
-    # features are computed here, in order, outside the fits' thread limit
-    runs = [prepare(f"provenance.partition[{slug(b.name)}]", f"Partition classifier {b.name}",
-                    side_ids(b.query.rows), side_ids(b.reference.rows), b) for b in bounds]
-    refs = {b.reference.name: b for b in bounds}
-    for name, b in refs.items():
-        ref = side_ids(b.reference.rows)
-        if len(ref) < 10:
-            continue
-        hold = internal_split(len(ref), internal_share, seed,
-                              rows.iloc[row_pos.get_indexer(ref)])
-        runs.append(prepare(f"provenance.partition.internal[{slug(name)}]",
-                            f"Partition classifier internal split of {name}", ref[hold],
-                            ref[~hold], None, internal=True))
-    # each comparison holds its own rows' features now: the bank (288 float32 a thumbnail)
-    # is not kept while the folds run
-    bank["rows"] = bank["at"] = None
-
-    def steps():
-        done = yield Together([caught(steps) for steps, _ in runs])
-        for (r, failed), (_, about) in zip(done, runs):
-            if failed is not None:
-                rid, name = about[:2]
-                out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=rid, title=name, inputs=inputs, predicate=PARTITION))
-            else:
-                record(r, *about)
-        return out
-
-    return steps()
+    done = yield Together([caught(steps) for steps, _ in runs])
+    for (r, failed), (_, about) in zip(done, runs):
+        if failed is not None:
+            rid, name = about[:2]
+            out.records.append(not_run_record(LAYER, "not applicable", str(failed), id=rid, title=name, inputs=inputs, predicate=PARTITION))
+        else:
+            record(r, *about)
+    return out
 
 
-def _ready(value):
-    """A step generator with nothing to run: it returns ``value``."""
-    return value
-    yield  # makes this function a generator
+def _feature_bank(keys: list[np.ndarray], emb, sc) -> tuple[np.ndarray, list[np.ndarray]]:
+    """One feature matrix of every row the comparisons use (``keys``: embedding rows, or
+    store positions of thumbnails, -1 for none), each row once, and each comparison's rows in
+    it (-1 where its key is). Content features are computed a block of thumbnails at a time,
+    read in store order, straight into the bank, a shared array inside ``shared_arrays``."""
+    from splitscope.provenance.partition import content_features
+    from splitscope.provenance.stats import shared_empty
 
+    used = np.unique(np.concatenate([k[k >= 0] for k in keys]))
+    if emb is not None:
+        bank = shared_empty((len(used), emb.shape[1]),
+                            np.float32 if emb.dtype == np.float32 else np.float64)
+        for i in range(0, len(used), THUMB_BLOCK):
+            bank[i:i + THUMB_BLOCK] = emb[used[i:i + THUMB_BLOCK]]
+    else:
+        width = content_features(sc.thumbnails[:0]).shape[1]
+        bank = shared_empty((len(used), width), np.float32)
+        for i in range(0, len(used), THUMB_BLOCK):
+            thumbs = sc.read_thumbnails(used[i:i + THUMB_BLOCK])
+            bank[i:i + THUMB_BLOCK] = content_features(thumbs)
+    at = [np.where(k >= 0, np.searchsorted(used, k), -1) for k in keys]
+    return bank, at
