@@ -298,6 +298,8 @@ def test_partition_comparisons_share_one_bank_built_at_the_first_step(monkeypatc
     bank, at = banks[0]
     assert isinstance(bank, np.memmap) and len(bank) == len(table)  # each row once
     assert np.array_equal(bank, emb)
+    assert [len(a) for a in at] == [400, 300]  # test → train; the internal split of train
+    assert sorted(at[1]) == sorted(at[0][100:])  # the split indexes the bank's train rows
     folds = [args for name, args in sent if name == "_fold_prob"]
     assert len(folds) == 2 * 2 * 3  # two comparisons, each with its control, three folds
     assert {args[0].filename for args in folds} == {bank.filename}

@@ -175,3 +175,28 @@ def test_one_worker_searches_in_the_calling_thread(monkeypatch):
     with pytest.raises(AssertionError, match="thread pool"):
         hash_search(q, q, r, r, block_query=16, workers=2)
     assert hashes._workers(1) == 1 and hashes._workers(None) >= 1
+
+
+def test_kernels_compile_uncached_where_no_cache_folder_can_be_written(monkeypatch):
+    """numba refuses ``cache=True`` (at compile time) where neither the package's folder nor
+    the user's cache folder can be written: the loops are then compiled without a cache."""
+    import numba
+
+    from splitscope.relations import hamming_kernel
+
+    real = numba.njit
+    asked = []
+
+    def njit(**options):
+        asked.append(options.get("cache", False))
+        if options.get("cache"):
+            raise RuntimeError("cannot cache function 'f': no locator available for file 'x'")
+        return real(**options)
+
+    monkeypatch.setattr(hamming_kernel.nb, "njit", njit)
+
+    def add(a, b):
+        return a + b
+
+    assert hamming_kernel._compiled(add)(2, 3) == 5
+    assert asked == [True, False]

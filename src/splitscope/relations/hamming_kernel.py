@@ -19,7 +19,8 @@ from numba.extending import intrinsic
 SHIFT = 32
 POSITION = (1 << SHIFT) - 1
 #: Key of a query that met no reference yet: distance 255 (beyond any real one) and position
-#: :data:`POSITION`, read back as "no reference".
+#: :data:`POSITION`, read back as "no reference". References are therefore fewer than
+#: :data:`POSITION`.
 UNSET = (255 << SHIFT) | POSITION
 
 
@@ -32,7 +33,17 @@ def _popcount(typingctx, x):
     return types.uint64(types.uint64), codegen
 
 
-@nb.njit(nogil=True, cache=True, boundscheck=False)
+def _compiled(fn):
+    """``fn`` compiled without the GIL, its machine code cached beside this module (or in the
+    user's cache folder); where neither folder can be written, numba refuses to cache and the
+    loops are compiled afresh in each process (about a second), the results the same."""
+    try:
+        return nb.njit(nogil=True, cache=True, boundscheck=False)(fn)
+    except RuntimeError:  # "cannot cache function …: no locator available"
+        return nb.njit(nogil=True, boundscheck=False)(fn)
+
+
+@_compiled
 def _fold(a, b, vp, vd, base, kp, kd, kj, ks):
     """Fold the references ``vp``/``vd`` (positions ``base`` …) into one query's four keys."""
     for r in range(vp.size):
@@ -46,7 +57,7 @@ def _fold(a, b, vp, vd, base, kp, kd, kj, ks):
     return kp, kd, kj, ks
 
 
-@nb.njit(nogil=True, cache=True, boundscheck=False)
+@_compiled
 def fold_minima(qp, qd, rp, rd, exclude, keys, block):
     """Fold every reference into ``keys`` (one row of four keys per query).
 
@@ -71,7 +82,7 @@ def fold_minima(qp, qd, rp, rd, exclude, keys, block):
             keys[i, 0], keys[i, 1], keys[i, 2], keys[i, 3] = kp, kd, kj, ks
 
 
-@nb.njit(nogil=True, cache=True, boundscheck=False)
+@_compiled
 def near_pairs(a, b, rp, rd, exclude, radius):
     """One query's references with ``max(d_p, d_d) <= radius`` or ``d_p == 0``, in position
     order, except position ``exclude``: (positions, d_p, d_d)."""

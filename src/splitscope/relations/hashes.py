@@ -213,6 +213,8 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
     -------
     HashSearch
     """
+    from splitscope.relations import hamming_kernel as kernel
+
     qp = pack_hashes(query_phash, name="query pHash")
     rp = pack_hashes(reference_phash, name="reference pHash")
     qd = pack_hashes(query_dhash, name="query dHash")
@@ -223,9 +225,9 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
         raise InputError(f"radius must be between 0 and 64; got {radius}")
     radius = int(radius)
     nq, nr = qp.size, rp.size
+    if nr >= kernel.POSITION:
+        raise InputError(f"{nr:,} reference hashes: a search takes fewer than {kernel.POSITION:,}")
     exclude = _check_exclude(exclude, nq, nr)
-    from splitscope.relations import hamming_kernel as kernel
-
     ex = np.full(nq, -1, np.int64) if exclude is None else exclude
     keys = np.full((nq, 4), kernel.UNSET, np.int64)
     starts = list(range(0, nq, max(1, int(block_query))))
