@@ -8,12 +8,28 @@ package can use it."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
 import gc
+from collections.abc import Iterator
 
-__all__ = ["trim_heap"]
+__all__ = ["frozen_heap", "trim_heap"]
+
+
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Leave the objects alive when a run starts (imported modules, the caller's data) out of
+    the garbage collections of :func:`trim_heap` while it runs (``gc.freeze``): each pass then
+    walks only what the run created. With about 317,000 objects alive before an audit, a pass
+    took 0.14 s and 2 ms frozen; an audit makes nine. They are collectable again afterwards
+    (``gc.unfreeze``); nothing the run created is left out, so as much memory is released."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @functools.lru_cache(maxsize=1)

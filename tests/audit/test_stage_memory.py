@@ -3,6 +3,7 @@ allocator's free pages go back to the system, so a stage starts from what is sti
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -68,8 +69,10 @@ class _Sees:
 def test_memory_is_released_after_the_scan_and_after_every_layer(tmp_path, monkeypatch):
     calls: list = []
     release = run_mod.release_stage_memory
+    frozen: list = []
     monkeypatch.setattr(run_mod, "release_stage_memory",
-                        lambda context: (calls.append(context), release(context)))
+                        lambda context: (calls.append(context), frozen.append(gc.get_freeze_count()),
+                                         release(context)))
     layers = [_Sees("first_toy", 36, calls), _Sees("second_toy", 37, calls)]
     for layer in layers:
         register(layer)
@@ -86,6 +89,39 @@ def test_memory_is_released_after_the_scan_and_after_every_layer(tmp_path, monke
     assert seen == {"first_toy.seen": 1, "second_toy.seen": 2}  # after the scan, the first
     assert len(calls) == 3  # and after the last layer
     assert all(c is calls[0] for c in calls)
+    # the collections walk the run's objects: those alive before it are frozen, until it ends
+    assert min(frozen) > 0 and gc.get_freeze_count() == 0
+
+
+def test_a_frozen_heap_still_collects_what_the_run_drops():
+    """Inside :func:`frozen_heap` a cycle the run made and dropped is collected, one alive
+    before it is not walked; after it, that one is collectable again."""
+    import weakref
+
+    from splitscope.memory import frozen_heap
+
+    class Node:
+        pass
+
+    def cycle():
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        return weakref.ref(a)
+
+    gc.collect()
+    before = cycle()  # garbage already, but not collected yet
+    gc.disable()
+    try:
+        with frozen_heap():
+            assert gc.get_freeze_count() > 0
+            made = cycle()
+            gc.collect()
+            assert made() is None and before() is not None  # frozen: not walked
+        assert gc.get_freeze_count() == 0
+        gc.collect()
+        assert before() is None
+    finally:
+        gc.enable()
 
 
 @pytest.mark.skipif(not Path("/proc/self/smaps").is_file(),

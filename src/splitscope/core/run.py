@@ -71,7 +71,7 @@ from splitscope.exit_codes import (
 from splitscope.features.failures import failures_table, write_failure_lists
 from splitscope.features.workspace import release_pages
 from splitscope.manifest.hub import fingerprint_hub, hub_corpus, is_hub_id, require_cached
-from splitscope.memory import trim_heap
+from splitscope.memory import frozen_heap, trim_heap
 from splitscope.records import publish, software_versions
 from splitscope.records.exports import artifact, read_csv, write_csv, write_json, write_tables
 from splitscope.records.inputs import fingerprint_input, fingerprint_path
@@ -278,6 +278,7 @@ def audit(
         folder = stack.enter_context(publishing(
             out_dir, force=options.run.force, keep=caches(out_dir, options.run.workspace),
             writes=writes))
+        stack.enter_context(frozen_heap())  # the stages' collections walk the run's objects
         doc = _audit_into(folder.path, inputs_list, given, options, executor, registry,
                           wanted, conditions, command, reproduce)
     return AuditResult(document=doc, out_dir=out_dir, exit_code=doc["run"]["exit_code"],
