@@ -162,3 +162,49 @@ def test_a_serial_chunk_runs_on_one_blas_thread():
     before = [p["num_threads"] for p in threadpool_info()]
     assert [threads for _, threads in SerialExecutor().map(pools, _chunks(2))] == [{1}, {1}]
     assert [p["num_threads"] for p in threadpool_info()] == before
+
+
+def _stubborn(ready: str) -> None:
+    """A pool task that ignores SIGTERM, writes its process id, and waits."""
+    import pathlib
+    import signal
+    import time
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    pathlib.Path(ready).write_text(str(os.getpid()))
+    time.sleep(120)
+
+
+def _pid(_) -> int:
+    import time
+
+    time.sleep(0.5)  # both workers busy at once: both started
+    return os.getpid()
+
+
+def test_a_broken_pool_is_shut_down_even_with_a_worker_that_outlives_sigterm(tmp_path):
+    """When one worker dies, the pool terminates the others and joins each; a listed worker
+    that does not end on SIGTERM would hold that join (and ``shutdown``) forever. ``_discard``
+    kills every listed worker first, so it returns."""
+    import multiprocessing
+    import signal
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    from splitscope.features.executor import _discard
+
+    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
+    workers = set(pool.map(_pid, range(2)))
+    assert len(workers) == 2
+    ready = tmp_path / "ready"
+    stubborn = pool.submit(_stubborn, str(ready))
+    deadline = time.monotonic() + 60
+    while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    other = (workers - {int(ready.read_text())}).pop()
+    os.kill(other, signal.SIGKILL)  # the pool breaks; the stubborn worker ignores SIGTERM
+    assert stubborn.exception(timeout=60) is not None
+    start = time.monotonic()
+    _discard(pool)
+    assert time.monotonic() - start < 30
+    assert not any(p.is_alive() for p in multiprocessing.active_children())
