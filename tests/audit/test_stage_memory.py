@@ -70,9 +70,12 @@ def test_memory_is_released_after_the_scan_and_after_every_layer(tmp_path, monke
     calls: list = []
     release = run_mod.release_stage_memory
     frozen: list = []
-    monkeypatch.setattr(run_mod, "release_stage_memory",
-                        lambda context: (calls.append(context), frozen.append(gc.get_freeze_count()),
-                                         release(context)))
+    def counted(context):
+        calls.append(context)
+        frozen.append(gc.get_freeze_count())
+        release(context)
+
+    monkeypatch.setattr(run_mod, "release_stage_memory", counted)
     layers = [_Sees("first_toy", 36, calls), _Sees("second_toy", 37, calls)]
     for layer in layers:
         register(layer)

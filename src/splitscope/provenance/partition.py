@@ -44,8 +44,8 @@ from splitscope.provenance.stats import (
     weighted_auc,
 )
 
-__all__ = ["FeatureRows", "PartitionResult", "content_features", "internal_split", "partition_classifier",
-           "partition_steps", "proxy_a_distance"]
+__all__ = ["FeatureRows", "PartitionResult", "content_features", "internal_split",
+           "partition_classifier", "partition_steps", "proxy_a_distance"]
 
 
 def content_features(thumbs: np.ndarray, *, grid: int = 16, bins: int = 32,

@@ -90,7 +90,8 @@ class HammingResult:
 
 
 def hamming_search(query, reference, *, exclude=None, block_query: int = QUERY_BLOCK,
-                   block_reference: int = REFERENCE_BLOCK, workers: int | None = None) -> HammingResult:
+                   block_reference: int = REFERENCE_BLOCK,
+                   workers: int | None = None) -> HammingResult:
     """Exhaustive nearest neighbour by Hamming distance over packed 64-bit hashes.
 
     Parameters
@@ -245,7 +246,8 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
             kernel.fold_minima(qp[q0:q1], qd[q0:q1], rp, rd, ex[q0:q1], keys[q0:q1], block)
             if not collect_pairs:
                 continue
-            near = (keys[q0:q1, 2] >> kernel.SHIFT <= radius) | (keys[q0:q1, 0] >> kernel.SHIFT == 0)
+            best = keys[q0:q1] >> kernel.SHIFT
+            near = (best[:, 2] <= radius) | (best[:, 0] == 0)
             for q in np.flatnonzero(near) + q0:
                 pos, dp, dd = kernel.near_pairs(qp[q], qd[q], rp, rd, ex[q], radius)
                 total += pos.size
