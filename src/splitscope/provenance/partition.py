@@ -272,17 +272,20 @@ def partition_classifier(
 REORDER_BLOCK = 65_536
 
 
-def shared_features(X) -> np.ndarray:
-    """``X`` as float32 (content features, most embeddings) or float64, in a
+def shared_features(X, rows: np.ndarray | None = None) -> np.ndarray:
+    """``X`` (or its rows ``rows``, in that order) as float32 (content features, most
+    embeddings) or float64, copied a block at a time into a
     :func:`~splitscope.provenance.stats.shared_empty` array: inside ``shared_arrays`` the fold
     workers map it instead of receiving copies. Each fold converts the rows it fits and
     scores to float64, exactly."""
-    X = np.asarray(X)
+    X = np.asarray(X)  # an array is not copied
     if X.ndim != 2:
         raise InputError(f"features must be (n, d); got shape {X.shape}")
-    out = shared_empty(X.shape, np.float32 if X.dtype == np.float32 else np.float64)
-    for at in range(0, len(X), REORDER_BLOCK):
-        out[at:at + REORDER_BLOCK] = X[at:at + REORDER_BLOCK]
+    n = len(X) if rows is None else len(rows)
+    out = shared_empty((n, X.shape[1]), np.float32 if X.dtype == np.float32 else np.float64)
+    for at in range(0, n, REORDER_BLOCK):
+        take = slice(at, at + REORDER_BLOCK) if rows is None else rows[at:at + REORDER_BLOCK]
+        out[at:at + REORDER_BLOCK] = X[take]
     return out
 
 

@@ -151,15 +151,12 @@ def _feature_bank(keys: list[np.ndarray], emb, sc) -> tuple[np.ndarray, list[np.
     store positions of thumbnails, -1 for none), each row once, and each comparison's rows in
     it (-1 where its key is). Content features are computed a block of thumbnails at a time,
     read in store order, straight into the bank, a shared array inside ``shared_arrays``."""
-    from splitscope.provenance.partition import content_features
+    from splitscope.provenance.partition import content_features, shared_features
     from splitscope.provenance.stats import shared_empty
 
     used = np.unique(np.concatenate([k[k >= 0] for k in keys]))
     if emb is not None:
-        bank = shared_empty((len(used), emb.shape[1]),
-                            np.float32 if emb.dtype == np.float32 else np.float64)
-        for i in range(0, len(used), THUMB_BLOCK):
-            bank[i:i + THUMB_BLOCK] = emb[used[i:i + THUMB_BLOCK]]
+        bank = shared_features(emb, used)
     else:
         width = content_features(sc.thumbnails[:0]).shape[1]
         bank = shared_empty((len(used), width), np.float32)

@@ -18,10 +18,21 @@ from numba.extending import intrinsic
 
 SHIFT = 32
 POSITION = (1 << SHIFT) - 1
-#: Key of a query that met no reference yet: distance 255 (beyond any real one) and position
+#: Key of a query that met no reference yet: distance 255 (beyond any real one, and
+#: ``hashes.NO_REFERENCE``) and position
 #: :data:`POSITION`, read back as "no reference". References are therefore fewer than
 #: :data:`POSITION`.
 UNSET = (255 << SHIFT) | POSITION
+
+
+def distances(keys: np.ndarray) -> np.ndarray:
+    """The distances held by ``keys`` (255 where no reference was met)."""
+    return keys >> SHIFT
+
+
+def positions(keys: np.ndarray) -> np.ndarray:
+    """The reference positions held by ``keys`` (-1 where no reference was met)."""
+    return np.where(keys != UNSET, keys & POSITION, -1)
 
 
 @intrinsic

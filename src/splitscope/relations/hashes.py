@@ -231,7 +231,8 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
     exclude = _check_exclude(exclude, nq, nr)
     ex = np.full(nq, -1, np.int64) if exclude is None else exclude
     keys = np.full((nq, 4), kernel.UNSET, np.int64)
-    starts = list(range(0, nq, max(1, int(block_query))))
+    block_query = max(1, int(block_query))
+    starts = list(range(0, nq, block_query))
     n_workers = min(_workers(workers), max(1, len(starts)))
     chunks = [starts[i::n_workers] for i in range(n_workers)]
     block = max(1, int(block_reference))
@@ -246,7 +247,7 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
             kernel.fold_minima(qp[q0:q1], qd[q0:q1], rp, rd, ex[q0:q1], keys[q0:q1], block)
             if not collect_pairs:
                 continue
-            best = keys[q0:q1] >> kernel.SHIFT
+            best = kernel.distances(keys[q0:q1])
             near = (best[:, 2] <= radius) | (best[:, 0] == 0)
             for q in np.flatnonzero(near) + q0:
                 pos, dp, dd = kernel.near_pairs(qp[q], qd[q], rp, rd, ex[q], radius)
@@ -266,13 +267,9 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
                 results = list(pool.map(work, chunks))
     else:
         results = []
-    out, idx = {}, {}
-    for col, name in enumerate(("p", "d", "j", "s")):
-        value = (keys[:, col] >> kernel.SHIFT).astype(np.int16)
-        position = keys[:, col] & kernel.POSITION
-        met = keys[:, col] != kernel.UNSET
-        out[name] = np.where(met, value, NO_REFERENCE).astype(np.int16)
-        idx[name] = np.where(met, position, -1)
+    # one row each for p, d, j, s; a query that met no reference reads NO_REFERENCE and -1
+    dist = np.ascontiguousarray(kernel.distances(keys).T, dtype=np.int16)
+    pos = np.ascontiguousarray(kernel.positions(keys).T)
     pieces = [t for res in results for t in res]
     if pieces:
         pairs = pd.DataFrame({
@@ -287,8 +284,8 @@ def hash_search(query_phash, query_dhash, reference_phash, reference_dhash, *,
     truncated = n_total > len(pairs)
     if len(pairs) > max_pairs:
         pairs = pairs.iloc[:max_pairs].reset_index(drop=True)
-    return HashSearch(radius, nr, out["p"], idx["p"], out["d"], idx["d"], out["j"], idx["j"],
-                      out["s"], idx["s"], pairs, n_total, truncated)
+    return HashSearch(radius, nr, *(a[col] for col in range(4) for a in (dist, pos)), pairs,
+                      n_total, truncated)
 
 
 def hamming_distance(a, b) -> np.ndarray:
